@@ -10,12 +10,12 @@ from .errors import bad_argument
 
 
 def quote(name: str) -> str:
-    """Quote one identifier for DuckDB: ``my "col"`` -> ``"my ""col"""``."""
+    """Quote one identifier for DuckDB, doubling embedded double quotes."""
     return '"' + name.replace('"', '""') + '"'
 
 
 def literal(text: str) -> str:
-    """Quote a string literal for DuckDB: ``it's`` -> ``'it''s'``."""
+    """Quote a string literal for DuckDB, doubling embedded single quotes."""
     return "'" + text.replace("'", "''") + "'"
 
 
@@ -23,7 +23,7 @@ def parse_qualified(text: object, argument: str = "source") -> tuple[str, ...]:
     """Split ``db.schema.table`` into its parts, honouring double quotes.
 
     A name without dots or quotes is one identifier, spaces included (``'trip data'``).
-    Parts in double quotes may contain dots (``'"my.db".main."t"'``); ``""`` inside quotes is a quote.
+    Parts in double quotes may contain dots; a doubled quote inside quotes is a literal quote.
     """
     fix = "pass a table or view name such as 'trips', 'main.trips' or '\"my table\"'"
     if not isinstance(text, str) or not text.strip():
