@@ -1,0 +1,310 @@
+"""IntOpt (paper, Algorithm 1, right column), vectorised over every parent of a level.
+
+``IntOpt(x, c)`` turns a parent's noisy child counts ``x`` (integers, possibly negative) and the
+parent's released count ``c >= 0`` into non-negative integers summing to ``c`` at minimum Chebyshev
+distance from ``x``. Chebyshev minimisation has many optima; the paper's procedure picks one on
+purpose (it lowers the smallest counts first), and this module returns *exactly* what that
+procedure returns on every input, ties in ``x`` visited in index order (a stable ascending sort).
+
+The procedure, with ``T = c - sum(x)`` and ``floor_i(t) = max(-x_i, -t)``::
+
+    line 2   z = max(ceil(T / m), -x)             line 3   t = max |z_i|
+    line 4   I = stable ascending order of x      line 6   while sum(z) > T:
+    line 7-8     z[I[j]] = max(z[I[j]] - (sum(z) - T), -x[I[j]], -t)
+    line 9-11    j = (j + 1) mod m; after each full cycle t += 1
+    line 12  return x + z
+
+Closed form (no loop over visits, cycles or rows), proved here:
+
+1. ``z_i >= floor_i(t)`` always: true at line 3 (``-x_i <= z_i`` and ``-t <= -|z_i| <= z_i``), each
+   visit keeps it, and ``t`` only grows. So a visit lowers ``z_i`` by ``min(D, z_i - floor_i(t))``:
+   within a cycle the visited elements drop to their floors, in sorted order, until the excess ``D``
+   is used up, and the loop then stops (``D = 0``); the sum never falls below ``T``.
+2. A cycle at level ``t`` that does not finish leaves ``z = floor(t)``, with sum
+   ``F(t) = -sum_i min(x_i, t)``. So the loop finishes in the first cycle whose floors absorb the
+   excess: ``t* = max(t0, tG)`` with ``tG`` the smallest integer with ``sum_i min(x_i, t) >= S - c``
+   (``S = sum x``). It exists and ``tG <= max x``, since ``G(t) = sum_i min(x_i, t)`` reaches
+   ``S >= S - c`` there. The final cycle starts from ``z0`` (line 2) if ``t* = t0``, else from
+   ``floor(t* - 1)`` (the state after the full cycle ``t* - 1``).
+3. ``G`` is piecewise linear with breakpoints at the sorted values ``xs``:
+   ``G(xs_j) = P_j + (m - j) xs_j`` with ``P_j`` the sum of the ``j`` smallest. With ``j*`` the
+   first ``j`` where ``G(xs_j) >= S - c``, ``tG = ceil((S - c - P_j*) / (m - j*))``.
+4. In the final cycle, element ``i`` at sorted position ``p`` with capacity
+   ``cap_i = start_i - floor_i(t*)`` and ``E_p`` the capacity of the elements before it is lowered
+   by ``min(max(D - E_p, 0), cap_i)``: the elements before the stopping one reach their floors, the
+   stopping one absorbs the rest of ``D``, the later ones are untouched.
+
+Everything is a sort plus prefix sums per row: ``O(m log m)`` per parent, vectorised over blocks of
+rows (memory bounded by ``block_cells``).
+
+Range: any int64 ``x`` and ``c``. The intermediate sums are bounded by ``(4 m + 4) (B + 1)`` with
+``B = max(|x_i|, c)`` of the row; rows where that could exceed 2**62 are computed with exact Python
+integers (numpy object arrays, same code, ~50x slower), all other rows in int64.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import bad_argument
+
+__all__ = ["intopt", "intopt_ragged"]
+
+IntArray = npt.NDArray[np.int64]
+
+BLOCK_CELLS = 1 << 18
+"""Default number of cells processed per block (bounds the temporary memory to ~30 MB)."""
+
+_SAFE_LIMIT = float(1 << 62)
+
+
+def intopt(x: npt.ArrayLike, c: npt.ArrayLike, *, block_cells: int = BLOCK_CELLS) -> IntArray:
+    """Apply IntOpt to every row of ``x``: row ``p`` becomes ``IntOpt(x[p], c[p])``.
+
+    ``x`` is an integer matrix (parents x children), ``c`` the parents' released totals (>= 0).
+    Returns an int64 matrix of the same shape, non-negative, each row summing to ``c[p]``, equal
+    element for element to the paper's procedure. A row with no children needs ``c = 0``.
+    """
+    xv = _int_array(x, "x", 2)
+    cv = _int_array(c, "c", 1)
+    n_rows, m = xv.shape
+    if cv.shape[0] != n_rows:
+        raise bad_argument(
+            "c", f"{cv.shape[0]} totals for {n_rows} rows of x", "must have one total per row of x",
+            "pass c with shape (x.shape[0],)",
+        )
+    _check_totals(cv, np.full(n_rows, m, dtype=np.int64))
+    out = np.empty((n_rows, m), dtype=np.int64)
+    if m == 0 or n_rows == 0:
+        return out
+    step = max(1, block_cells // m)
+    for lo in range(0, n_rows, step):
+        hi = min(lo + step, n_rows)
+        out[lo:hi] = _dense_block(xv[lo:hi], cv[lo:hi])
+    return out
+
+
+def intopt_ragged(
+    values: npt.ArrayLike,
+    offsets: npt.ArrayLike,
+    c: npt.ArrayLike,
+    *,
+    block_cells: int = BLOCK_CELLS,
+) -> IntArray:
+    """IntOpt for parents with different numbers of children (nested hierarchies).
+
+    Row ``p`` is ``values[offsets[p]:offsets[p + 1]]`` with total ``c[p]``; ``offsets`` has
+    ``P + 1`` non-decreasing entries from 0 to ``len(values)``. Returns the flat int64 result in
+    the same layout, equal to :func:`intopt` row by row. An empty row needs ``c = 0``.
+    """
+    vals = _int_array(values, "values", 1)
+    offs = _int_array(offsets, "offsets", 1)
+    cv = _int_array(c, "c", 1)
+    if offs.shape[0] != cv.shape[0] + 1 or offs[0] != 0 or offs[-1] != vals.shape[0]:
+        raise bad_argument(
+            "offsets",
+            f"{offs.shape[0]} offsets for {cv.shape[0]} totals and {vals.shape[0]} values",
+            "must have len(c) + 1 entries, start at 0 and end at len(values)",
+            "build offsets as [0, cumsum(row lengths)]",
+        )
+    lengths = np.diff(offs)
+    if lengths.size and lengths.min() < 0:
+        raise bad_argument(
+            "offsets", f"a decrease at row {int(np.argmax(lengths < 0))}",
+            "must be non-decreasing", "build offsets as [0, cumsum(row lengths)]",
+        )
+    _check_totals(cv, lengths)
+    out = np.empty(vals.shape[0], dtype=np.int64)
+    keep = lengths > 0
+    rows = np.flatnonzero(keep)
+    lengths, cv, starts = lengths[keep], cv[keep], offs[:-1][keep]
+    n_rows = rows.shape[0]
+    lo = 0
+    cum = np.cumsum(lengths)
+    while lo < n_rows:  # one iteration per block of about block_cells cells
+        base = int(cum[lo - 1]) if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(cum, base + block_cells, side="right")))
+        s, e = int(starts[lo]), int(starts[hi - 1] + lengths[hi - 1])
+        out[s:e] = _ragged_block(vals[s:e], lengths[lo:hi], cv[lo:hi])
+        lo = hi
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocks: sort each row, split the rare rows that need exact Python integers, solve.
+
+
+def _dense_block(x: IntArray, c: IntArray) -> IntArray:
+    n_rows, m = x.shape
+    safe = _safe_rows(x.max(axis=1), x.min(axis=1), c, np.full(n_rows, m))
+    if not safe.all():
+        out = np.empty_like(x)
+        big = ~safe
+        out[big] = _ragged_block(x[big].ravel(), np.full(int(big.sum()), m), c[big]).reshape(-1, m)
+        if safe.any():
+            out[safe] = _dense_block(x[safe], c[safe])
+        return out
+    # |x| * m + m < 2**62 here, so (x_i, i) packs into one unique int64 key and any sort is stable.
+    key = x * m + np.arange(m, dtype=np.int64)
+    order = np.argsort(key, axis=1)
+    xs = np.take_along_axis(x, order, axis=1)
+    ys = _solve(xs, _Rows(n_rows, m, None), c)
+    out = np.empty_like(x)
+    np.put_along_axis(out, order, ys, axis=1)
+    return out
+
+
+def _ragged_block(vals: IntArray, lengths: IntArray, c: IntArray) -> IntArray:
+    n_rows = lengths.shape[0]
+    row = np.repeat(np.arange(n_rows, dtype=np.int64), lengths)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    safe = _safe_rows(
+        np.maximum.reduceat(vals, starts), np.minimum.reduceat(vals, starts), c, lengths
+    )
+    out = np.empty_like(vals)
+    for mask, dtype in ((safe, np.int64), (~safe, object)):
+        if not mask.any():
+            continue
+        cells = mask[row]
+        sub_vals, sub_len = vals[cells], lengths[mask]
+        sub_row = row[cells]
+        if n_rows == 1:
+            order = np.argsort(sub_vals, kind="stable")
+        else:
+            order = np.lexsort((sub_vals, sub_row))
+        xs = sub_vals[order].astype(dtype)
+        ys = _solve(xs, _Rows(int(mask.sum()), None, sub_len), c[mask].astype(dtype))
+        sub_out = np.empty(sub_vals.shape[0], dtype=np.int64)
+        sub_out[order] = ys
+        out[cells] = sub_out
+    return out
+
+
+def _safe_rows(xmax: Any, xmin: Any, c: IntArray, m: Any) -> npt.NDArray[np.bool_]:
+    """Rows whose intermediate sums stay below 2**62 in int64 (see the module docstring)."""
+    bound = np.maximum(np.maximum(xmax.astype(float), -xmin.astype(float)), c.astype(float))
+    return (4.0 * m + 4.0) * (bound + 1.0) < _SAFE_LIMIT
+
+
+# ---------------------------------------------------------------------------------------------
+# The closed form (module docstring, steps 1-4) on rows sorted ascending, ties in index order.
+
+
+class _Rows:
+    """Row-wise reductions over either a dense (P, m) matrix or flat rows of given lengths."""
+
+    def __init__(self, n_rows: int, m: int | None, lengths: Any) -> None:
+        self.n_rows, self.m = n_rows, m
+        if m is None:
+            self.lengths = lengths
+            ends = np.cumsum(lengths)
+            self.starts = ends - lengths
+            self.row = np.repeat(np.arange(n_rows), lengths)
+
+    def count(self) -> Any:
+        return self.m if self.m is not None else self.lengths
+
+    def spread(self, v: Any) -> Any:
+        return v[:, None] if self.m is not None else v[self.row]
+
+    def sum(self, a: Any) -> Any:
+        return a.sum(axis=1) if self.m is not None else np.add.reduceat(a, self.starts)
+
+    def count_true(self, a: Any) -> Any:
+        if self.m is not None:
+            return np.count_nonzero(a, axis=1).astype(np.int64)
+        return np.add.reduceat(a.astype(np.int64), self.starts)
+
+    def max(self, a: Any) -> Any:
+        return a.max(axis=1) if self.m is not None else np.maximum.reduceat(a, self.starts)
+
+    def cumsum(self, a: Any) -> Any:
+        if self.m is not None:
+            return a.cumsum(axis=1)
+        # int64 wrap-around cancels in the difference: each row's true prefix sums fit in int64.
+        total = np.cumsum(a)
+        return total - (total - a)[self.starts][self.row]
+
+    def remaining(self) -> Any:
+        """m - j for the element at sorted position j of its row."""
+        if self.m is not None:
+            return np.arange(self.m, 0, -1, dtype=np.int64)
+        ends = self.starts + self.lengths
+        return ends[self.row] - np.arange(self.row.shape[0], dtype=np.int64)
+
+    def gather(self, a: Any, j: Any) -> Any:
+        if self.m is not None:
+            return np.take_along_axis(a, j[:, None], axis=1)[:, 0]
+        return a[self.starts + j]
+
+
+def _ceil_div(a: Any, b: Any) -> Any:
+    return -((-a) // b)
+
+
+def _solve(xs: Any, rows: _Rows, c: Any) -> Any:
+    """IntOpt on sorted rows ``xs`` (int64 or object); returns ``x + z`` in the sorted order."""
+    m = rows.count()
+    total = rows.sum(xs)
+    target = c - total  # T = c - sum(x)
+    z0 = np.maximum(rows.spread(_ceil_div(target, m)), -xs)  # line 2
+    t0 = rows.max(np.abs(z0))  # line 3
+    # Step 3: tG, the smallest t with sum_i min(x_i, t) >= S - c.
+    need = total - c
+    prefix = rows.cumsum(xs) - xs  # P_j, exclusive
+    g_break = prefix + rows.remaining() * xs  # G(xs_j) = P_j + (m - j) xs_j
+    j_star = rows.count_true(g_break < rows.spread(need))  # j*
+    t_g = _ceil_div(need - rows.gather(prefix, j_star), m - j_star)
+    t_star = np.maximum(t0, t_g)  # step 2
+    ts = rows.spread(t_star)
+    floor = np.maximum(-xs, -ts)
+    start = np.where(rows.spread(t_star == t0), z0, np.maximum(-xs, 1 - ts))
+    excess = rows.spread(rows.sum(start) - target)  # D at the start of the final cycle
+    cap = start - floor
+    before = rows.cumsum(cap) - cap  # E_p
+    cut = np.minimum(np.maximum(excess - before, 0), cap)  # step 4, lines 7-8
+    return xs + start - cut
+
+
+# ---------------------------------------------------------------------------------------------
+# Input checks.
+
+
+def _int_array(value: npt.ArrayLike, name: str, ndim: int) -> IntArray:
+    arr = np.asarray(value)
+    shape = "a matrix (parents x children)" if ndim == 2 else "a 1-D array"
+    if arr.dtype.kind not in "iu":
+        raise bad_argument(
+            name, f"{arr.dtype} array of shape {arr.shape}",
+            f"must be {shape} of integers (int64; float, NaN, bool and object are refused)",
+            f"round the counts and pass np.asarray({name}, dtype=np.int64)",
+        )
+    if arr.ndim != ndim:
+        raise bad_argument(
+            name, f"array of shape {arr.shape}", f"must be {shape}", f"pass {name} with ndim={ndim}"
+        )
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+        raise bad_argument(
+            name, int(arr.max()), "must fit in int64", "pass values below 2**63"
+        )
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _check_totals(c: IntArray, lengths: IntArray) -> None:
+    if c.size and c.min() < 0:
+        row = int(np.argmax(c < 0))
+        raise bad_argument(
+            f"c[{row}]", int(c[row]), "must be >= 0 (a parent's released count)",
+            "pass the parents' non-negative released counts",
+        )
+    bad = (lengths == 0) & (c > 0)
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise bad_argument(
+            f"c[{row}]", int(c[row]), "must be 0 for a parent with no children",
+            "give every parent with a positive total at least one child",
+        )

@@ -1,0 +1,293 @@
+"""IntOpt: equal to a plain transcription of the paper's pseudocode, optimal, valid, and strict."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import inftda_duckdb.intopt as intopt_module
+from inftda_duckdb.errors import InputError
+from inftda_duckdb.intopt import intopt, intopt_ragged
+
+I64_MAX = 2**63 - 1
+I64_MIN = -(2**63)
+
+
+def paper_intopt(x: list[int], c: int, max_visits: int | None = None) -> list[int] | None:
+    """Algorithm 1, right column, line by line, in Python integers (the oracle).
+
+    Returns None when more than ``max_visits`` visits would be needed (the loop is O(c)).
+    """
+    x = [int(v) for v in x]
+    m = len(x)
+    z = [max(-((sum(x) - c) // m), -xi) for xi in x]  # line 2: ceil((c - sum x) / m)
+    t = max(abs(zi) for zi in z)  # line 3
+    order = sorted(range(m), key=lambda i: x[i])  # line 4 (Python's sort is stable)
+    j = 0  # line 5
+    visits = 0
+    while sum(z) > c - sum(x):  # line 6
+        delta = sum(z) - c + sum(x)  # line 7
+        z[order[j]] = max(z[order[j]] - delta, -x[order[j]], -t)  # line 8
+        j = (j + 1) % m  # line 9
+        if j == 0:  # lines 10-11
+            t += 1
+        visits += 1
+        if max_visits is not None and visits > max_visits:
+            return None
+    return [xi + zi for xi, zi in zip(x, z, strict=True)]  # line 12
+
+
+def optimum(x: list[int], c: int) -> int:
+    """The optimum: the smallest integer alpha with x_i + alpha >= 0 for all i and
+    sum max(0, x_i - alpha) <= c <= sum (x_i + alpha)."""
+
+    def feasible(alpha: int) -> bool:
+        return (
+            min(x) + alpha >= 0
+            and sum(max(0, v - alpha) for v in x) <= c <= sum(v + alpha for v in x)
+        )
+
+    lo, hi = 0, max(abs(v) for v in x) + c + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if feasible(mid) else (mid + 1, hi)
+    return lo
+
+
+def check_valid(y: np.ndarray, c: np.ndarray) -> None:
+    assert y.dtype == np.int64
+    assert (y >= 0).all()
+    assert [int(v) for v in y.sum(axis=-1)] == [int(v) for v in c]
+
+
+def random_rows(rng: np.random.Generator, n: int, m: int, scale: int) -> tuple[np.ndarray, ...]:
+    """Rows mixing the regimes: c far above, near, and far below sum(x); negatives; ties."""
+    x = rng.integers(-scale, 2 * scale, size=(n, m))
+    flavour = rng.random(n)
+    x[flavour < 0.1] = -np.abs(x[flavour < 0.1])  # all negative (or zero)
+    x[(flavour >= 0.1) & (flavour < 0.15)] = 0  # all zero
+    ties = (flavour >= 0.15) & (flavour < 0.35)
+    x[ties] = x[ties] // max(1, scale // 2)  # few distinct values: many ties
+    sums = np.maximum(x.sum(axis=1), 0)
+    kind = rng.integers(0, 4, size=n)
+    c = np.where(
+        kind == 0, rng.integers(0, 3 * scale * m + 1, size=n),
+        np.where(kind == 1, sums * 3 + rng.integers(0, 5, size=n),
+                 np.where(kind == 2, sums // 4, np.maximum(sums + rng.integers(-5, 6, size=n), 0))),
+    )
+    return x, c
+
+
+# ------------------------------------------------------------------------------------------------
+# Equal to the oracle.
+
+
+def test_batch_of_many_small_rows_equals_oracle() -> None:
+    """>= 1e5 random rows, m = 1..8, through the dense and the ragged form."""
+    rng = np.random.default_rng(20250101)
+    checked = 0
+    for m in range(1, 9):
+        x, c = random_rows(rng, 12_500, m, 12)
+        y = intopt(x, c, block_cells=997)  # many blocks, odd boundaries
+        check_valid(y, c)
+        for p in range(x.shape[0]):
+            assert y[p].tolist() == paper_intopt(x[p].tolist(), int(c[p])), (x[p], c[p])
+        checked += x.shape[0]
+        offsets = np.arange(x.shape[0] + 1) * m
+        assert np.array_equal(intopt_ragged(x.ravel(), offsets, c, block_cells=1 << 12), y.ravel())
+    assert checked >= 100_000
+
+
+def test_ragged_with_mixed_lengths_and_empty_rows_equals_oracle() -> None:
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(0, 12, size=20_000)
+    lengths[:3] = [1, 0, 40]
+    c = rng.integers(0, 80, size=lengths.size)
+    c[lengths == 0] = 0
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    values = rng.integers(-15, 25, size=int(offsets[-1]))
+    y = intopt_ragged(values, offsets, c, block_cells=1000)
+    for p in range(lengths.size):
+        row = values[offsets[p] : offsets[p + 1]].tolist()
+        expected = paper_intopt(row, int(c[p])) if row else []
+        assert y[offsets[p] : offsets[p + 1]].tolist() == expected
+    sums = np.add.reduceat(y, offsets[:-1])[lengths > 0]
+    assert sums.tolist() == c[lengths > 0].tolist()
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    x=st.lists(st.integers(-60, 120), min_size=1, max_size=14),
+    c=st.integers(0, 2000),
+)
+def test_property_equals_oracle(x: list[int], c: int) -> None:
+    expected = paper_intopt(x, c)
+    assert intopt(np.array([x]), np.array([c]))[0].tolist() == expected
+    assert intopt_ragged(np.array(x), np.array([0, len(x)]), np.array([c])).tolist() == expected
+
+
+@pytest.mark.parametrize(
+    ("x", "c"),
+    [
+        ([5], 0), ([-5], 3), ([0], 0), ([7], 7),  # m = 1
+        ([3, 1, 2], 0), ([0, 0, 0], 0), ([0, 0, 0, 0], 7),  # c = 0, all zero
+        ([-3, -1, -4, -1], 2), ([-9, -9, -9], 0), ([-2, -7], 100),  # all negative
+        ([2, 2, 2, 2, 2], 3), ([1, 1, 0, 0, 1], 2), ([4, 4, 4], 20),  # ties
+        ([1000, 0, 0, 0], 0), ([1000, 1, 2, 3], 10), ([0, 1, 2], 10**6),  # c << sum, c >> sum
+        ([5, -5, 5, -5], 0), ([10, -1, 10, -1], 19),
+    ],
+)
+def test_edges_equal_oracle(x: list[int], c: int) -> None:
+    y = intopt(np.array([x], dtype=np.int64), np.array([c]))
+    check_valid(y, np.array([c]))
+    assert y[0].tolist() == paper_intopt(x, c)
+
+
+def test_ties_are_visited_in_index_order() -> None:
+    # Equal counts: the earliest indices are lowered first (stable ascending sort, line 4).
+    assert intopt(np.array([[3, 3, 3, 3]]), np.array([10])).tolist() == [[2, 2, 3, 3]]
+    assert intopt(np.array([[1, 1, 1]]), np.array([1])).tolist() == [[0, 0, 1]]
+
+
+def test_near_int64_range_equals_oracle_without_overflow() -> None:
+    """Values near +-2**63 (exact Python-integer path), where the oracle ends quickly."""
+    rng = np.random.default_rng(3)
+    ran = 0
+    cases = []
+    for _ in range(400):
+        m = int(rng.integers(1, 7))
+        base = int(rng.choice([I64_MAX - 50, I64_MIN + 50, 2**62, -(2**62), 0]))
+        x = [base + int(v) for v in rng.integers(-50, 1, size=m)] if base > 0 else [
+            base + int(v) for v in rng.integers(0, 50, size=m)
+        ]
+        if base == 0:  # mixed signs at both ends of the range
+            choices = [I64_MAX - int(rng.integers(0, 9)), I64_MIN + int(rng.integers(0, 9)), 3]
+            x = [int(rng.choice(choices)) for _ in range(m)]
+        total = sum(x)
+        c = int(rng.choice([0, I64_MAX, min(max(total, 0), I64_MAX), int(rng.integers(0, 100))]))
+        cases.append((x, c))
+    for x, c in cases:
+        y = intopt(np.array([x], dtype=np.int64), np.array([c], dtype=np.int64))
+        check_valid(y, np.array([c], dtype=object))
+        assert int(np.abs(y[0].astype(object) - np.array(x, dtype=object)).max()) == optimum(x, c)
+        expected = paper_intopt(x, c, max_visits=20_000)
+        if expected is not None:
+            ran += 1
+            assert y[0].tolist() == expected, (x, c)
+    assert ran >= 200
+
+
+def test_object_path_equals_int64_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(11)
+    x, c = random_rows(rng, 5000, 6, 30)
+    lengths = rng.integers(1, 9, size=3000)
+    values = rng.integers(-20, 40, size=int(lengths.sum()))
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    rc = rng.integers(0, 100, size=lengths.size)
+    fast = intopt(x, c), intopt_ragged(values, offsets, rc)
+    monkeypatch.setattr(intopt_module, "_SAFE_LIMIT", 0.0)  # every row takes the exact path
+    slow = intopt(x, c), intopt_ragged(values, offsets, rc)
+    assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1])
+
+
+def test_mixed_safe_and_huge_rows_in_one_block() -> None:
+    x = np.array([[1, 2, 3], [I64_MAX, 0, I64_MIN], [4, -1, 0], [2**62, 2**62, 5]])
+    c = np.array([2, 10, 3, I64_MAX])
+    y = intopt(x, c)
+    for p in range(4):
+        assert y[p].tolist() == paper_intopt(x[p].tolist(), int(c[p]), max_visits=10_000)
+    offsets = np.array([0, 3, 6, 9, 12])
+    assert np.array_equal(intopt_ragged(x.ravel(), offsets, c), y.ravel())
+
+
+# ------------------------------------------------------------------------------------------------
+# Optimal, valid, block-independent.
+
+
+def test_optimal_against_closed_form() -> None:
+    rng = np.random.default_rng(5)
+    for m, scale in [(1, 50), (3, 1000), (10, 10**6), (40, 10**12)]:
+        x, c = random_rows(rng, 1500, m, scale)
+        y = intopt(x, c)
+        check_valid(y, c)
+        dist = np.abs(y - x).max(axis=1)
+        for p in range(x.shape[0]):
+            assert int(dist[p]) == optimum(x[p].tolist(), int(c[p]))
+
+
+def test_optimality_check_rejects_a_suboptimal_answer() -> None:
+    # Negative control for the closed form: a valid but non-optimal vector has a larger distance.
+    x, c = [5, 5, -2], 6
+    assert optimum(x, c) == 2  # IntOpt: [3, 3, 0]
+    assert max(abs(a - b) for a, b in zip([6, 0, 0], x, strict=True)) > optimum(x, c)
+    assert intopt(np.array([x]), np.array([c])).tolist() == [[3, 3, 0]]
+
+
+def test_block_size_does_not_change_the_result() -> None:
+    rng = np.random.default_rng(9)
+    x, c = random_rows(rng, 3000, 17, 40)
+    reference = intopt(x, c)
+    for block in (1, 17, 1000, 1 << 22):
+        assert np.array_equal(intopt(x, c, block_cells=block), reference)
+        offsets = np.arange(x.shape[0] + 1) * 17
+        ragged = intopt_ragged(x.ravel(), offsets, c, block_cells=block)
+        assert np.array_equal(ragged, reference.ravel())
+
+
+def test_one_wide_row_and_other_integer_dtypes() -> None:
+    rng = np.random.default_rng(2)
+    x = rng.integers(-5, 20, size=(1, 5000)).astype(np.int32)
+    c = np.array([20_000], dtype=np.uint16)
+    y = intopt(x, c)
+    check_valid(y, c)
+    assert y[0].tolist() == paper_intopt(x[0].tolist(), 20_000)
+
+
+def test_empty_inputs() -> None:
+    assert intopt(np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.int64)).shape == (0, 3)
+    assert intopt(np.zeros((2, 0), dtype=np.int64), np.zeros(2, dtype=np.int64)).shape == (2, 0)
+    none = np.zeros(0, np.int64)
+    assert intopt_ragged(none, np.zeros(3, np.int64), np.zeros(2, np.int64)).size == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Bad input.
+
+
+@pytest.mark.parametrize(
+    ("x", "c", "match"),
+    [
+        (np.array([[1.0, 2.0]]), np.array([3]), "x must be a matrix .* of integers"),
+        (np.array([[1, np.nan]]), np.array([3]), "float64"),
+        (np.array([[True, False]]), np.array([1]), "bool"),
+        (np.array([[1, 2]], dtype=object), np.array([3]), "object"),
+        (np.array([1, 2]), np.array([3]), "x must be a matrix"),
+        (np.array([[1, 2]]), np.array([3.0]), "c must be a 1-D array of integers"),
+        (np.array([[1, 2]]), np.array([3, 4]), "one total per row"),
+        (np.array([[1, 2], [3, 4]]), np.array([3, -1]), r"c\[1\] must be >= 0"),
+        (np.zeros((1, 0), dtype=np.int64), np.array([2]), r"c\[0\] must be 0 for a parent with no"),
+        (np.array([[2**63]], dtype=np.uint64), np.array([1]), "must fit in int64"),
+    ],
+)
+def test_bad_dense_input(x: np.ndarray, c: np.ndarray, match: str) -> None:
+    with pytest.raises(InputError, match=match) as info:
+        intopt(x, c)
+    assert "Fix:" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("offsets", "c", "match"),
+    [
+        ([0, 2], [1, 1], "len\\(c\\) \\+ 1 entries"),
+        ([1, 3], [1], "start at 0"),
+        ([0, 2], [1], "end at len\\(values\\)"),
+        ([0, 3, 2, 3], [1, 1, 1], "non-decreasing"),
+        ([0, 0, 3], [1, 1], r"c\[0\] must be 0 for a parent with no children"),
+        ([0.0, 3.0], [1], "offsets must be a 1-D array of integers"),
+    ],
+)
+def test_bad_ragged_input(offsets: list[float], c: list[int], match: str) -> None:
+    with pytest.raises(InputError, match=match):
+        intopt_ragged(np.array([1, 2, 3]), np.array(offsets), np.array(c))
