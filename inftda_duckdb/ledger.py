@@ -270,6 +270,10 @@ def _cap(cur: Any, budgets: str, source: str) -> Fraction | None:
     return Fraction(rows[0][0]) if rows else None
 
 
+def _next_id(cur: Any, ledger: str) -> int:
+    return int(cur.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {ledger}").fetchall()[0][0])
+
+
 def _rollback(cur: Any) -> None:
     with contextlib.suppress(duckdb.Error):  # a failed COMMIT has already rolled back
         cur.execute("ROLLBACK")
@@ -314,7 +318,7 @@ def charge(con: Any, charge: Charge) -> int:
             remaining = max(cap - spent, Fraction(0))
             if charge.rho > remaining:
                 raise _refusal(charge.source, charge.rho, cap, spent, remaining)
-        next_id = cur.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {ledger}").fetchall()[0][0]
+        next_id = _next_id(cur, ledger)
         cur.execute(
             f"INSERT INTO {ledger} VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
             "?, ?, ?)",
@@ -395,11 +399,18 @@ def set_budget(
     _, budgets = _tables(con)
 
     def body(cur: Any) -> None:
-        cur.execute(f"DELETE FROM {budgets} WHERE lower(source) = lower(?)", [key])
-        cur.execute(
-            f"INSERT INTO {budgets} VALUES (?, ?, ?, current_timestamp)",
-            [key, str(cap), float(cap)],
-        )
+        # a plain UPDATE: DuckDB 2.0.1 misses write-write conflicts on DELETE and UPDATE RETURNING
+        if _cap(cur, budgets, key) is None:
+            cur.execute(
+                f"INSERT INTO {budgets} VALUES (?, ?, ?, current_timestamp)",
+                [key, str(cap), float(cap)],
+            )
+        else:
+            cur.execute(
+                f"UPDATE {budgets} SET rho = ?, rho_approx = ?, set_at = current_timestamp "
+                "WHERE lower(source) = lower(?)",
+                [str(cap), float(cap), key],
+            )
 
     _transaction(con, body)
 
