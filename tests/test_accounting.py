@@ -1,4 +1,4 @@
-"""Accounting: conversions, exact level splits, noise scales, Theorem 1 by hand and by simulation."""
+"""Accounting: conversions, exact splits, noise scales, Theorem 1 by hand and by simulation."""
 
 from __future__ import annotations
 
