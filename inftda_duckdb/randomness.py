@@ -1,0 +1,163 @@
+"""Counter-addressed randomness: AES-256 used as a keyed pseudorandom function (PRF).
+
+Every random 64-bit word has an address, ``word = PRF_key(id, counter, w)``, so the noise of a
+cell depends only on the key and the cell's id, never on how DuckDB batches or orders the rows
+(the release is reproducible under a seed, and distinct ids get independent words).
+
+Block layout (one AES block = 16 bytes = two little-endian uint64 halves)::
+
+    bytes 0..7    id                        64 bits
+    bytes 8..15   counter << 16 | pair      counter: 47 bits (the top bit 1 is reserved for
+                                            key derivation), pair: 16 bits
+
+Word ``w`` of ``(id, counter)`` is little-endian half ``w % 2`` of AES-256-ECB(key, block
+``(id, counter, pair = w // 2)``). So one call addresses up to 2**17 words per (id, counter).
+``derive(p)`` re-keys with ``AES(key, (p, 2**63 | 0)) || AES(key, (p, 2**63 | 1))``: derivation
+blocks never collide with word blocks. AES is a pseudorandom permutation; over fewer than 2**60
+blocks per key it is indistinguishable from a random function (advantage <= q**2 / 2**129).
+
+Secure sources take a fresh 32-byte key from ``os.urandom`` and are re-keyed in a forked child,
+so parent and child never share noise. Seeded sources exist for tests and reproducible demos
+only: they come from :meth:`RandomSource.from_seed` alone and carry ``private = False``.
+numpy's PCG64 / Mersenne Twister never drive noise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import weakref
+from typing import NoReturn
+
+import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from .errors import bad_argument
+
+COUNTER_BITS = 47  #: counters accepted by :meth:`RandomSource.words` are < 2**47
+MAX_WIDTH = 1 << 17  #: words per (id, counter)
+_DERIVE = 1 << 63  # high half of a key-derivation block (never produced by a word block)
+
+_LIVE: weakref.WeakSet[RandomSource] = weakref.WeakSet()  # private sources, re-keyed after fork
+
+
+def _aes_ecb(key: bytes, blocks: np.ndarray) -> np.ndarray:
+    """Encrypt a C-contiguous little-endian uint64 array of whole blocks; same shape out."""
+    encryptor = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
+    out = np.empty(blocks.size + 2, dtype="<u8")  # update_into wants one spare block
+    encryptor.update_into(blocks.data.cast("B"), out.data.cast("B"))
+    return out[: blocks.size].reshape(blocks.shape)
+
+
+def _as_ids(ids: object) -> np.ndarray:
+    """Validate ids (1-D integer array, values in [0, 2**64)) and view them as uint64."""
+    arr = np.asarray(ids)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        raise bad_argument(
+            "ids", f"array of dtype {arr.dtype}, shape {arr.shape}",
+            "must be a 1-D integer array", "pass e.g. numpy.arange(n, dtype=numpy.uint64)",
+        )
+    if arr.dtype.kind == "i":
+        if arr.size and int(arr.min()) < 0:
+            raise bad_argument("ids", int(arr.min()), "must be non-negative",
+                               "use ids in [0, 2**64)")
+        arr = arr.astype(np.int64, copy=False).view(np.uint64)
+    return np.ascontiguousarray(arr, dtype=np.uint64)
+
+
+class RandomSource:
+    """A keyed PRF source. Obtain one with :meth:`secure` or :meth:`from_seed` only."""
+
+    __slots__ = ("__weakref__", "_key", "_private")
+    _key: bytes
+    _private: bool
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("use RandomSource.secure() (private) or RandomSource.from_seed(seed)"
+                        " (tests and demos, not private)")
+
+    @classmethod
+    def _from_key(cls, key: bytes, private: bool) -> RandomSource:
+        if len(key) != 32:
+            raise ValueError("an AES-256 key has 32 bytes")
+        self = object.__new__(cls)
+        self._key = bytes(key)
+        self._private = private
+        if private:
+            _LIVE.add(self)
+        return self
+
+    @classmethod
+    def secure(cls) -> RandomSource:
+        """A cryptographically secure source: fresh key from OS entropy, re-keyed after fork."""
+        return cls._from_key(os.urandom(32), private=True)
+
+    @classmethod
+    def from_seed(cls, seed: int) -> RandomSource:
+        """A deterministic source for tests and demos. Its output is NOT private."""
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or int(seed) < 0:
+            raise bad_argument("seed", seed, "must be a non-negative integer",
+                               "pass e.g. seed=42 (a seeded release is not private)")
+        digest = hashlib.sha256(b"inftda-duckdb seeded source v1:%d" % int(seed)).digest()
+        return cls._from_key(digest, private=False)
+
+    @property
+    def private(self) -> bool:
+        """False for a seeded source: its output must never be published as private."""
+        return self._private
+
+    def derive(self, *path: int) -> RandomSource:
+        """An independent sub-source (e.g. per level); derive(a, b) is derive(a).derive(b)."""
+        key = self._key
+        for p in path:
+            if isinstance(p, bool) or not isinstance(p, int | np.integer) or not 0 <= p < 1 << 64:
+                raise bad_argument("path element", p, "must be an integer in [0, 2**64)",
+                                   "derive sub-sources with small non-negative integers")
+            blocks = np.array([[int(p), _DERIVE], [int(p), _DERIVE | 1]], dtype="<u8")
+            key = _aes_ecb(key, blocks).tobytes()
+        return RandomSource._from_key(key, self._private)
+
+    def words(self, ids: np.ndarray, counter: int, width: int) -> np.ndarray:
+        """uint64 (len(ids), width): word ``w`` of row ``i`` is ``PRF(ids[i], counter, w)``."""
+        if isinstance(counter, bool) or not isinstance(counter, int | np.integer) or not (
+            0 <= counter < 1 << COUNTER_BITS
+        ):
+            raise bad_argument("counter", counter, f"must be an integer in [0, 2**{COUNTER_BITS})",
+                               "use small non-negative counters")
+        if isinstance(width, bool) or not isinstance(width, int | np.integer) or not (
+            1 <= width <= MAX_WIDTH
+        ):
+            raise bad_argument("width", width, f"must be an integer in [1, {MAX_WIDTH}]",
+                               "ask for fewer words per call")
+        out = self._pairs(_as_ids(ids), int(counter), 0, (int(width) + 1) // 2)
+        return out[:, :width] if width % 2 else out
+
+    def _pairs(self, ids: np.ndarray, counter: int, pair0: int, npairs: int) -> np.ndarray:
+        """Words ``2*pair0 .. 2*(pair0+npairs)-1`` for uint64 ``ids``: uint64 (n, 2*npairs)."""
+        blocks = np.empty((ids.size, npairs, 2), dtype="<u8")
+        blocks[:, :, 0] = ids[:, None]
+        blocks[:, :, 1] = (counter << 16) + pair0 + np.arange(npairs, dtype=np.uint64)
+        out = _aes_ecb(self._key, blocks).reshape(ids.size, 2 * npairs)
+        return out if out.dtype.isnative else out.astype(np.uint64)
+
+    def _word(self, id_: int, counter: int, index: int) -> int:
+        """One word, for the rare exact-refinement paths of the samplers."""
+        ids = np.array([id_], dtype=np.uint64)
+        return int(self._pairs(ids, counter, index // 2, 1)[0, index % 2])
+
+    def __repr__(self) -> str:
+        return f"RandomSource(private={self._private})"
+
+    def __reduce__(self) -> NoReturn:
+        # Copying or pickling a key would silently duplicate noise.
+        raise TypeError("RandomSource cannot be copied or pickled; derive() a sub-source instead")
+
+
+def _rekey_after_fork() -> None:
+    for source in list(_LIVE):
+        source._key = os.urandom(32)
+
+
+os.register_at_fork(after_in_child=_rekey_after_fork)
+
+__all__ = ["COUNTER_BITS", "MAX_WIDTH", "RandomSource"]
