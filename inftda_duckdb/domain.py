@@ -1,0 +1,255 @@
+"""Public domains of the hierarchy columns: where the values X_k of each level come from.
+
+A level's domain is never read silently from the private data. In order of precedence it is
+an explicit list (``domains := {'hour': range(24)}``), the distinct values of a public domain
+table that has a column of that name (``domain_tables := ['geo']``), the labels of an ENUM
+column, or (opt-in, not private) the distinct values in the data (``domain_from_data``).
+
+A domain table also *nests* levels: if ``geo`` has columns ``state`` and ``county`` (both in the
+hierarchy, state first), a state's children are only the counties ``geo`` lists under it.
+
+The values themselves are resolved inside DuckDB by the generated SQL (so TEMP tables and any
+column type work); this module decides the plan, inspects the catalog when it is visible, and
+turns the data check row computed in SQL into clear errors before anything is charged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InputError, InternalError, bad_argument
+from .identifiers import quote_qualified
+from .request import ReleaseRequest
+
+KINDS = ("list", "table", "enum", "data")
+
+
+@dataclass(frozen=True)
+class ColumnDomain:
+    """Where the domain of one hierarchy level comes from."""
+
+    column: str
+    kind: str  # one of KINDS
+    labels: tuple[str, ...] = ()  # kind 'list': the values as text, in code order
+    table: int = -1  # kind 'table': index into DomainPlan.nestings
+    table_column: str = ""  # kind 'table': the column's name in that table
+
+
+@dataclass(frozen=True)
+class Nesting:
+    """A public domain table and the hierarchy levels (0-based, ascending) it lists together."""
+
+    table: tuple[str, ...]
+    levels: tuple[int, ...]
+    names: tuple[str, ...]  # the table's own column names for those levels
+
+
+@dataclass(frozen=True)
+class DomainPlan:
+    columns: tuple[ColumnDomain, ...]
+    nestings: tuple[Nesting, ...]
+
+    def nested_parent(self, level: int) -> tuple[int, tuple[int, ...]] | None:
+        """For a nested level: (nesting index, earlier levels keying its allowed children)."""
+        for t, nest in enumerate(self.nestings):
+            if level in nest.levels[1:]:
+                return t, nest.levels[: nest.levels.index(level)]
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """What inftda_begin needs to interpret the checks (labels stay in the SQL)."""
+        return {
+            "columns": [[c.column, c.kind] for c in self.columns],
+            "nestings": [[list(n.table), list(n.levels), list(n.names)] for n in self.nestings],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DomainPlan:
+        return cls(
+            tuple(ColumnDomain(c, k) for c, k in data["columns"]),
+            tuple(Nesting(tuple(t), tuple(lv), tuple(nm)) for t, lv, nm in data["nestings"]),
+        )
+
+
+def table_columns(con: Any, parts: tuple[str, ...]) -> list[tuple[str, str]] | None:
+    """``[(name, type)]`` of a table or view, or None when ``con`` cannot see it."""
+    try:
+        rel = con.sql(f"SELECT * FROM {quote_qualified(parts)} LIMIT 0")
+        return [(str(n), str(t)) for n, t in zip(rel.columns, rel.types, strict=True)]
+    except Exception:  # invisible (TEMP to another connection) or missing
+        return None
+
+
+def plan_domains(request: ReleaseRequest, con: Any, *, strict: bool) -> DomainPlan:
+    """Decide every level's domain; check columns and types against the visible catalog.
+
+    ``strict`` (Python path, caller's own connection): a source or domain table that cannot be
+    found is an error. Otherwise (SQL bind time, a fresh cursor that cannot see TEMP tables) an
+    invisible source is checked later, inside DuckDB, before anything is charged.
+    """
+    source = table_columns(con, request.source_parts)
+    if source is None and strict:
+        raise bad_argument(
+            "source", request.source, "was not found (no such table or view)", _source_fix()
+        )
+    if source is not None:
+        _check_columns(request, source)
+    nestings: list[Nesting] = []
+    for parts in request.domain_tables:
+        cols = table_columns(con, parts)
+        if cols is None:
+            raise bad_argument(
+                "domain_tables",
+                ".".join(parts),
+                "names a table that was not found (from SQL a domain table must be a "
+                "non-TEMP table or view)",
+                "create it as a regular table, or call inftda_duckdb.release from Python",
+            )
+        by_lower = {name.lower(): name for name, _ in cols}
+        levels = [k for k, c in enumerate(request.columns) if c.lower() in by_lower]
+        if not levels:
+            raise bad_argument(
+                "domain_tables",
+                ".".join(parts),
+                f"has no column named like a hierarchy column {list(request.columns)}",
+                "name the table's columns like the hierarchy columns",
+            )
+        names = tuple(by_lower[request.columns[k].lower()] for k in levels)
+        nestings.append(Nesting(parts, tuple(levels), names))
+    owner: dict[int, int] = {}
+    for t, nest in enumerate(nestings):
+        for k in nest.levels:
+            if k in owner:
+                raise bad_argument(
+                    "domain_tables",
+                    [".".join(n.table) for n in nestings],
+                    f"list column {request.columns[k]!r} in two tables",
+                    "give each hierarchy column at most one domain table",
+                )
+            owner[k] = t
+    types = {name.lower(): typ for name, typ in source or []}
+    columns = []
+    for k, col in enumerate(request.columns):
+        if col in request.domains:
+            columns.append(ColumnDomain(col, "list", labels=request.domains[col]))
+        elif k in owner:
+            nest = nestings[owner[k]]
+            name = nest.names[nest.levels.index(k)]
+            columns.append(ColumnDomain(col, "table", table=owner[k], table_column=name))
+        elif request.domain_from_data:
+            columns.append(ColumnDomain(col, "data"))
+        else:
+            typ = types.get(col.lower())
+            if typ is not None and not typ.startswith("ENUM("):
+                raise no_domain(col, typ)
+            columns.append(ColumnDomain(col, "enum"))
+    return DomainPlan(tuple(columns), tuple(nestings))
+
+
+def _source_fix() -> str:
+    return "check the name (qualify it as schema.table if needed) or create the table first"
+
+
+def _check_columns(request: ReleaseRequest, source: list[tuple[str, str]]) -> None:
+    names = {name.lower() for name, _ in source}
+    wanted = list(request.columns)
+    if request.privacy_unit is not None:
+        wanted.append(request.privacy_unit)
+    missing = [c for c in wanted if c.lower() not in names]
+    if missing:
+        raise bad_argument(
+            "columns",
+            missing,
+            f"not found in {request.source}",
+            f"use columns of the source: {', '.join(n for n, _ in source)}",
+        )
+
+
+def no_domain(column: str, type_name: str) -> InputError:
+    return InputError(
+        f"column {column!r} ({type_name}) has no public domain. Fix: declare its values with "
+        f"domains := {{'{column}': [...]}}, make it an ENUM, list it in a domain table, or "
+        "(exploration only, not private) pass domain_from_data := true"
+    )
+
+
+def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str) -> int:
+    """Turn the check row computed in SQL into an InputError; return n (rows kept).
+
+    Runs before anything is charged. Data problems (NULLs, values outside the declared domain)
+    are only errors with ``unknown := 'error'``; with 'drop' those rows were dropped in SQL.
+    """
+    checks = json.loads(checks_json)
+    if not plan.columns:
+        raise InternalError("empty domain plan")
+    for col, dom, c in zip(request.columns, plan.columns, checks["columns"], strict=True):
+        _check_domain(col, dom, c)
+    for nest, c in zip(plan.nestings, checks["nestings"], strict=True):
+        _check_nesting(request, nest, c)
+    if request.unknown == "error" and "n" in checks:
+        for col, dom, c in zip(request.columns, plan.columns, checks["columns"], strict=True):
+            _check_data(request, col, dom, c)
+        for nest, c in zip(plan.nestings, checks["nestings"], strict=True):
+            if c["outside"]:
+                names = ", ".join(request.columns[k] for k in nest.levels)
+                raise InputError(
+                    f"{c['outside']} rows of {request.source} have a combination of ({names}) "
+                    f"that domain table {'.'.join(nest.table)} does not list (e.g. "
+                    f"{c['outside_examples']}). Fix: add the combinations to the domain table, "
+                    "filter or map those rows in a view, or pass unknown := 'drop' with "
+                    "neighbours := 'add_remove'"
+                )
+    return int(checks.get("kept", 0))
+
+
+def _check_domain(col: str, dom: ColumnDomain, c: dict[str, Any]) -> None:
+    if dom.kind == "enum" and not str(c["type"]).startswith("ENUM("):
+        raise no_domain(col, str(c["type"]))
+    if c["bad"]:
+        where = "domains" if dom.kind == "list" else "its domain table"
+        raise InputError(
+            f"{c['bad']} values declared for column {col!r} in {where} are not valid "
+            f"{c['type']} values (e.g. {c['bad_examples']}). Fix: declare values of the "
+            "column's type"
+        )
+    if c["dups"]:
+        raise InputError(
+            f"the domain of column {col!r} lists {c['dups']} values twice once converted to "
+            f"{c['type']}. Fix: list each value once"
+        )
+    if c["size"] == 0 and dom.kind != "data":
+        raise InputError(f"the domain of column {col!r} is empty. Fix: declare its values")
+
+
+def _check_nesting(request: ReleaseRequest, nest: Nesting, c: dict[str, Any]) -> None:
+    table = ".".join(nest.table)
+    if c["defects"]:
+        raise InputError(
+            f"domain table {table} has {c['defects']} rows with a NULL or a value outside the "
+            f"domains of ({', '.join(nest.names)}) (e.g. {c['defect_examples']}). Fix: correct "
+            "or remove those rows of the domain table"
+        )
+    if c["orphans"]:
+        first = request.columns[nest.levels[0]]
+        raise InputError(
+            f"{c['orphans']} declared values of column {first!r} have no row in domain table "
+            f"{table} (e.g. {c['orphan_examples']}), so they would have no children. Fix: add "
+            "rows for them to the domain table or remove them from the domain"
+        )
+
+
+def _check_data(request: ReleaseRequest, col: str, dom: ColumnDomain, c: dict[str, Any]) -> None:
+    fix_drop = "or pass unknown := 'drop' with neighbours := 'add_remove'"
+    if c["nulls"]:
+        raise InputError(
+            f"column {col!r} of {request.source} is NULL in {c['nulls']} rows. Fix: filter "
+            f"them out or map NULL to a declared value in a view, {fix_drop}"
+        )
+    if c["unknown"]:
+        raise InputError(
+            f"column {col!r} of {request.source} has {c['unknown']} rows with values outside "
+            f"its declared domain (e.g. {c['examples']}). Fix: declare those values, filter "
+            f"or map them in a view, {fix_drop}"
+        )

@@ -1,0 +1,502 @@
+"""Load InfTDA into a DuckDB connection: UDFs, TEMP macros, the release registry; Python API.
+
+``load(con)`` registers, per connection, Python UDFs and the TEMP table macros
+
+- ``inftda_release(source, columns, rho := ..., ...)``: ``SELECT * FROM query(<SQL>)`` where the
+  SQL is rendered at bind time by a side-effect-free UDF (DuckDB's Python API has no table
+  functions); executing it performs one release (see ``sql/release.sql``);
+- ``inftda_preview(source, columns, rho := ..., beta := 0.05, delta := 1e-6)``: noise scale and
+  Theorem 1 bound per level; spends nothing.
+
+Random UDFs are registered with ``side_effects=True``. ``inftda_begin`` runs once per execution
+(a MATERIALIZED CTE): it turns the data checks into errors, charges the ledger, draws the key and
+keeps the release state in a small process registry, keyed by a fresh release id, that
+``inftda_level`` (one Arrow call per DuckDB batch of parents) reads and ``inftda_end`` drops.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import threading
+import uuid
+import warnings
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import ledger
+from .accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
+from .domain import DomainPlan, plan_domains, raise_for_checks
+from .errors import BudgetExceededError, InftdaError, InputError, InternalError, bad_argument
+from .noise import DiscreteGaussian
+from .randomness import RandomSource
+from .request import OPTIONS, ReleaseRequest, from_json, parse_request
+from .sqlgen import UdfNames, fragments, render_preview, render_release
+from .topdown import release_level, release_root
+
+MAX_LIVE_RELEASES = 64
+DEFAULT_DELTA = 1e-6
+
+_LOCK = threading.RLock()
+_COUNTER = iter(range(1, 1 << 62))
+_LOADED: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_CHILD = pa.struct([("code", pa.int32()), ("n", pa.int64())])
+
+
+@dataclass
+class _Release:
+    """What the level UDF needs: the random source and each level's noise and domain size."""
+
+    source: RandomSource
+    levels: list[tuple[RandomSource, DiscreteGaussian, int, bool]]  # source, noise, |X_k|, nested
+    root: int
+
+
+_RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
+
+
+def budget_plan(request: ReleaseRequest) -> BudgetPlan:
+    return plan_budget(
+        request.depth,
+        rho=request.rho,
+        epsilon=request.epsilon,
+        delta=request.delta,
+        level_weights=request.level_weights,
+        neighbours=request.neighbours,
+        max_rows_per_unit=request.max_rows_per_unit,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# UDF bodies
+
+
+def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
+    """Once per execution: checks -> errors, charge, key, root (Algorithm 1, line 1)."""
+    spec = json.loads(spec_text)
+    request = from_json(spec["request"])
+    plan = budget_plan(request)
+    domains = DomainPlan.from_json(spec["domains"])
+    n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
+    sizes = [int(c["size"]) for c in json.loads(checks)["columns"]]
+    con = con_ref()
+    if con is None:
+        raise InputError("the connection that loaded inftda_duckdb is closed")
+    with con.cursor() as cur:
+        charge = ledger.Charge(
+            source=ledger.canonical_source(cur, request.source),
+            columns=request.columns,
+            neighbours=request.neighbours,
+            rho=plan.rho,
+            privacy_unit=request.privacy_unit,
+            max_rows_per_unit=request.max_rows_per_unit,
+            output=request.output,
+            seeded=request.seed is not None,
+            data_domain=request.domain_from_data,
+            origin=spec["origin"],
+        )
+        ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
+    source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
+    nested = {k for nest in domains.nestings for k in nest.levels[1:]}
+    levels = [
+        (source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]), sizes[k], k in nested)
+        for k in range(request.depth)
+    ]
+    root = release_root(n, plan, source)
+    rid = uuid.uuid4().hex
+    with _LOCK:
+        _RELEASES[rid] = _Release(source, levels, root)
+        while len(_RELEASES) > MAX_LIVE_RELEASES:
+            _RELEASES.popitem(last=False)
+    return {"rid": rid, "root": root}
+
+
+def _flat(arr: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, values) of an Arrow list column; NULL lists are empty."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(arr) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = arr.flatten().to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return offsets, values
+
+
+def _np(arr: Any) -> np.ndarray:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _level(rid: Any, k: Any, pid: Any, n: Any, idx: Any, cnt: Any, allowed: Any) -> pa.Array:
+    """One DuckDB batch of released parents of level k -> their released children (> 0)."""
+    rids = _np(rid)
+    if len(rids) == 0:
+        return pa.array([], type=pa.list_(_CHILD))
+    if not (rids == rids[0]).all() or not (_np(k) == _np(k)[0]).all():
+        raise InternalError("one batch mixes releases or levels")
+    with _LOCK:
+        state = _RELEASES.get(str(rids[0]))
+    if state is None:
+        raise InternalError("unknown or expired release id (more than 64 releases at once?)")
+    level = int(_np(k)[0])
+    lsource, noise, size, nested = state.levels[level - 1]
+    t_off, t_codes = _flat(idx)
+    _, t_counts = _flat(cnt)
+    a_off: np.ndarray | None = None
+    a_codes: np.ndarray | None = None
+    if nested:
+        a_off, a_codes = _flat(allowed)
+    out = release_level(
+        _np(pid).astype(np.int64),
+        _np(n).astype(np.int64),
+        t_off,
+        t_codes,
+        t_counts,
+        size,
+        noise,
+        lsource,
+        a_off,
+        a_codes,
+    )
+    children = pa.StructArray.from_arrays(
+        [pa.array(out.codes.astype(np.int32)), pa.array(out.counts)], fields=list(_CHILD)
+    )
+    return pa.ListArray.from_arrays(pa.array(out.offsets.astype(np.int32)), children)
+
+
+def _end(rid: str, sums: list[int]) -> bool:
+    """Final invariant: every level's released total equals the root; drop the state."""
+    with _LOCK:
+        state = _RELEASES.pop(rid, None)
+    if state is None:
+        raise InternalError("unknown or expired release id at the end of a release")
+    if any(int(s) != state.root for s in sums):
+        raise InternalError(f"level totals {list(sums)} differ from the root {state.root}")
+    return True
+
+
+def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
+    spec = json.loads(spec_text)
+    request = from_json(spec["request"])
+    plan = budget_plan(request)
+    domains = DomainPlan.from_json(spec["domains"])
+    raise_for_checks(request, domains, checks)
+    data = json.loads(checks)
+    sizes = [int(c["size"]) for c in data["columns"]]
+    nodes = _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
+    delta = float(spec["delta"])
+    total_eps = epsilon_from_rho(plan.rho, delta)
+    rows = []
+    for row in level_table(None, plan, float(spec["beta"]), delta, nodes=nodes):
+        level = int(row["level"])
+        rows.append(
+            {
+                "level": level,
+                "column": "(root n)" if level == 0 else request.columns[level - 1],
+                "domain_size": 1 if level == 0 else sizes[level - 1],
+                "nodes": int(row["cells"]),
+                "rho_k": str(row["rho_k"]),
+                "sigma2_k": str(row["sigma2_k"]),
+                "sigma_k": float(row["sigma_k"]),
+                "bound": float(row["bound"]),
+                "beta": float(spec["beta"]),
+                "epsilon": total_eps,
+                "delta": delta,
+                "private": request.private,
+            }
+        )
+    return rows
+
+
+_PREVIEW_TYPE = (
+    "STRUCT(level INTEGER, \"column\" VARCHAR, domain_size BIGINT, nodes BIGINT, rho_k VARCHAR, "
+    "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
+    "private BOOLEAN)[]"
+)
+
+
+def _nodes(sizes: list[int], domains: DomainPlan, nest_nodes: list[list[int]]) -> list[int]:
+    """Cells at each level: valid prefixes (product domains times nested combinations)."""
+    nested = {k: (t, nest.levels) for t, nest in enumerate(domains.nestings) for k in nest.levels}
+    counts, free = [], 1
+    seen = [0] * len(domains.nestings)
+    for k, size in enumerate(sizes):
+        if k in nested:
+            t, _ = nested[k]
+            seen[t] += 1
+        else:
+            free *= size
+        total = free
+        for t, j in enumerate(seen):
+            if j:
+                total *= int(nest_nodes[t][j - 1])
+        counts.append(max(total, 1))
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# registration
+
+
+def _macro(name: str, generator: str, extra: str = "") -> str:
+    params = ", ".join(f"{o} := NULL" for o in OPTIONS if o != "domain_from_data")
+    opts = ", ".join(f"'{o}': {o}" for o in OPTIONS)
+    more = f", {extra}" if extra else ""
+    more_opts = ", 'beta': beta" if extra else ""
+    return (
+        f"CREATE OR REPLACE TEMP MACRO {name}(source, columns, {params}, "
+        f"domain_from_data := false{more}) AS TABLE SELECT * FROM query({generator}("
+        f"to_json({{'source': source, 'columns': columns, {opts}{more_opts}}})::VARCHAR))"
+    )
+
+
+def load(con: Any) -> None:
+    """Register InfTDA on ``con`` (idempotent; each connection or cursor needs its own load)."""
+    ledger.ensure_tables(con)
+    ledger.register(con)
+    with _LOCK:
+        n = _LOADED.get(con)
+        if n is None:
+            n = next(_COUNTER)
+            _register(con, n)
+            _LOADED[con] = n
+    con.execute(_macro("inftda_release", f"inftda_release_sql_{n}"))
+    con.execute(
+        _macro("inftda_preview", f"inftda_preview_sql_{n}", "beta := 0.05")
+    )
+
+
+def _report_delta(options: dict[str, Any]) -> float:
+    """Preview's delta: the budget's delta with epsilon, else only the reporting delta."""
+    if options.get("epsilon") is None:
+        delta = options.pop("delta", None)
+        options["delta"] = None
+        delta = DEFAULT_DELTA if delta is None else delta
+    else:
+        delta = options.get("delta")
+    fix = "pass e.g. delta := 1e-6"
+    if isinstance(delta, bool) or not isinstance(delta, int | float | str):
+        raise bad_argument("delta", delta, "must be a number in (0, 1)", fix)
+    try:
+        value = float(delta)
+    except ValueError:
+        raise bad_argument("delta", delta, "must be a number in (0, 1)", fix) from None
+    if not 0 < value < 1:
+        raise bad_argument("delta", delta, "must be a number in (0, 1)", fix)
+    return value
+
+
+def _beta(beta: object) -> float:
+    if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta < 1:
+        raise bad_argument("beta", beta, "must be a number in (0, 1)", "pass e.g. beta := 0.05")
+    return float(beta)
+
+
+def _register(con: Any, n: int) -> None:
+    names = UdfNames.numbered(n)
+    ref = weakref.ref(con)
+
+    def cursor() -> Any:
+        c = ref()
+        if c is None:
+            raise InputError("the connection that loaded inftda_duckdb is closed")
+        return c.cursor()
+
+    def release_sql(options: str) -> str:
+        request = from_json(options)
+        with cursor() as cur:
+            plan = plan_domains(request, cur, strict=False)
+        return render_release(request, plan, names, "sql")
+
+    def preview_sql(options: str) -> str:
+        data = json.loads(options)
+        beta, report = data.pop("beta", 0.05), _report_delta(data)
+        request = from_json(json.dumps(data))
+        with cursor() as cur:
+            plan = plan_domains(request, cur, strict=False)
+        return render_preview(request, plan, names, _beta(beta), report)
+
+    fn = con.create_function
+    fn(f"inftda_release_sql_{n}", release_sql, ["VARCHAR"], "VARCHAR", side_effects=False)
+    fn(f"inftda_preview_sql_{n}", preview_sql, ["VARCHAR"], "VARCHAR", side_effects=False)
+    fn(
+        names.begin,
+        lambda spec, checks: _begin(ref, spec, checks),
+        ["VARCHAR", "VARCHAR"],
+        "STRUCT(rid VARCHAR, root BIGINT)",
+        side_effects=True,
+    )
+    fn(
+        names.level,
+        _level,
+        ["VARCHAR", "INTEGER", "BIGINT", "BIGINT", "INTEGER[]", "BIGINT[]", "INTEGER[]"],
+        "STRUCT(code INTEGER, n BIGINT)[]",
+        type="arrow",
+        side_effects=True,
+        null_handling="special",
+    )
+    fn(names.end, _end, ["VARCHAR", "BIGINT[]"], "BOOLEAN", side_effects=True)
+    fn(names.preview, _preview_rows, ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Python API
+
+
+_KINDS: dict[str, type[InftdaError]] = {
+    "InputError": InputError,
+    "BudgetExceededError": BudgetExceededError,
+    "InternalError": InternalError,
+}
+
+
+def _reraise(exc: duckdb.Error) -> None:
+    """A UDF's InputError / BudgetExceededError / InternalError, as that type again."""
+    m = re.search(r"\b(InputError|BudgetExceededError|InternalError): (.*)", str(exc), re.S)
+    if m is None:
+        raise exc
+    err = _KINDS[m.group(1)].__new__(_KINDS[m.group(1)])
+    Exception.__init__(err, m.group(2).strip())
+    raise err from None
+
+
+def _prepare(con: Any, source: object, columns: object, options: dict[str, Any]) -> Any:
+    if not isinstance(con, duckdb.DuckDBPyConnection):
+        raise InputError(f"con must be a duckdb connection; got {type(con).__name__}")
+    request = parse_request(source, list(columns) if isinstance(columns, tuple) else columns,
+                            **options)
+    plan = plan_domains(request, con, strict=True)
+    with _LOCK:
+        n = _LOADED.get(con)
+    if n is None:
+        load(con)
+        n = _LOADED[con]
+    return request, plan, UdfNames.numbered(n)
+
+
+def release(
+    con: Any,
+    source: str,
+    columns: list[str] | tuple[str, ...],
+    *,
+    rho: object = None,
+    epsilon: object = None,
+    delta: object = None,
+    domains: dict[str, Any] | None = None,
+    domain_tables: list[str] | None = None,
+    domain_from_data: bool = False,
+    level_weights: list[object] | None = None,
+    output: str = "counts",
+    neighbours: str = "substitute",
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
+    unknown: str = "error",
+    seed: int | None = None,
+) -> pa.Table:
+    """One InfTDA release of ``source`` over the hierarchy ``columns`` (same options as SQL).
+
+    Every call is a new release with fresh noise, charged to the ledger. Returns the synthetic
+    table; its schema metadata says whether it is private, the budget and the seed.
+    """
+    options = dict(
+        rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
+        domain_from_data=domain_from_data, level_weights=level_weights, output=output,
+        neighbours=neighbours, privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
+        unknown=unknown, seed=seed,
+    )
+    request, plan, names = _prepare(con, source, columns, options)
+    sql = render_release(request, plan, names, "python")
+    try:
+        table = con.execute(sql).to_arrow_table()
+    except duckdb.Error as exc:
+        _reraise(exc)
+        raise  # pragma: no cover
+    _warn_not_private(request)
+    bplan = budget_plan(request)
+    meta = {
+        "private": str(request.private).lower(),
+        "rho": str(bplan.rho),
+        "epsilon_at_1e-6": repr(epsilon_from_rho(bplan.rho, DEFAULT_DELTA)),
+        "neighbours": request.neighbours,
+        "max_rows_per_unit": str(request.max_rows_per_unit),
+        "seed": "" if request.seed is None else str(request.seed),
+        "domain_from_data": str(request.domain_from_data).lower(),
+        "source": request.source,
+        "columns": json.dumps(list(request.columns)),
+        "output": request.output,
+    }
+    return table.replace_schema_metadata(meta)
+
+
+def _warn_not_private(request: ReleaseRequest) -> None:
+    if request.seed is not None:
+        warnings.warn(
+            "this release used seed := "
+            f"{request.seed}: its noise is reproducible, so it is NOT private (tests and demos "
+            "only); it is recorded as not private in the ledger",
+            UserWarning,
+            stacklevel=3,
+        )
+    if request.domain_from_data:
+        warnings.warn(
+            "domain_from_data read the domains from the private data: this release is NOT "
+            "private (exploration only); declare public domains for a private release",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def preview(
+    con: Any,
+    source: str,
+    columns: list[str] | tuple[str, ...],
+    *,
+    rho: object = None,
+    epsilon: object = None,
+    delta: object = DEFAULT_DELTA,
+    domains: dict[str, Any] | None = None,
+    domain_tables: list[str] | None = None,
+    domain_from_data: bool = False,
+    level_weights: list[object] | None = None,
+    neighbours: str = "substitute",
+    max_rows_per_unit: int | None = None,
+    privacy_unit: str | None = None,
+    beta: float = 0.05,
+) -> pa.Table:
+    """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
+    total epsilon at ``delta`` (with ``rho``, delta only sets the reported epsilon).
+
+    Spends nothing and reads no private data, except with ``domain_from_data`` (then the domain
+    sizes come from the data: the result is marked not private and a warning says so).
+    """
+    options = dict(
+        rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
+        domain_from_data=domain_from_data, level_weights=level_weights, neighbours=neighbours,
+        max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
+    )
+    report = _report_delta(options)
+    request, plan, names = _prepare(con, source, columns, options)
+    sql = render_preview(request, plan, names, _beta(beta), report)
+    try:
+        table = con.execute(sql).to_arrow_table()
+    except duckdb.Error as exc:
+        _reraise(exc)
+        raise  # pragma: no cover
+    if request.domain_from_data:
+        warnings.warn(
+            "preview with domain_from_data read the domain sizes from the private data",
+            UserWarning,
+            stacklevel=2,
+        )
+    return table
+
+
+__all__ = ["fragments", "load", "preview", "release"]

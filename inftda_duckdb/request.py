@@ -1,0 +1,337 @@
+"""Parse and validate every argument of a release into one frozen :class:`ReleaseRequest`.
+
+The SQL macro and the Python function take the same named options; both end here (the SQL path
+hands them over as JSON built by ``to_json``), so a bad option gives the same :class:`InputError`
+whichever way the release was asked for. Nothing here reads data or draws noise.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from .errors import InputError, bad_argument
+from .exact import to_positive_fraction
+from .identifiers import parse_qualified
+
+OUTPUTS = ("counts", "rows")
+NEIGHBOURS = ("substitute", "add_remove")
+UNKNOWN = ("error", "drop")
+MAX_DEPTH = 10
+OPTIONS = (
+    "rho",
+    "epsilon",
+    "delta",
+    "domains",
+    "domain_tables",
+    "domain_from_data",
+    "level_weights",
+    "output",
+    "neighbours",
+    "privacy_unit",
+    "max_rows_per_unit",
+    "unknown",
+    "seed",
+)
+
+
+@dataclass(frozen=True)
+class ReleaseRequest:
+    """A validated release: what to read, the budget, the public domains and the output form."""
+
+    source: str
+    source_parts: tuple[str, ...]
+    columns: tuple[str, ...]
+    rho: Fraction | None
+    epsilon: Fraction | None
+    delta: Fraction | None
+    domains: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    domain_tables: tuple[tuple[str, ...], ...] = ()
+    domain_from_data: bool = False
+    level_weights: tuple[Fraction, ...] | None = None
+    output: str = "counts"
+    neighbours: str = "substitute"
+    privacy_unit: str | None = None
+    max_rows_per_unit: int = 1
+    unknown: str = "error"
+    seed: int | None = None
+
+    @property
+    def depth(self) -> int:
+        return len(self.columns)
+
+    @property
+    def private(self) -> bool:
+        """False for seeded or domain-from-data releases (tests and exploration only)."""
+        return self.seed is None and not self.domain_from_data
+
+    def to_json(self) -> str:
+        """Serialise the options so :func:`from_json` rebuilds an equal request."""
+        options: dict[str, Any] = {
+            "source": self.source,
+            "columns": list(self.columns),
+            "rho": None if self.rho is None else str(self.rho),
+            "epsilon": None if self.epsilon is None else str(self.epsilon),
+            "delta": None if self.delta is None else str(self.delta),
+            "domains": {k: list(v) for k, v in self.domains.items()} or None,
+            "domain_tables": [".".join(_quote_part(p) for p in t) for t in self.domain_tables]
+            or None,
+            "domain_from_data": self.domain_from_data,
+            "level_weights": None
+            if self.level_weights is None
+            else [str(w) for w in self.level_weights],
+            "output": self.output,
+            "neighbours": self.neighbours,
+            "privacy_unit": self.privacy_unit,
+            "max_rows_per_unit": self.max_rows_per_unit,
+            "unknown": self.unknown,
+            "seed": self.seed,
+        }
+        return json.dumps(options, sort_keys=True)
+
+
+def _quote_part(part: str) -> str:
+    return '"' + part.replace('"', '""') + '"'
+
+
+def from_json(text: str) -> ReleaseRequest:
+    """Build a request from the JSON object the SQL macro passes (``to_json({...})``)."""
+    try:
+        options = json.loads(text)
+    except (TypeError, ValueError):
+        raise InputError(f"release options are not valid JSON: {text!r}") from None
+    if not isinstance(options, dict):
+        raise InputError(f"release options must be a JSON object; got {text!r}")
+    options = dict(options)
+    source = options.pop("source", None)
+    columns = options.pop("columns", None)
+    options.pop("origin", None)
+    return parse_request(source, columns, **options)
+
+
+def parse_request(source: object, columns: object, **options: Any) -> ReleaseRequest:
+    """Validate the arguments of ``inftda_release`` / :func:`inftda_duckdb.release`."""
+    unknown_keys = sorted(set(options) - set(OPTIONS))
+    if unknown_keys:
+        raise bad_argument(
+            "options", unknown_keys, "are not release options", f"use only {', '.join(OPTIONS)}"
+        )
+    parts = parse_qualified(source, "source")
+    cols = _columns(columns)
+    rho, epsilon, delta = _budget(options.get("rho"), options.get("epsilon"), options.get("delta"))
+    output = _choice("output", options.get("output"), OUTPUTS, "counts")
+    neighbours = _choice("neighbours", options.get("neighbours"), NEIGHBOURS, "substitute")
+    unknown = _choice("unknown", options.get("unknown"), UNKNOWN, "error")
+    if output == "counts" and "count" in {c.lower() for c in cols}:
+        raise bad_argument(
+            "columns",
+            list(cols),
+            "must not contain a column named 'count' with output 'counts' (the output adds one)",
+            "rename the column in a view, or use output := 'rows'",
+        )
+    if unknown == "drop" and neighbours == "substitute":
+        raise bad_argument(
+            "unknown",
+            "drop",
+            "cannot be 'drop' with neighbours 'substitute': dropping rows changes the number of "
+            "rows n, which substitute neighbours release exactly",
+            "use neighbours := 'add_remove', or clean the table in a view and release the view",
+        )
+    unit = options.get("privacy_unit")
+    if unit is not None and (not isinstance(unit, str) or not unit):
+        raise bad_argument("privacy_unit", unit, "must be a column name", "pass e.g. 'person_id'")
+    m = options.get("max_rows_per_unit")
+    if m is None:
+        m = 1
+    elif isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise bad_argument(
+            "max_rows_per_unit", m, "must be a positive integer", "pass e.g. max_rows_per_unit := 3"
+        )
+    elif unit is None and m != 1:
+        raise bad_argument(
+            "max_rows_per_unit",
+            m,
+            "needs privacy_unit (the column identifying whose rows are bounded)",
+            "pass privacy_unit := 'person_id' as well",
+        )
+    seed = options.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise bad_argument("seed", seed, "must be a non-negative integer", "pass e.g. seed := 42")
+    from_data = options.get("domain_from_data")
+    if from_data is None:
+        from_data = False
+    if not isinstance(from_data, bool):
+        raise bad_argument(
+            "domain_from_data", from_data, "must be true or false", "pass domain_from_data := true"
+        )
+    weights = options.get("level_weights")
+    if weights is not None:
+        weights = _weights(weights, len(cols), neighbours)
+    return ReleaseRequest(
+        source=source,  # type: ignore[arg-type]
+        source_parts=parts,
+        columns=cols,
+        rho=rho,
+        epsilon=epsilon,
+        delta=delta,
+        domains=_domains(options.get("domains"), cols),
+        domain_tables=_tables(options.get("domain_tables")),
+        domain_from_data=from_data,
+        level_weights=weights,
+        output=output,
+        neighbours=neighbours,
+        privacy_unit=unit,
+        max_rows_per_unit=m,
+        unknown=unknown,
+        seed=seed,
+    )
+
+
+def _columns(columns: object) -> tuple[str, ...]:
+    fix = "pass the hierarchy columns in order, e.g. ['origin', 'dest', 'hour']"
+    if isinstance(columns, str) or not isinstance(columns, list | tuple):
+        raise bad_argument("columns", columns, "must be a list of column names", fix)
+    if not columns:
+        raise bad_argument("columns", list(columns), "must not be empty", fix)
+    if len(columns) > MAX_DEPTH:
+        raise bad_argument(
+            "columns", list(columns), f"must have at most {MAX_DEPTH} columns", "release fewer"
+        )
+    if any(not isinstance(c, str) or not c for c in columns):
+        raise bad_argument("columns", list(columns), "must all be non-empty strings", fix)
+    lowered = [c.lower() for c in columns]
+    dups = sorted({c for c in columns if lowered.count(c.lower()) > 1})
+    if dups:
+        raise bad_argument(
+            "columns", list(columns), f"must not repeat a column ({', '.join(dups)})", fix
+        )
+    return tuple(columns)
+
+
+def _budget(
+    rho: object, epsilon: object, delta: object
+) -> tuple[Fraction | None, Fraction | None, Fraction | None]:
+    fix = "pass rho := 0.5, or epsilon := 1 with delta := 1e-6"
+    if rho is not None:
+        if epsilon is not None or delta is not None:
+            raise bad_argument(
+                "rho", rho, "must be given alone, not with epsilon/delta", "pass one budget form"
+            )
+        return _positive(rho, "rho", fix), None, None
+    if epsilon is None or delta is None:
+        raise bad_argument(
+            "rho",
+            None,
+            "must be given (or both epsilon and delta): a release needs a privacy budget",
+            fix,
+        )
+    eps = _positive(epsilon, "epsilon", fix)
+    dlt = _positive(delta, "delta", fix)
+    if dlt >= 1:
+        raise bad_argument("delta", delta, "must be below 1", "pass e.g. delta := 1e-6")
+    return None, eps, dlt
+
+
+def _positive(value: object, name: str, fix: str) -> Fraction:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise bad_argument(name, value, "must be a positive finite number", fix)
+    return to_positive_fraction(value, name, fix)
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...], default: str) -> str:
+    if value is None:
+        return default
+    if value not in allowed:
+        raise bad_argument(
+            name, value, f"must be one of {', '.join(allowed)}", f"pass {name} := '{allowed[0]}'"
+        )
+    return str(value)
+
+
+def _weights(weights: object, depth: int, neighbours: str) -> tuple[Fraction, ...]:
+    need = depth + (neighbours == "add_remove")
+    fix = f"pass {need} positive numbers, e.g. level_weights := {[1] * need}"
+    if isinstance(weights, str) or not isinstance(weights, list | tuple):
+        raise bad_argument("level_weights", weights, "must be a list of numbers", fix)
+    if len(weights) != need:
+        what = "levels + 1 (the root comes first)" if neighbours == "add_remove" else "levels"
+        raise bad_argument(
+            "level_weights", list(weights), f"must have one weight per {what}: {need}", fix
+        )
+    return tuple(_positive(w, "level_weights", fix) for w in weights)
+
+
+def label(value: object) -> str:
+    """The text form of one public domain value (cast to the column's type inside DuckDB)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise bad_argument("domains", value, "must not contain NaN or infinity", "remove it")
+        return repr(value)
+    if isinstance(value, _dt.date | _dt.datetime | _dt.time):
+        return value.isoformat()
+    if hasattr(value, "dtype") and hasattr(value, "item"):
+        return label(value.item())
+    raise bad_argument(
+        "domains", value, "values must be strings, numbers, booleans or dates", "convert it"
+    )
+
+
+def _domains(domains: object, columns: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    fix = "pass domains := {'hour': range(24), 'origin': ['EWR', 'JFK', 'LGA']}"
+    if domains is None:
+        return {}
+    if not isinstance(domains, Mapping):
+        raise bad_argument("domains", domains, "must map column names to lists of values", fix)
+    by_lower = {c.lower(): c for c in columns}
+    result: dict[str, tuple[str, ...]] = {}
+    for name, values in domains.items():
+        column = by_lower.get(str(name).lower())
+        if column is None:
+            raise bad_argument(
+                "domains", name, f"names a column that is not in columns {list(columns)}", fix
+            )
+        if isinstance(values, str | bytes) or not isinstance(values, list | tuple | range):
+            raise bad_argument(f"domains['{name}']", values, "must be a list of values", fix)
+        if len(values) == 0:
+            raise bad_argument(f"domains['{name}']", list(values), "must not be empty", fix)
+        if any(v is None for v in values):
+            raise bad_argument(
+                f"domains['{name}']", list(values), "must not contain NULL", "remove the NULL"
+            )
+        labels = tuple(label(v) for v in values)
+        if len(set(labels)) != len(labels):
+            dups = sorted({x for x in labels if labels.count(x) > 1})[:5]
+            raise bad_argument(
+                f"domains['{name}']", dups, "must not repeat a value", "list each value once"
+            )
+        result[column] = labels
+    return result
+
+
+def _tables(tables: object) -> tuple[tuple[str, ...], ...]:
+    if tables is None:
+        return ()
+    if isinstance(tables, str):
+        tables = [tables]
+    if not isinstance(tables, list | tuple):
+        raise bad_argument(
+            "domain_tables", tables, "must be a list of table names", "pass ['geo']"
+        )
+    parsed = tuple(parse_qualified(t, "domain_tables") for t in tables)
+    if len(set(parsed)) != len(parsed):
+        raise bad_argument(
+            "domain_tables", list(tables), "must not repeat a table", "list each table once"
+        )
+    return parsed
+

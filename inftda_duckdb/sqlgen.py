@@ -1,0 +1,256 @@
+"""Render the release and preview SQL from the fragments in ``sql/release.sql``.
+
+One code path: the SQL macro (through a bind-time UDF) and :func:`inftda_duckdb.release` render
+the same statement here. Every identifier goes through :func:`identifiers.quote`, every text
+through :func:`identifiers.literal`; the statement binds whatever the columns' types are.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from .domain import DomainPlan
+from .identifiers import literal, quote, quote_qualified
+from .request import ReleaseRequest
+
+
+@dataclass(frozen=True)
+class UdfNames:
+    """The per-connection names of the UDFs the generated SQL calls."""
+
+    begin: str
+    level: str
+    end: str
+    preview: str
+
+    @classmethod
+    def numbered(cls, n: int) -> UdfNames:
+        return cls(f"inftda_begin_{n}", f"inftda_level_{n}", f"inftda_end_{n}", f"inftda_prev_{n}")
+
+
+def sql_path(name: str) -> Path:
+    """A template file: ``inftda_duckdb/sql`` in a wheel, ``<repo>/sql`` in a checkout."""
+    here = Path(__file__).resolve().parent
+    for folder in (here / "sql", here.parent / "sql"):
+        if (folder / name).is_file():
+            return folder / name
+    raise FileNotFoundError(f"SQL template {name} not found next to inftda_duckdb")
+
+
+@functools.cache
+def fragments(name: str = "release.sql") -> dict[str, Template]:
+    """``-- @name`` sections of a template file (header comment dropped)."""
+    text = sql_path(name).read_text()
+    parts = re.split(r"^-- @(\w+)\n", text, flags=re.M)
+    return {parts[i]: Template(parts[i + 1].strip()) for i in range(1, len(parts), 2)}
+
+
+def _f(name: str, **values: object) -> str:
+    return fragments()[name].substitute({k: str(v) for k, v in values.items()})
+
+
+def spec_json(request: ReleaseRequest, plan: DomainPlan, origin: str) -> str:
+    """What inftda_begin needs besides the data checks: the request, the domain plan, origin."""
+    return json.dumps(
+        {"request": request.to_json(), "domains": plan.to_json(), "origin": origin},
+        sort_keys=True,
+    )
+
+
+def _ctes_public(request: ReleaseRequest, plan: DomainPlan) -> list[str]:
+    """typed row, domains and coded domain tables (public, except domain_from_data)."""
+    src = quote_qualified(request.source_parts)
+    typed = ", ".join(f"{quote(c)} AS v{i}" for i, c in enumerate(request.columns, 1))
+    ctes = [_f("typed", typed_cols=typed, source=src)]
+    if request.domain_from_data:
+        ctes.append(_leaf_raw(request))
+    for i, dom in enumerate(plan.columns, 1):
+        if dom.kind == "list":
+            values = ", ".join(f"({literal(v)}, {c})" for c, v in enumerate(dom.labels))
+            ctes.append(_f("dom_list", i=i, values=values))
+        elif dom.kind == "enum":
+            ctes.append(_f("dom_enum", i=i))
+        elif dom.kind == "table":
+            table = quote_qualified(plan.nestings[dom.table].table)
+            ctes.append(_f("dom_table", i=i, table=table, tcol=quote(dom.table_column)))
+        else:
+            ctes.append(_f("dom_data", i=i))
+        ctes.append(_f("dom", i=i))
+    for t, nest in enumerate(plan.nestings, 1):
+        lv = [k + 1 for k in nest.levels]
+        casts = ", ".join(
+            f"try(cast_to_type(x.{quote(n)}, t.v{i})) AS w{i}, x.{quote(n)}::VARCHAR AS s{i}"
+            for i, n in zip(lv, nest.names, strict=True)
+        )
+        joins = " ".join(f"LEFT JOIN dom{i} AS d{i} ON w.w{i} = d{i}.v" for i in lv)
+        ctes.append(
+            _f(
+                "nest",
+                t=t,
+                table=quote_qualified(nest.table),
+                nest_codes=", ".join(f"d{i}.code AS k{i}" for i in lv),
+                nest_defect=" OR ".join(f"d{i}.code IS NULL" for i in lv),
+                nest_text=" || ', ' || ".join(f"coalesce(w.s{i}, 'NULL')" for i in lv),
+                nest_casts=casts,
+                nest_joins=joins,
+            )
+        )
+        ctes.append(_f("nest_ok", t=t, nest_keys=", ".join(f"k{i}" for i in lv)))
+    return ctes
+
+
+def _leaf_raw(request: ReleaseRequest) -> str:
+    src = quote_qualified(request.source_parts)
+    cols = ", ".join(quote(c) for c in request.columns)
+    rows = src
+    if request.privacy_unit is not None:
+        order = (
+            "random()"
+            if request.seed is None
+            else f"hash({int(request.seed)}, {cols})"
+        )
+        rows = _f(
+            "unit_source",
+            cols=cols,
+            unit=quote(request.privacy_unit),
+            order=order,
+            source=src,
+            m=int(request.max_rows_per_unit),
+        )
+    raw = ", ".join(f"{quote(c)} AS r{i}" for i, c in enumerate(request.columns, 1))
+    return _f("leaf_raw", raw_cols=raw, source_rows=rows)
+
+
+def _column_checks(plan: DomainPlan, data: bool) -> str:
+    items = []
+    for i in range(1, len(plan.columns) + 1):
+        text = _f("column_check", i=i)
+        if not data:  # keep only the public items (before 'nulls')
+            text = text[: text.index(",\n 'nulls'")] + "}"
+        items.append(text)
+    return ",\n".join(items)
+
+
+def _nest_checks(plan: DomainPlan, data: bool) -> str:
+    items = []
+    for t, nest in enumerate(plan.nestings, 1):
+        lv = [k + 1 for k in nest.levels]
+        nodes = ", ".join(
+            f"(SELECT count(*) FROM (SELECT DISTINCT {', '.join(f'k{i}' for i in lv[:j])} "
+            f"FROM nest{t} WHERE NOT defect))"
+            for j in range(1, len(lv) + 1)
+        )
+        text = _f(
+            "nest_check",
+            t=t,
+            first=lv[0],
+            all_coded=" AND ".join(f"k{i} IS NOT NULL" for i in lv),
+            nest_raw_text=" || ', ' || ".join(f"r{i}::VARCHAR" for i in lv),
+            nest_nodes=nodes,
+        )
+        if not data:
+            head = text[: text.index(",\n 'outside'")]
+            text = head + ",\n 'nodes': [" + nodes + "]}"
+        items.append(text)
+    return ",\n".join(items)
+
+
+def render_release(
+    request: ReleaseRequest, plan: DomainPlan, names: UdfNames, origin: str
+) -> str:
+    """The whole release as one statement (see the header of sql/release.sql)."""
+    d = request.depth
+    ctes = _ctes_public(request, plan)
+    if not request.domain_from_data:
+        ctes.append(_leaf_raw(request))
+    code_cols = ", ".join(f"d{i}.code AS k{i}" for i in range(1, d + 1))
+    joins = " ".join(f"LEFT JOIN dom{i} AS d{i} ON l.r{i} = d{i}.v" for i in range(1, d + 1))
+    for t, nest in enumerate(plan.nestings, 1):
+        on = " AND ".join(f"nk{t}.k{k + 1} = d{k + 1}.code" for k in nest.levels)
+        joins += f" LEFT JOIN nestok{t} AS nk{t} ON {on}"
+        code_cols += f", nk{t}.ok AS nok{t}"
+    ctes.append(_f("leaf_coded", code_cols=code_cols, code_joins=joins))
+    keep = " AND ".join(
+        [f"k{i} IS NOT NULL" for i in range(1, d + 1)]
+        + [f"nok{t} IS NOT NULL" for t in range(1, len(plan.nestings) + 1)]
+    )
+    checks = _f(
+        "checks", column_checks=_column_checks(plan, True), nest_checks=_nest_checks(plan, True)
+    )
+    kept = f"'kept': (SELECT coalesce(sum(n), 0)::BIGINT FROM leaf_coded WHERE {keep}),\n    "
+    ctes.append(checks.replace("'columns':", kept + "'columns':", 1))
+    spec = literal(spec_json(request, plan, origin))
+    ctes.append(_f("begin", begin=names.begin, spec=spec))
+    codes = ", ".join(f"k{i}" for i in range(1, d + 1))
+    ctes.append(_f("leaf", codes=codes, keep=keep))
+    for i in range(1, d + 1):
+        pre = "leaf" if i == d else f"pre{i}"
+        if i < d:
+            ctes.append(_f("prefix", i=i, codes=", ".join(f"k{j}" for j in range(1, i + 1))))
+        nested = plan.nested_parent(i - 1)
+        allowed, allowed_join = "NULL::INTEGER[]", ""
+        if nested is not None:
+            _, parents = nested
+            keys = ", ".join(f"k{k + 1}" for k in parents)
+            ctes.append(_f("allowed", i=i, t=nested[0] + 1, parent_keys=keys))
+            on = " AND ".join(f"a.k{k + 1} = p.k{k + 1}" for k in parents)
+            allowed, allowed_join = "a.allowed", f"LEFT JOIN allowed{i} AS a ON {on}"
+        if i == 1:
+            ctes.append(_f("level_first", pre=pre, level=names.level, allowed=allowed,
+                           allowed_join=allowed_join))
+            continue
+        pcodes = ", ".join(f"k{j}" for j in range(1, i))
+        ctes.append(
+            _f(
+                "level",
+                i=i,
+                prev=i - 1,
+                pre=pre,
+                level=names.level,
+                pcodes=pcodes,
+                pcodes_p=", ".join(f"p.k{j}" for j in range(1, i)),
+                kids_on=" AND ".join(f"c.k{j} = p.k{j}" for j in range(1, i)),
+                allowed=allowed,
+                allowed_join=allowed_join,
+            )
+        )
+    sums = ", ".join(f"(SELECT coalesce(sum(n), 0) FROM rel{i})::BIGINT" for i in range(1, d + 1))
+    ctes.append(_f("end", end=names.end, level_sums=sums))
+    decoded = ", ".join(f"d{i}.v AS {quote(c)}" for i, c in enumerate(request.columns, 1))
+    decode_joins = " ".join(f"JOIN dom{i} AS d{i} ON r.k{i} = d{i}.code" for i in range(1, d + 1))
+    rcodes = ", ".join(f"r.k{i}" for i in range(1, d + 1))
+    if request.output == "counts":
+        final = _f("final_counts", d=d, decoded=decoded, decode_joins=decode_joins, rcodes=rcodes)
+    else:
+        final = _f(
+            "final_rows",
+            d=d,
+            decoded=decoded,
+            decode_joins=decode_joins,
+            decoded_names=", ".join(quote(c) for c in request.columns),
+            rcodes_named=", ".join(f"r.k{i} AS inftda_k{i}" for i in range(1, d + 1)),
+            rcodes_names=", ".join(f"inftda_k{i}" for i in range(1, d + 1)),
+        )
+    return "WITH\n" + ",\n".join(ctes) + "\n" + final
+
+
+def render_preview(
+    request: ReleaseRequest, plan: DomainPlan, names: UdfNames, beta: float, delta: float
+) -> str:
+    """Domain sizes (public; private data only with domain_from_data) -> the preview UDF."""
+    ctes = _ctes_public(request, plan)
+    checks = _f(
+        "checks", column_checks=_column_checks(plan, False), nest_checks=_nest_checks(plan, False)
+    )
+    checks = checks.replace("'n': (SELECT coalesce(sum(n), 0)::BIGINT FROM leaf_raw),\n    ", "")
+    ctes.append(checks)
+    spec = json.loads(spec_json(request, plan, "preview"))
+    spec.update(beta=beta, delta=delta)
+    call = f"{names.preview}({literal(json.dumps(spec, sort_keys=True))}, j)"
+    final = f"SELECT u.* FROM (SELECT unnest({call}) AS u FROM checks)"
+    return "WITH\n" + ",\n".join(ctes) + "\n" + final

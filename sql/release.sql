@@ -1,0 +1,175 @@
+-- inftda_release: the SQL statement that performs one whole InfTDA release (paper, Algorithm 1).
+--
+-- Rendered by inftda_duckdb/sqlgen.py from the fragments below (each starts with "-- @name";
+-- $placeholders are filled with quoted identifiers, literals or generated lists, never raw user
+-- text). Parameters: the source (table, view or a unit-clipping subquery), the hierarchy columns
+-- k1..kd, each column's public domain, the release spec (JSON, including the budget) and the
+-- per-connection UDF names.
+-- Cost: ONE scan of the source (the leaf-level GROUP BY; a privacy unit adds a window over it),
+-- then work proportional to the number of distinct leaves plus the noised cells (every child of
+-- every released parent). Privacy: each execution is a NEW release with fresh noise and is
+-- charged to the ledger by inftda_begin (once per execution, before any noise is drawn).
+
+-- @typed
+-- one row of typed NULLs, one per hierarchy column: gives cast_to_type() and typeof() the
+-- column's type without knowing it when the SQL is generated (TEMP tables, any type).
+typed AS MATERIALIZED (
+    SELECT t.* FROM (SELECT 1) AS one LEFT JOIN (SELECT $typed_cols FROM $source LIMIT 0) AS t ON false
+)
+
+-- @leaf_raw
+-- the only scan of the private data: counts of the distinct raw leaves.
+leaf_raw AS MATERIALIZED (
+    SELECT $raw_cols, count(*)::BIGINT AS n FROM $source_rows GROUP BY ALL
+)
+
+-- @unit_source
+-- a privacy unit contributes at most $m rows (kept rows chosen at random within each unit)
+(SELECT $cols FROM (
+    SELECT $cols, row_number() OVER (PARTITION BY $unit ORDER BY $order) AS inftda_rn FROM $source
+) WHERE inftda_rn <= $m)
+
+-- @dom_list
+-- explicit public domain of level $i: labels in code order, cast to the column's type
+dom${i}_l AS MATERIALIZED (
+    SELECT l.label, l.code::INTEGER AS code, try(cast_to_type(l.label, t.v$i)) AS v
+    FROM (VALUES $values) AS l(label, code) CROSS JOIN typed AS t
+)
+
+-- @dom_enum
+-- ENUM labels of level $i (from the type name, so the SQL binds on any type; a non-ENUM column
+-- gives an empty domain, reported by inftda_begin as a missing domain)
+dom${i}_l AS MATERIALIZED (
+    SELECT l.label, (l.i - 1)::INTEGER AS code, try(cast_to_type(l.label, t.v$i)) AS v
+    FROM (
+        SELECT unnest(lst) AS label, generate_subscripts(lst, 1) AS i FROM (
+            SELECT list_transform(regexp_extract_all(
+                CASE WHEN typeof(v$i) LIKE 'ENUM(%' THEN typeof(v$i) ELSE '' END,
+                '''((?:[^'']|'''')*)''', 1), lambda x: replace(x, '''''', '''')) AS lst
+            FROM typed)
+    ) AS l CROSS JOIN typed AS t
+)
+
+-- @dom_table
+-- level $i's domain: the distinct values of a public domain table's column, sorted
+dom${i}_l AS MATERIALIZED (
+    SELECT NULL::VARCHAR AS label, (row_number() OVER (ORDER BY w) - 1)::INTEGER AS code, w AS v
+    FROM (SELECT DISTINCT try(cast_to_type(x.$tcol, t.v$i)) AS w FROM $table AS x CROSS JOIN typed AS t)
+    WHERE w IS NOT NULL
+)
+
+-- @dom_data
+-- level $i's domain read from the PRIVATE data (domain_from_data: not private)
+dom${i}_l AS MATERIALIZED (
+    SELECT NULL::VARCHAR AS label, (row_number() OVER (ORDER BY r$i) - 1)::INTEGER AS code, r$i AS v
+    FROM (SELECT DISTINCT r$i FROM leaf_raw WHERE r$i IS NOT NULL)
+)
+
+-- @dom
+dom$i AS (SELECT v, code FROM dom${i}_l WHERE v IS NOT NULL)
+
+-- @nest
+-- domain table $t coded: one row per distinct combination it lists (NULL code = a defect)
+nest$t AS MATERIALIZED (
+    SELECT DISTINCT $nest_codes, ($nest_defect) AS defect, ($nest_text) AS txt
+    FROM (SELECT $nest_casts FROM $table AS x CROSS JOIN typed AS t) AS w $nest_joins
+)
+
+-- @nest_ok
+nestok$t AS (SELECT DISTINCT $nest_keys, true AS ok FROM nest$t WHERE NOT defect)
+
+-- @allowed
+-- allowed children of level $i under the prefix of domain table $t's earlier columns
+allowed$i AS MATERIALIZED (
+    SELECT $parent_keys, list(k$i ORDER BY k$i)::INTEGER[] AS allowed
+    FROM (SELECT DISTINCT $parent_keys, k$i FROM nest$t WHERE NOT defect) GROUP BY ALL
+)
+
+-- @leaf_coded
+-- raw leaves joined to their domains: NULL code = NULL or undeclared value
+leaf_coded AS MATERIALIZED (
+    SELECT l.*, $code_cols FROM leaf_raw AS l $code_joins
+)
+
+-- @checks
+-- the public/data checks inftda_begin turns into errors BEFORE charging anything
+checks AS (SELECT to_json({
+    'n': (SELECT coalesce(sum(n), 0)::BIGINT FROM leaf_raw),
+    'columns': [$column_checks],
+    'nestings': [$nest_checks]
+})::VARCHAR AS j)
+
+-- @column_check
+{'type': (SELECT typeof(v$i) FROM typed),
+ 'size': (SELECT count(v) FROM dom${i}_l),
+ 'bad': (SELECT count(*) FILTER (v IS NULL) FROM dom${i}_l),
+ 'bad_examples': (SELECT list(label) FILTER (v IS NULL) FROM dom${i}_l)[1:5],
+ 'dups': (SELECT count(v) - count(DISTINCT v) FROM dom${i}_l),
+ 'nulls': (SELECT coalesce(sum(n) FILTER (r$i IS NULL), 0) FROM leaf_coded),
+ 'unknown': (SELECT coalesce(sum(n) FILTER (r$i IS NOT NULL AND k$i IS NULL), 0) FROM leaf_coded),
+ 'examples': (SELECT list(DISTINCT r$i::VARCHAR) FILTER (r$i IS NOT NULL AND k$i IS NULL) FROM leaf_coded)[1:5]}
+
+-- @nest_check
+{'defects': (SELECT count(*) FILTER (defect) FROM nest$t),
+ 'defect_examples': (SELECT list(txt) FILTER (defect) FROM nest$t)[1:5],
+ 'orphans': (SELECT count(*) FROM dom$first WHERE code NOT IN (SELECT k$first FROM nest$t WHERE NOT defect)),
+ 'orphan_examples': (SELECT list(v::VARCHAR) FROM dom$first WHERE code NOT IN (SELECT k$first FROM nest$t WHERE NOT defect))[1:5],
+ 'outside': (SELECT coalesce(sum(n) FILTER (nok$t IS NULL AND $all_coded), 0) FROM leaf_coded),
+ 'outside_examples': (SELECT list(DISTINCT $nest_raw_text) FILTER (nok$t IS NULL AND $all_coded) FROM leaf_coded)[1:5],
+ 'nodes': [$nest_nodes]}
+
+-- @begin
+-- ONE call per execution (MATERIALIZED): validates the checks, charges the ledger, draws the
+-- key, releases the root (Algorithm 1, line 1).
+inftda_b AS MATERIALIZED (SELECT $begin($spec, j) AS b FROM checks)
+
+-- @leaf
+-- true leaf counts on codes (rows outside the domain were refused or, with unknown := 'drop', dropped)
+leaf AS MATERIALIZED (
+    SELECT $codes, sum(n)::BIGINT AS n FROM leaf_coded WHERE $keep GROUP BY ALL
+)
+
+-- @prefix
+pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM leaf GROUP BY ALL)
+
+-- @level_first
+-- level 1 (Algorithm 1, lines 4-9): the root's children
+kids1 AS (SELECT list(k1 ORDER BY k1)::INTEGER[] AS idx, list(n ORDER BY k1) AS cnt FROM $pre),
+out1 AS (
+    SELECT unnest($level(b.b.rid, 1, 0::BIGINT, b.b.root, kids1.idx, kids1.cnt, $allowed)) AS u
+    FROM inftda_b AS b CROSS JOIN kids1 $allowed_join
+),
+rel1 AS MATERIALIZED (SELECT u.code AS k1, u.n AS n FROM out1)
+
+-- @level
+-- level $i (Algorithm 1, lines 4-9): released parents (ids = rank in code order), their sparse
+-- true children, noise on every child of the domain, IntOpt, children released > 0
+kids$i AS (
+    SELECT $pcodes, list(k$i ORDER BY k$i)::INTEGER[] AS idx, list(n ORDER BY k$i) AS cnt
+    FROM $pre GROUP BY ALL
+),
+par$i AS (
+    SELECT $pcodes, n, (row_number() OVER (ORDER BY $pcodes) - 1)::BIGINT AS pid FROM rel$prev
+),
+out$i AS (
+    SELECT $pcodes_p, unnest($level(b.b.rid, $i, p.pid, p.n, c.idx, c.cnt, $allowed)) AS u
+    FROM par$i AS p CROSS JOIN inftda_b AS b LEFT JOIN kids$i AS c ON $kids_on $allowed_join
+),
+rel$i AS MATERIALIZED (SELECT $pcodes, u.code AS k$i, u.n AS n FROM out$i)
+
+-- @end
+-- invariant: every level releases exactly the root's total (then the release state is dropped)
+inftda_e AS MATERIALIZED (SELECT $end(b.b.rid, [$level_sums]) AS ok FROM inftda_b AS b)
+
+-- @final_counts
+SELECT $decoded, r.n AS "count"
+FROM rel$d AS r $decode_joins CROSS JOIN inftda_e AS e
+WHERE e.ok
+ORDER BY $rcodes
+
+-- @final_rows
+SELECT $decoded_names FROM (
+    SELECT $decoded, $rcodes_named, unnest(range(r.n)) AS inftda_i
+    FROM rel$d AS r $decode_joins CROSS JOIN inftda_e AS e
+    WHERE e.ok
+) ORDER BY $rcodes_names
