@@ -13,7 +13,8 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from typing import Any, NoReturn
 
@@ -369,6 +370,19 @@ class Progress:
             sys.stderr.flush()
 
 
+@contextlib.contextmanager
+def relay_warnings(skip: str | None = None) -> Iterator[None]:
+    """Print the package's warnings as ``WARNING: ...`` lines on stderr (others are dropped)."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for warning in caught:
+        text = str(warning.message)
+        if os.path.abspath(warning.filename).startswith(package) and not (skip and skip in text):
+            sys.stderr.write(f"WARNING: {text}\n")
+
+
 def _is_private(table: pa.Table) -> bool:
     meta = table.schema.metadata or {}
     value = meta.get(b"private", meta.get(b"inftda.private", b"true"))
@@ -416,8 +430,9 @@ def cmd_release(args: argparse.Namespace) -> int:
             options["seed"] = args.seed
         progress = Progress(args.quiet)
         progress.say(f"release of {source} ({', '.join(columns)}) started")
-        table = release(con, source, columns, **budget, **options, output=args.output_kind,
-                        unknown=args.unknown)
+        with relay_warnings(skip="seed"):
+            table = release(con, source, columns, **budget, **options, output=args.output_kind,
+                            unknown=args.unknown)
         progress.say(f"released {table.num_rows} rows"
                      + ("" if _is_private(table) else " (NOT PRIVATE)"))
         con.register("inftda_cli_result", table)
@@ -488,8 +503,9 @@ def cmd_preview(args: argparse.Namespace) -> int:
                                "pass --columns A,B,C, or --domain-sizes N1,N2,...")
         con = _connect(args.db, must_exist=True)
         source = _source(con, args)
-        table = preview(con, source, _names(args.columns), **budget, beta=args.beta,
-                        **_release_options(con, args))
+        with relay_warnings():
+            table = preview(con, source, _names(args.columns), **budget, beta=float(args.beta),
+                            **_release_options(con, args))
     try:
         sys.stdout.write(render(con, table, max_rows=1000))
     finally:
@@ -513,8 +529,7 @@ def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
                        max_rows_per_unit=options.get("max_rows_per_unit", 1))
     delta = float(budget.get("delta") or Fraction(1, 10**6))
     rows = level_table(sizes, plan, float(args.beta), delta)
-    shown = [{key: str(value) if isinstance(value, Fraction) else
-              round(value, 3) if isinstance(value, float) else value
+    shown = [{key: float(f"{float(value):.6g}") if isinstance(value, Fraction | float) else value
               for key, value in row.items() if key != "sigma2_k"} for row in rows]
     return pa.Table.from_pylist(shown)
 
@@ -590,8 +605,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if args.plot is not None:
             runs = [table]
             for _ in range(args.runs or 0):
-                con.register("inftda_cli_run", release(con, args.true_table, columns, **budget,
-                                                       **options))
+                with relay_warnings():
+                    run = release(con, args.true_table, columns, **budget, **options)
+                con.register("inftda_cli_run", run)
                 runs.append(measure("inftda_cli_run"))
             folder, name = os.path.split(os.path.abspath(args.plot))
             temporary = os.path.join(folder, f".{name}.{os.getpid()}.tmp.png")

@@ -1,0 +1,43 @@
+"""Quickstart: a differentially private release in DuckDB, from SQL and from Python.
+
+Run: python examples/quickstart.py
+"""
+
+import duckdb
+
+from inftda_duckdb.demo import load_sample
+from inftda_duckdb.extension import load, release
+
+con = duckdb.connect()  # or duckdb.connect("trips.duckdb") to keep the ledger between runs
+load(con)  # registers inftda_release, inftda_preview, inftda_budget, inftda_set_budget, ...
+load_sample(con, "trips")  # 200,000 sample trips: origin (ENUM) -> dest (ENUM) -> hour (INT)
+
+# 1. Before spending anything: the noise per level and the Theorem 1 error bound (beta = 0.05).
+con.sql("""
+    SELECT * FROM inftda_preview('trips', ['origin', 'dest', 'hour'], rho := 0.5,
+                                 domains := {'hour': range(24)})
+""").show()
+
+# 2. A cap on what may ever be spent on this table (releases beyond it are refused).
+print(con.sql("SELECT inftda_set_budget('trips', rho := 1)").fetchall()[0][0])
+
+# 3. The release: one SQL statement. ENUM columns bring their own public domain; the integer
+#    column `hour` needs one (a public list, never read from the private data).
+con.sql("""
+    CREATE TABLE trips_dp AS
+    SELECT * FROM inftda_release('trips', ['origin', 'dest', 'hour'], rho := 0.5,
+                                 domains := {'hour': range(24)})
+""")
+con.sql("SELECT * FROM trips_dp ORDER BY count DESC LIMIT 5").show()
+
+# Consistent at every level: the released counts sum to the true number of trips (bounded DP:
+# the number of rows is public), and every count is a non-negative integer.
+total, smallest = con.sql("SELECT sum(count), min(count) FROM trips_dp").fetchall()[0]
+assert total == con.sql("SELECT count(*) FROM trips").fetchall()[0][0] and smallest > 0
+
+# 4. The same from Python: a pyarrow.Table whose schema metadata says whether it is private.
+table = release(con, "trips", ["origin", "hour"], rho=0.25, domains={"hour": range(24)})
+print(table.num_rows, "cells released; private:", table.schema.metadata[b"private"].decode())
+
+# 5. What was spent: 0.75 of the budget of 1.
+con.sql("SELECT source, budget_rho, spent_rho, remaining_rho, releases FROM inftda_budget()").show()

@@ -1,0 +1,367 @@
+"""The ``inftda-duckdb`` command line, driven as a subprocess: success paths, every error path
+(exit status 1, ``Error:`` on stderr, nothing written: no file, no table, ledger unchanged) and the
+``--help`` of every subcommand."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from inftda_duckdb.demo import ZONES, load_sample
+
+ROWS = 3000
+SUBCOMMANDS = ("release", "shell", "preview", "ledger", "budget", "evaluate", "demo")
+
+
+def cli(*args: object, cwd: Path | None = None, stdin: str | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m inftda_duckdb.cli ARGS``."""
+    return subprocess.run([sys.executable, "-m", "inftda_duckdb.cli", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, input=stdin, timeout=300,
+                          env=env)
+
+
+def query(db: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def ledger_rows(db: Path) -> int:
+    if not db.exists():
+        return -1
+    with duckdb.connect(str(db), read_only=True) as con:
+        try:
+            return int(con.execute("SELECT count(*) FROM inftda_ledger").fetchall()[0][0])
+        except duckdb.CatalogException:
+            return 0
+
+
+def state(folder: Path, db: Path) -> tuple:
+    """Everything a failed command must leave unchanged."""
+    tables = (sorted(t for (t,) in query(db, "SELECT table_name FROM duckdb_tables()"))
+              if db.exists() else None)
+    return sorted(os.listdir(folder)), tables, ledger_rows(db)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database with ``trips`` (ENUM origin, ENUM dest, INTEGER hour) and a domain table."""
+    folder = tmp_path_factory.mktemp("template")
+    db = folder / "trips.duckdb"
+    with duckdb.connect(str(db)) as con:
+        load_sample(con, "trips", ROWS)
+        con.execute("CREATE TABLE hours AS SELECT range::INTEGER AS hour FROM range(24)")
+        con.execute("CREATE TABLE people AS SELECT origin, dest, hour, "
+                    "(row_number() OVER ()) % 1000 AS person FROM trips")
+        con.execute(f"COPY trips TO '{folder / 'trips.parquet'}' (FORMAT parquet)")
+        con.execute(f"COPY trips TO '{folder / 'trips.csv'}' (FORMAT csv, HEADER)")
+    (folder / "zones.csv").write_text("id,dest\n" + "".join(
+        f"{i},{zone}\n" for i, (zone, _) in enumerate(ZONES)))
+    (folder / "boroughs.csv").write_text(
+        "name\nManhattan\nBrooklyn\nQueens\nBronx\nStaten Island\n")
+    return folder
+
+
+@pytest.fixture
+def work(template: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the template folder for one test."""
+    for name in os.listdir(template):
+        shutil.copy(template / name, tmp_path / name)
+    return tmp_path
+
+
+def total(db: Path, table: str) -> int:
+    return int(query(db, f'SELECT sum("count") FROM "{table}"')[0][0])
+
+
+# ---------------------------------------------------------------------------- help and version
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_help_of_every_subcommand(command: str) -> None:
+    result = cli(command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: inftda-duckdb {command}")
+    assert len(result.stdout.splitlines()) > 5
+
+
+def test_top_level_help_lists_every_subcommand_and_version() -> None:
+    result = cli("--help")
+    assert result.returncode == 0
+    for command in SUBCOMMANDS:
+        assert command in result.stdout
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("inftda-duckdb 0.")
+
+
+def test_release_help_names_every_option() -> None:
+    text = cli("release", "--help").stdout
+    for option in ("--db", "--table", "--input", "--into-table", "--output", "--columns", "--rho",
+                   "--epsilon", "--delta", "--domain", "--domain-table", "--domain-file",
+                   "--domain-from-data", "--level-weights", "--output-kind", "--neighbours",
+                   "--privacy-unit", "--max-rows-per-unit", "--unknown", "--seed", "--overwrite"):
+        assert option in text, option
+
+
+def test_installed_console_script() -> None:
+    script = shutil.which("inftda-duckdb", path=os.path.dirname(sys.executable))
+    assert script is not None, "the console script is not installed next to python"
+    result = subprocess.run([script, "preview", "--domain-sizes", "5,30,24", "--rho", "1"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "bound" in result.stdout and "sigma_k" in result.stdout
+
+
+# ---------------------------------------------------------------------------- release: success
+
+
+def test_release_table_into_table(work: Path) -> None:
+    db = work / "trips.duckdb"
+    result = cli("release", "--db", db, "--table", "trips", "--columns", "origin,dest,hour",
+                 "--rho", "0.5", "--domain", "hour=0..23", "--into-table", "trips_dp")
+    assert result.returncode == 0, result.stderr
+    # substitute neighbours: the root count is exact and every level sums to it
+    assert total(db, "trips_dp") == ROWS
+    assert query(db, "SELECT min(count) FROM trips_dp")[0][0] > 0
+    assert ledger_rows(db) == 1
+    assert "started" in result.stderr and "wrote table trips_dp" in result.stderr
+
+
+def test_release_parquet_to_parquet_leaves_no_temporary_file(work: Path) -> None:
+    out = work / "out.parquet"
+    result = cli("release", "--input", work / "trips.parquet", "--columns", "origin,hour",
+                 "--rho", "1/2", "--domain", "hour=0..23", "--output", out, "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    with duckdb.connect() as con:
+        assert con.execute(f"SELECT sum(count) FROM '{out}'").fetchall()[0][0] == ROWS
+    assert not [n for n in os.listdir(work) if n.endswith(".tmp")]
+
+
+def test_release_csv_with_list_and_file_domains(work: Path) -> None:
+    out = work / "out.csv"
+    result = cli("release", "--input", work / "trips.csv", "--columns", "origin,dest,hour",
+                 "--epsilon", "2", "--delta", "1e-6",
+                 "--domain-file", f"origin={work / 'boroughs.csv'}",
+                 "--domain-file", f"dest={work / 'zones.csv'}", "--domain", "hour=0..23",
+                 "--output", out)
+    assert result.returncode == 0, result.stderr
+    with duckdb.connect() as con:
+        rows = con.execute(f"SELECT origin, dest, count FROM read_csv('{out}')").fetchall()
+    assert sum(r[2] for r in rows) == ROWS
+    assert {r[1] for r in rows} <= {z for z, _ in ZONES}
+
+
+def test_release_domain_table_rows_and_seed(work: Path) -> None:
+    db = work / "trips.duckdb"
+    args = ("release", "--db", db, "--table", "trips", "--columns", "origin,hour", "--rho", "1",
+            "--domain-table", "hours", "--output-kind", "rows", "--seed", "7")
+    first = cli(*args, "--into-table", "a")
+    assert first.returncode == 0, first.stderr
+    assert "NOT PRIVATE" in first.stderr
+    second = cli(*args, "--into-table", "b")
+    assert second.returncode == 0, second.stderr
+    # output 'rows': one row per synthetic record; a seed reproduces the release exactly
+    assert query(db, "SELECT count(*) FROM a")[0][0] == ROWS
+    diff = "SELECT count(*) FROM ((FROM a EXCEPT ALL FROM b) UNION ALL (FROM b EXCEPT ALL FROM a))"
+    assert query(db, diff)[0][0] == 0
+    assert query(db, "SELECT bool_and(NOT private) FROM inftda_ledger")[0][0] is True
+
+
+def test_release_add_remove_privacy_unit_weights_and_overwrite(work: Path) -> None:
+    db = work / "trips.duckdb"
+    args = ("release", "--db", db, "--table", "people", "--columns", "origin,dest,hour",
+            "--rho", "1", "--domain", "hour=0..23", "--neighbours", "add_remove",
+            "--privacy-unit", "person", "--max-rows-per-unit", "2", "--level-weights", "1,1,1,2",
+            "--into-table", "people_dp")
+    assert cli(*args).returncode == 0
+    again = cli(*args, "--overwrite")
+    assert again.returncode == 0, again.stderr
+    assert query(db, "SELECT count(*) > 0 FROM people_dp")[0][0]
+    assert ledger_rows(db) == 2
+
+
+def test_release_into_new_database_from_a_file(work: Path) -> None:
+    db = work / "new.duckdb"
+    result = cli("release", "--db", db, "--input", work / "trips.parquet", "--columns", "origin",
+                 "--rho", "1", "--into-table", "by_origin")
+    assert result.returncode == 0, result.stderr
+    assert total(db, "by_origin") == ROWS
+
+
+# ---------------------------------------------------------------------------- release: errors
+
+RELEASE = ("release", "--db", "{db}", "--table", "trips", "--columns", "origin,dest,hour",
+           "--domain", "hour=0..23")
+ERRORS = {
+    "no budget": (*RELEASE, "--into-table", "x"),
+    "rho and epsilon": (*RELEASE, "--rho", "1", "--epsilon", "1", "--delta", "1e-6",
+                        "--into-table", "x"),
+    "epsilon without delta": (*RELEASE, "--epsilon", "1", "--into-table", "x"),
+    "negative rho": (*RELEASE, "--rho", "-1", "--into-table", "x"),
+    "junk rho": (*RELEASE, "--rho", "lots", "--into-table", "x"),
+    "missing columns": ("release", "--db", "{db}", "--table", "trips", "--rho", "1",
+                        "--into-table", "x"),
+    "empty column name": ("release", "--db", "{db}", "--table", "trips", "--columns", "origin,,",
+                          "--rho", "1", "--into-table", "x"),
+    "unknown column": ("release", "--db", "{db}", "--table", "trips", "--columns", "origin,nope",
+                       "--rho", "1", "--into-table", "x"),
+    "unknown table": ("release", "--db", "{db}", "--table", "nope", "--columns", "origin",
+                      "--rho", "1", "--into-table", "x"),
+    "no destination": (*RELEASE, "--rho", "1"),
+    "two destinations": (*RELEASE, "--rho", "1", "--into-table", "x", "--output", "{dir}/x.csv"),
+    "no source": ("release", "--db", "{db}", "--columns", "origin", "--rho", "1",
+                  "--into-table", "x"),
+    "two sources": (*RELEASE, "--input", "{dir}/trips.parquet", "--rho", "1", "--into-table", "x"),
+    "table without db": ("release", "--table", "trips", "--columns", "origin", "--rho", "1",
+                         "--output", "{dir}/x.csv"),
+    "into-table without db": ("release", "--input", "{dir}/trips.parquet", "--columns", "origin",
+                              "--rho", "1", "--into-table", "x"),
+    "existing table": (*RELEASE, "--rho", "1", "--into-table", "hours"),
+    "existing file": (*RELEASE, "--rho", "1", "--output", "{dir}/trips.csv"),
+    "bad output suffix": (*RELEASE, "--rho", "1", "--output", "{dir}/x.json"),
+    "output folder missing": (*RELEASE, "--rho", "1", "--output", "{dir}/no/x.csv"),
+    "missing input": ("release", "--input", "{dir}/nope.parquet", "--columns", "origin",
+                      "--rho", "1", "--output", "{dir}/x.csv"),
+    "missing database": ("release", "--db", "{dir}/nope.duckdb", "--table", "trips",
+                         "--columns", "origin", "--rho", "1", "--into-table", "x"),
+    "malformed domain": (*RELEASE[:-1], "hour", "--rho", "1", "--into-table", "x"),
+    "empty range": (*RELEASE[:-1], "hour=23..0", "--rho", "1", "--into-table", "x"),
+    "value outside the domain": (*RELEASE[:-1], "hour=0..10", "--rho", "1",
+                                 "--into-table", "x"),
+    "no domain for an integer column": ("release", "--db", "{db}", "--table", "trips",
+                                        "--columns", "origin,hour", "--rho", "1",
+                                        "--into-table", "x"),
+    "missing domain file": (*RELEASE, "--domain-file", "dest={dir}/nope.csv", "--rho", "1",
+                            "--into-table", "x"),
+    "drop under substitute": (*RELEASE, "--rho", "1", "--unknown", "drop", "--into-table", "x"),
+    "wrong number of weights": (*RELEASE, "--rho", "1", "--level-weights", "1,2",
+                                "--into-table", "x"),
+    "bad choice": (*RELEASE, "--rho", "1", "--neighbours", "sometimes", "--into-table", "x"),
+    "zero rows per unit": (*RELEASE, "--rho", "1", "--privacy-unit", "origin",
+                           "--max-rows-per-unit", "0", "--into-table", "x"),
+    "failure in a new database": ("release", "--db", "{dir}/new.duckdb", "--input",
+                                  "{dir}/trips.parquet", "--columns", "hour", "--rho", "1",
+                                  "--into-table", "x"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERRORS))
+def test_release_error_writes_nothing(work: Path, case: str) -> None:
+    db = work / "trips.duckdb"
+    args = [str(a).format(db=db, dir=work) for a in ERRORS[case]]
+    before = state(work, db)
+    result = cli(*args)
+    assert result.returncode == 1, (case, result.stdout, result.stderr)
+    assert result.stderr.splitlines()[-1].startswith("Error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    assert state(work, db) == before
+
+
+def test_budget_refusal_writes_nothing(work: Path) -> None:
+    db = work / "trips.duckdb"
+    assert cli("budget", db, "--set", "trips", "--rho", "1/4").returncode == 0
+    before = state(work, db)
+    for destination in (("--into-table", "x"), ("--output", work / "x.parquet")):
+        result = cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/2", *destination)
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.startswith("Error: ") and "budget" in result.stderr.lower()
+        assert state(work, db) == before
+    ok = cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/4", "--into-table", "x")
+    assert ok.returncode == 0, ok.stderr
+    shown = cli("budget", db)
+    assert shown.returncode == 0 and "trips" in shown.stdout
+
+
+# ---------------------------------------------------------------------------- other subcommands
+
+
+def test_preview_from_sizes_matches_accounting() -> None:
+    from inftda_duckdb.accounting import error_bound
+
+    result = cli("preview", "--domain-sizes", "50,20,24", "--rho", "0.5")
+    assert result.returncode == 0, result.stderr
+    bounds = error_bound([50, 20, 24], 0.5, 0.05)
+    for bound in bounds:
+        assert f"{bound:.6g}" in result.stdout
+
+
+def test_preview_of_a_table(work: Path) -> None:
+    result = cli("preview", "--db", work / "trips.duckdb", "--table", "trips", "--columns",
+                 "origin,dest,hour", "--domain", "hour=0..23", "--rho", "1", "--beta", "0.1")
+    assert result.returncode == 0, result.stderr
+    assert "sigma" in result.stdout and "bound" in result.stdout
+    assert ledger_rows(work / "trips.duckdb") in (0, -1)
+
+
+@pytest.mark.parametrize("args", [
+    ("preview", "--domain-sizes", "50,20"),
+    ("preview", "--domain-sizes", "50,x", "--rho", "1"),
+    ("preview", "--domain-sizes", "50,0", "--rho", "1"),
+    ("preview", "--domain-sizes", "50", "--columns", "a", "--rho", "1"),
+    ("preview", "--rho", "1", "--beta", "2/0"),
+    ("preview", "--db", "{dir}/trips.duckdb", "--table", "trips", "--rho", "1"),
+    ("ledger", "{dir}/nope.duckdb"),
+    ("budget", "{dir}/nope.duckdb"),
+    ("budget", "{dir}/trips.duckdb", "--rho", "1"),
+    ("budget", "{dir}/trips.duckdb", "--set", "trips"),
+    ("budget", "{dir}/trips.duckdb", "--set", "trips", "--rho", "-1"),
+    ("evaluate", "{dir}/trips.duckdb", "trips", "nope", "--columns", "origin"),
+    ("evaluate", "{dir}/trips.duckdb", "trips", "trips", "--columns", "origin", "--runs", "2"),
+    ("shell", "{dir}/nope.duckdb", "--bogus"),
+    ("demo", "--rows", "0"),
+    ("nonsense",),
+    (),
+])
+def test_other_errors(work: Path, args: tuple[str, ...]) -> None:
+    db = work / "trips.duckdb"
+    before = state(work, db)
+    result = cli(*[a.format(dir=work) for a in args])
+    assert result.returncode == 1, (args, result.stdout, result.stderr)
+    assert result.stderr.splitlines()[-1].startswith("Error: "), result.stderr
+    assert state(work, db) == before
+
+
+def test_ledger_and_budget(work: Path) -> None:
+    db = work / "trips.duckdb"
+    empty = cli("ledger", db)
+    assert empty.returncode == 0 and "No releases" in empty.stdout
+    assert cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/3",
+               "--into-table", "x").returncode == 0
+    shown = cli("ledger", db)
+    assert shown.returncode == 0, shown.stderr
+    assert "trips" in shown.stdout and "1/3" in shown.stdout
+    set_eps = cli("budget", db, "--set", "trips", "--epsilon", "3", "--delta", "1e-6")
+    assert set_eps.returncode == 0, set_eps.stderr
+    assert "trips" in set_eps.stdout and "budget_rho" in set_eps.stdout
+
+
+def test_evaluate_and_plot(work: Path) -> None:
+    db = work / "trips.duckdb"
+    assert cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1",
+               "--into-table", "trips_dp").returncode == 0
+    result = cli("evaluate", db, "trips", "trips_dp", "--columns", "origin,dest,hour",
+                 "--domain", "hour=0..23", "--rho", "1")
+    assert result.returncode == 0, result.stderr
+    assert "max_abs_error" in result.stdout and "bound" in result.stdout
+    pytest.importorskip("matplotlib")
+    png = work / "errors.png"
+    plotted = cli("evaluate", db, "trips", "trips_dp", "--columns", "origin,dest,hour",
+                  "--domain", "hour=0..23", "--rho", "1", "--plot", png, "--runs", "2")
+    assert plotted.returncode == 0, plotted.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert ledger_rows(db) == 3  # the release, then two fresh runs for the plot
+
+
+def test_demo_prints_release_truth_bound_and_ledger() -> None:
+    result = cli("demo", "--rows", "20000")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for text in ("true_count", "released_count", "max_abs_error", "bound", "ledger", "Manhattan"):
+        assert text in out, text
