@@ -83,7 +83,7 @@ def intopt(x: npt.ArrayLike, c: npt.ArrayLike, *, block_cells: int = BLOCK_CELLS
     step = max(1, block_cells // m)
     for lo in range(0, n_rows, step):
         hi = min(lo + step, n_rows)
-        out[lo:hi] = _dense_block(xv[lo:hi], cv[lo:hi])
+        _dense_block(xv[lo:hi], cv[lo:hi], out[lo:hi])
     return out
 
 
@@ -137,56 +137,66 @@ def intopt_ragged(
 # Blocks: sort each row, split the rare rows that need exact Python integers, solve.
 
 
-def _dense_block(x: IntArray, c: IntArray) -> IntArray:
+def _dense_block(x: IntArray, c: IntArray, out: IntArray) -> None:
+    """Write IntOpt of the rows of ``x`` into ``out`` (C-contiguous, same shape)."""
     n_rows, m = x.shape
-    safe = _safe_rows(x.max(axis=1), x.min(axis=1), c, np.full(n_rows, m))
-    if not safe.all():
-        out = np.empty_like(x)
+    if not _safe(x.max(), x.min(), c.max(), m):  # rare: split off the rows that need Python ints
+        safe = _safe(x.max(axis=1), x.min(axis=1), c, m)
         big = ~safe
         out[big] = _ragged_block(x[big].ravel(), np.full(int(big.sum()), m), c[big]).reshape(-1, m)
         if safe.any():
-            out[safe] = _dense_block(x[safe], c[safe])
-        return out
-    # |x| * m + m < 2**62 here, so (x_i, i) packs into one unique int64 key and any sort is stable.
-    key = x * m + np.arange(m, dtype=np.int64)
-    order = np.argsort(key, axis=1)
-    xs = np.take_along_axis(x, order, axis=1)
-    ys = _solve(xs, _Rows(n_rows, m, None), c)
-    out = np.empty_like(x)
-    np.put_along_axis(out, order, ys, axis=1)
-    return out
+            part = np.empty((int(safe.sum()), m), dtype=np.int64)
+            _dense_block(x[safe], c[safe], part)
+            out[safe] = part
+        return
+    # |x| m + m < 2**62 here, so (x_i, i) packs into one unique int64 key: any sort is stable.
+    keys = np.sort(x * m + np.arange(m, dtype=np.int64), axis=1)
+    xs = keys // m
+    keys -= xs * m  # the column i of each sorted element
+    keys += m * np.arange(n_rows, dtype=np.int64)[:, None]  # its flat position i + m p
+    out.reshape(-1)[keys] = _solve(xs, _Rows(n_rows, m, None), c)
 
 
 def _ragged_block(vals: IntArray, lengths: IntArray, c: IntArray) -> IntArray:
     n_rows = lengths.shape[0]
     row = np.repeat(np.arange(n_rows, dtype=np.int64), lengths)
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
-    safe = _safe_rows(
-        np.maximum.reduceat(vals, starts), np.minimum.reduceat(vals, starts), c, lengths
-    )
+    starts = np.cumsum(lengths) - lengths
+    if _safe(vals.max(), vals.min(), c.max(), lengths.max()):
+        safe = np.ones(n_rows, dtype=bool)
+    else:
+        xmax, xmin = np.maximum.reduceat(vals, starts), np.minimum.reduceat(vals, starts)
+        safe = _safe(xmax, xmin, c, lengths)
     out = np.empty_like(vals)
     for mask, dtype in ((safe, np.int64), (~safe, object)):
         if not mask.any():
             continue
         cells = mask[row]
-        sub_vals, sub_len = vals[cells], lengths[mask]
-        sub_row = row[cells]
-        if n_rows == 1:
-            order = np.argsort(sub_vals, kind="stable")
-        else:
-            order = np.lexsort((sub_vals, sub_row))
+        sub_vals, sub_row = vals[cells], row[cells]
+        order = _row_order(sub_vals, sub_row, n_rows)
         xs = sub_vals[order].astype(dtype)
-        ys = _solve(xs, _Rows(int(mask.sum()), None, sub_len), c[mask].astype(dtype))
+        ys = _solve(xs, _Rows(int(mask.sum()), None, lengths[mask]), c[mask].astype(dtype))
         sub_out = np.empty(sub_vals.shape[0], dtype=np.int64)
         sub_out[order] = ys
         out[cells] = sub_out
     return out
 
 
-def _safe_rows(xmax: Any, xmin: Any, c: IntArray, m: Any) -> npt.NDArray[np.bool_]:
-    """Rows whose intermediate sums stay below 2**62 in int64 (see the module docstring)."""
-    bound = np.maximum(np.maximum(xmax.astype(float), -xmin.astype(float)), c.astype(float))
+def _row_order(vals: IntArray, row: IntArray, n_rows: int) -> IntArray:
+    """Order sorting by (row, value, position): a stable ascending sort within each row."""
+    if n_rows == 1 or vals.size == 0:
+        return np.argsort(vals, kind="stable")
+    low, span = int(vals.min()), int(vals.max()) - int(vals.min()) + 1
+    if n_rows * span < 2**62:
+        return np.argsort(row * span + (vals - low), kind="stable")
+    return np.lexsort((vals, row))
+
+
+def _safe(xmax: Any, xmin: Any, c: Any, m: Any) -> Any:
+    """Whether the intermediate sums stay below 2**62 in int64 (see the module docstring)."""
+    def f(a: Any) -> Any:
+        return np.asarray(a, dtype=np.float64)
+
+    bound = np.maximum(np.maximum(f(xmax), -f(xmin)), f(c))
     return (4.0 * m + 4.0) * (bound + 1.0) < _SAFE_LIMIT
 
 
@@ -236,6 +246,12 @@ class _Rows:
         ends = self.starts + self.lengths
         return ends[self.row] - np.arange(self.row.shape[0], dtype=np.int64)
 
+    def first(self, a: Any) -> Any:
+        return a[:, 0] if self.m is not None else a[self.starts]
+
+    def last(self, a: Any) -> Any:
+        return a[:, -1] if self.m is not None else a[self.starts + self.lengths - 1]
+
     def gather(self, a: Any, j: Any) -> Any:
         if self.m is not None:
             return np.take_along_axis(a, j[:, None], axis=1)[:, 0]
@@ -249,25 +265,31 @@ def _ceil_div(a: Any, b: Any) -> Any:
 def _solve(xs: Any, rows: _Rows, c: Any) -> Any:
     """IntOpt on sorted rows ``xs`` (int64 or object); returns ``x + z`` in the sorted order."""
     m = rows.count()
-    total = rows.sum(xs)
+    cum_x = rows.cumsum(xs)
+    total = rows.last(cum_x)  # S = sum(x)
     target = c - total  # T = c - sum(x)
-    z0 = np.maximum(rows.spread(_ceil_div(target, m)), -xs)  # line 2
-    t0 = rows.max(np.abs(z0))  # line 3
+    q = _ceil_div(target, m)
+    z0 = np.maximum(rows.spread(q), -xs)  # line 2
+    # line 3: max_i |max(q, -x_i)| from the row's smallest and largest x.
+    t0 = np.maximum(np.maximum(q, -rows.first(xs)), -np.maximum(q, -rows.last(xs)))
     # Step 3: tG, the smallest t with sum_i min(x_i, t) >= S - c.
     need = total - c
-    prefix = rows.cumsum(xs) - xs  # P_j, exclusive
+    prefix = cum_x - xs  # P_j, exclusive
     g_break = prefix + rows.remaining() * xs  # G(xs_j) = P_j + (m - j) xs_j
     j_star = rows.count_true(g_break < rows.spread(need))  # j*
     t_g = _ceil_div(need - rows.gather(prefix, j_star), m - j_star)
     t_star = np.maximum(t0, t_g)  # step 2
     ts = rows.spread(t_star)
     floor = np.maximum(-xs, -ts)
-    start = np.where(rows.spread(t_star == t0), z0, np.maximum(-xs, 1 - ts))
+    later = t_star != t0
+    start = z0 if not later.any() else np.where(rows.spread(later), np.maximum(-xs, 1 - ts), z0)
     excess = rows.spread(rows.sum(start) - target)  # D at the start of the final cycle
     cap = start - floor
-    before = rows.cumsum(cap) - cap  # E_p
-    cut = np.minimum(np.maximum(excess - before, 0), cap)  # step 4, lines 7-8
-    return xs + start - cut
+    cut = excess - (rows.cumsum(cap) - cap)  # D - E_p
+    cut = np.minimum(np.maximum(cut, 0, out=cut), cap, out=cut)  # step 4, lines 7-8
+    start += xs
+    start -= cut
+    return start
 
 
 # ---------------------------------------------------------------------------------------------
