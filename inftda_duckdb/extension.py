@@ -415,7 +415,7 @@ def release(
     request, plan, names = _prepare(con, source, columns, options)
     sql = render_release(request, plan, names, "python")
     try:
-        table = con.execute(sql).to_arrow_table()
+        table = con.sql(sql).to_arrow_table()
     except duckdb.Error as exc:
         _reraise(exc)
         raise  # pragma: no cover
@@ -486,7 +486,7 @@ def preview(
     request, plan, names = _prepare(con, source, columns, options)
     sql = render_preview(request, plan, names, _beta(beta), report)
     try:
-        table = con.execute(sql).to_arrow_table()
+        table = con.sql(sql).to_arrow_table()
     except duckdb.Error as exc:
         _reraise(exc)
         raise  # pragma: no cover

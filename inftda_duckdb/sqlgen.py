@@ -50,8 +50,8 @@ def fragments(name: str = "release.sql") -> dict[str, Template]:
     return {parts[i]: Template(parts[i + 1].strip()) for i in range(1, len(parts), 2)}
 
 
-def _f(name: str, **values: object) -> str:
-    return fragments()[name].substitute({k: str(v) for k, v in values.items()})
+def _f(fragment: str, /, **values: object) -> str:
+    return fragments()[fragment].substitute({k: str(v) for k, v in values.items()})
 
 
 def spec_json(request: ReleaseRequest, plan: DomainPlan, origin: str) -> str:
@@ -74,9 +74,10 @@ def _ctes_public(request: ReleaseRequest, plan: DomainPlan) -> list[str]:
             values = ", ".join(f"({literal(v)}, {c})" for c, v in enumerate(dom.labels))
             ctes.append(_f("dom_list", i=i, values=values))
         elif dom.kind == "enum":
-            ctes.append(_f("dom_enum", i=i))
+            ctes.append(_f("dom_enum", i=i, name=f"dom{i}_l"))
         elif dom.kind == "table":
             table = quote_qualified(plan.nestings[dom.table].table)
+            ctes.append(_f("dom_enum", i=i, name=f"dom{i}_e"))
             ctes.append(_f("dom_table", i=i, table=table, tcol=quote(dom.table_column)))
         else:
             ctes.append(_f("dom_data", i=i))

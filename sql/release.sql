@@ -39,7 +39,7 @@ dom${i}_l AS MATERIALIZED (
 -- @dom_enum
 -- ENUM labels of level $i (from the type name, so the SQL binds on any type; a non-ENUM column
 -- gives an empty domain, reported by inftda_begin as a missing domain)
-dom${i}_l AS MATERIALIZED (
+$name AS MATERIALIZED (
     SELECT l.label, (l.i - 1)::INTEGER AS code, try(cast_to_type(l.label, t.v$i)) AS v
     FROM (
         SELECT unnest(lst) AS label, generate_subscripts(lst, 1) AS i FROM (
@@ -51,11 +51,14 @@ dom${i}_l AS MATERIALIZED (
 )
 
 -- @dom_table
--- level $i's domain: the distinct values of a public domain table's column, sorted
+-- level $i's domain from a public domain table: the ENUM labels if the column is an ENUM (the
+-- table then only nests), else the distinct values of the table's column, sorted
 dom${i}_l AS MATERIALIZED (
-    SELECT NULL::VARCHAR AS label, (row_number() OVER (ORDER BY w) - 1)::INTEGER AS code, w AS v
+    SELECT label, code, v FROM dom${i}_e
+    UNION ALL
+    SELECT NULL::VARCHAR, (row_number() OVER (ORDER BY w) - 1)::INTEGER, w
     FROM (SELECT DISTINCT try(cast_to_type(x.$tcol, t.v$i)) AS w FROM $table AS x CROSS JOIN typed AS t)
-    WHERE w IS NOT NULL
+    WHERE w IS NOT NULL AND (SELECT typeof(v$i) FROM typed) NOT LIKE 'ENUM(%'
 )
 
 -- @dom_data

@@ -1,0 +1,426 @@
+"""End-to-end releases through SQL and Python: exact agreement with the numpy reference,
+types, shapes, sources, and every error path leaving the database unchanged."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import duckdb
+import numpy as np
+import pytest
+
+from inftda_duckdb import extension
+from inftda_duckdb.accounting import error_bound, plan_budget
+from inftda_duckdb.errors import BudgetExceededError, InputError
+from inftda_duckdb.extension import load, preview, release
+from inftda_duckdb.ledger import set_budget
+from inftda_duckdb.randomness import RandomSource
+from inftda_duckdb.topdown import release_tree
+
+pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
+
+DEST = [f"d{i}" for i in range(7)]
+
+
+@pytest.fixture
+def trips(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    con.execute("CREATE TYPE origin_t AS ENUM ('EWR', 'JFK', 'LGA')")
+    con.execute(
+        "CREATE TABLE trips AS SELECT (['EWR','JFK','LGA'])[1 + (i * 7 % 3)]::origin_t AS origin,"
+        " 'd' || (i % 7) AS dest, (i * 13 % 24)::INTEGER AS hour,"
+        " DATE '2024-01-01' + (i % 3)::INTEGER AS day, i % 50 AS person"
+        " FROM range(3000) t(i) WHERE i % 11 <> 0"
+    )
+    return con
+
+
+def ledger_rows(con: duckdb.DuckDBPyConnection) -> int:
+    return con.execute("SELECT count(*) FROM inftda_ledger").fetchall()[0][0]
+
+
+def reference(con, sql_source, columns, domains, plan, seed):
+    """The pure-numpy release of the same data (codes = positions in the domain lists)."""
+    rows = con.execute(
+        f"SELECT {', '.join(columns)}, count(*) FROM {sql_source} GROUP BY ALL"
+    ).fetchall()
+    codes = np.array([[domains[j].index(r[j]) for j in range(len(columns))] for r in rows])
+    counts = np.array([r[-1] for r in rows])
+    sizes = [len(d) for d in domains]
+    out_codes, out_n = release_tree(codes, counts, sizes, plan, RandomSource.from_seed(seed))
+    return [
+        (*(domains[j][c] for j, c in enumerate(row)), int(n))
+        for row, n in zip(out_codes.tolist(), out_n.tolist(), strict=True)
+    ]
+
+
+HOURS = list(range(24))
+ORIGINS = ["EWR", "JFK", "LGA"]
+
+
+@pytest.mark.parametrize("neighbours", ["substitute", "add_remove"])
+def test_sql_and_python_equal_numpy_reference(trips, neighbours):
+    cols = ["origin", "dest", "hour"]
+    doms = {"dest": DEST, "hour": range(24)}
+    sql = trips.execute(
+        "SELECT * FROM inftda_release('trips', ['origin', 'dest', 'hour'], rho := 0.3, "
+        f"domains := {{'dest': {DEST}, 'hour': range(24)}}, seed := 7, "
+        f"neighbours := '{neighbours}')"
+    ).fetchall()
+    with pytest.warns(UserWarning, match="NOT private"):
+        py = release(trips, "trips", cols, rho=0.3, domains=doms, seed=7, neighbours=neighbours)
+    plan = plan_budget(3, rho=0.3, neighbours=neighbours)
+    ref = reference(trips, "trips", cols, [ORIGINS, DEST, HOURS], plan, 7)
+    assert sql == ref
+    assert [tuple(r.values()) for r in py.to_pylist()] == ref
+    assert py.schema.metadata[b"private"] == b"false"
+    assert py.schema.metadata[b"seed"] == b"7"
+    if neighbours == "substitute":
+        assert sum(r[-1] for r in sql) == 3000 - 273
+    assert all(r[-1] > 0 for r in sql)
+
+
+def test_seeded_release_same_under_any_batching(con):
+    # > 2048 parents at level 2 and several threads: DuckDB batches differ, the result does not
+    con.execute("CREATE TABLE big AS SELECT i % 3000 AS a, i % 5 AS b FROM range(20000) t(i)")
+    q = (
+        "SELECT * FROM inftda_release('big', ['a', 'b'], rho := 5, "
+        "domains := {'a': range(3000), 'b': range(5)}, seed := 3)"
+    )
+    con.execute("SET threads = 1")
+    one = con.execute(q).fetchall()
+    con.execute("SET threads = 2")
+    two = con.execute(q).fetchall()
+    assert one == two
+    assert sum(r[2] for r in one) == 20000
+    plan = plan_budget(2, rho=5)
+    assert one == reference(con, "big", ["a", "b"], [list(range(3000)), list(range(5))], plan, 3)
+
+
+def test_types_order_and_rows_output(trips):
+    rel = trips.sql(
+        "SELECT * FROM inftda_release('trips', ['day', 'origin', 'hour'], rho := 1, seed := 1, "
+        "domains := {'day': ['2024-01-01', '2024-01-02', '2024-01-03'], 'hour': range(24)})"
+    )
+    assert rel.columns == ["day", "origin", "hour", "count"]
+    assert [str(t) for t in rel.types] == ["DATE", "ENUM('EWR', 'JFK', 'LGA')", "INTEGER", "BIGINT"]
+    counts = rel.fetchall()
+    assert isinstance(counts[0][0], dt.date)
+    assert counts == sorted(counts, key=lambda r: (r[0], ORIGINS.index(r[1]), r[2]))
+    rows = trips.execute(
+        "SELECT day, origin, hour, count(*) FROM inftda_release('trips', ['day', 'origin', "
+        "'hour'], rho := 1, seed := 1, output := 'rows', domains := {'day': ['2024-01-01', "
+        "'2024-01-02', '2024-01-03'], 'hour': range(24)}) GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    assert sorted(rows, key=lambda r: (r[0], ORIGINS.index(r[1]), r[2])) == counts
+
+
+def test_each_execution_is_a_fresh_charged_release(trips):
+    q = (
+        "SELECT * FROM inftda_release('trips', ['origin', 'hour'], rho := 0.01, "
+        "domains := {'hour': range(24)})"
+    )
+    before = ledger_rows(trips)
+    a = trips.execute(q).fetchall()
+    b = trips.execute(q).fetchall()
+    assert a != b  # sigma^2 = 200 on 72 cells: equal outputs have probability < 1e-50
+    assert ledger_rows(trips) == before + 2
+    trips.execute("EXPLAIN " + q).fetchall()
+    trips.execute("DESCRIBE " + q).fetchall()
+    assert ledger_rows(trips) == before + 2
+    assert not extension._RELEASES  # finished releases leave no state behind
+    row = trips.execute(
+        "SELECT private, seeded, origin, rho FROM inftda_ledger ORDER BY id DESC LIMIT 1"
+    ).fetchall()
+    assert row == [(True, False, "sql", "1/100")]
+
+
+def test_empty_table_and_single_category(con):
+    con.execute("CREATE TABLE e (a VARCHAR, b INTEGER)")
+    out = con.sql(
+        "SELECT * FROM inftda_release('e', ['a', 'b'], rho := 1, "
+        "domains := {'a': ['x'], 'b': [1, 2]})"
+    )
+    assert out.columns == ["a", "b", "count"]
+    assert out.fetchall() == []
+    con.execute("INSERT INTO e SELECT 'x', 1 FROM range(10)")
+    got = con.execute(
+        "SELECT * FROM inftda_release('e', ['a'], rho := 1, domains := {'a': ['x']})"
+    ).fetchall()
+    assert got == [("x", 10)]  # one category: the root n is exact under substitution
+    py = release(con, "e", ["a", "b"], rho=1, domains={"a": ["x"], "b": [1, 2]}, output="rows")
+    assert py.num_rows == 10 and py.column_names == ["a", "b"]
+
+
+def test_temp_view_qualified_and_hostile_identifiers(con):
+    name = 'we"ird; DROP TABLE x; --'
+    con.execute("CREATE SCHEMA s")
+    con.execute(
+        'CREATE TABLE s."we""ird; DROP TABLE x; --" ("col ""q""; x" VARCHAR, "b b" INTEGER)'
+    )
+    con.execute(
+        'INSERT INTO s."we""ird; DROP TABLE x; --" '
+        "SELECT 'v' || (i % 2), i % 3 FROM range(30) t(i)"
+    )
+    col = 'col "q"; x'
+    source = 's."we""ird; DROP TABLE x; --"'
+    doms = {col: ["v0", "v1"], "b b": [0, 1, 2]}
+    t = release(con, source, [col, "b b"], rho=2, domains=doms, seed=1)
+    assert t.column_names == [col, "b b", "count"]
+    assert sum(t["count"].to_pylist()) == 30
+    sql = con.execute(
+        "SELECT * FROM inftda_release(?, [?, 'b b'], rho := 2, seed := 1, "
+        "domains := MAP {?: ['v0', 'v1'], 'b b': ['0', '1', '2']})",
+        [source, col, col],
+    ).fetchall()
+    assert [tuple(r.values()) for r in t.to_pylist()] == sql
+    con.execute(
+        f'CREATE TEMP VIEW "{name.replace(chr(34), chr(34) * 2)}" AS SELECT * FROM {source}'
+    )
+    v = con.execute(
+        "SELECT * FROM inftda_release(?, [?, 'b b'], rho := 2, seed := 1, "
+        "domains := MAP {?: ['v0', 'v1'], 'b b': ['0', '1', '2']})",
+        ['"' + name.replace('"', '""') + '"', col, col],
+    ).fetchall()
+    assert v == sql
+    con.execute("CREATE TEMP TABLE tt AS SELECT * FROM " + source)
+    assert release(con, "temp.main.tt", [col, "b b"], rho=2, domains=doms, seed=1).num_rows
+
+
+def test_budget_forms_weights_and_unit_clipping(trips):
+    a = release(
+        trips,
+        "trips",
+        ["origin", "hour"],
+        epsilon=1,
+        delta=1e-6,
+        domains={"hour": range(24)},
+        level_weights=[1, 3],
+        seed=2,
+    )
+    assert sum(a["count"].to_pylist()) == 2727
+    assert a.schema.metadata[b"rho"] != b""
+    clipped = release(
+        trips, "trips", ["origin"], rho=1, privacy_unit="person", max_rows_per_unit=2, seed=2
+    )
+    assert sum(clipped["count"].to_pylist()) == 100  # 50 persons x at most 2 rows
+    last = trips.execute(
+        "SELECT privacy_unit, max_rows_per_unit FROM inftda_ledger ORDER BY id DESC LIMIT 1"
+    ).fetchall()
+    assert last == [("person", 2)]
+
+
+def test_unknown_drop_with_add_remove(con):
+    con.execute(
+        "CREATE TABLE d AS SELECT CASE WHEN i % 4 = 0 THEN NULL ELSE i % 3 END AS a "
+        "FROM range(4000) t(i)"
+    )
+    t = release(
+        con,
+        "d",
+        ["a"],
+        rho=100,
+        domains={"a": [0, 1]},
+        unknown="drop",
+        neighbours="add_remove",
+        seed=1,
+    )
+    # kept rows: a in {0, 1} and not NULL: 2000 rows; the root is noised with sigma^2 = 1/200
+    assert abs(sum(t["count"].to_pylist()) - 2000) <= 2
+
+
+def test_nested_domain_table(con):
+    con.execute("CREATE TABLE geo (state VARCHAR, county VARCHAR)")
+    con.execute("INSERT INTO geo VALUES ('A','a1'),('A','a2'),('B','b1'),('B','b2'),('B','b3')")
+    con.execute(
+        "CREATE TABLE p AS SELECT s AS state, c AS county, h AS hour FROM (VALUES ('A','a1',0),"
+        "('A','a2',1),('B','b3',1),('B','b1',0)) v(s, c, h), range(5)"
+    )
+    allowed = {("A", "a1"), ("A", "a2"), ("B", "b1"), ("B", "b2"), ("B", "b3")}
+    seen = set()
+    for seed in range(30):
+        t = release(
+            con,
+            "p",
+            ["state", "hour", "county"],
+            rho=0.2,
+            domain_tables=["geo"],
+            domains={"hour": [0, 1]},
+            seed=seed,
+        )
+        rows = t.to_pylist()
+        assert sum(r["count"] for r in rows) == 20
+        pairs = {(r["state"], r["county"]) for r in rows}
+        assert pairs <= allowed
+        seen |= pairs
+    assert ("B", "b2") in seen  # a county with no data still gets noise (support not confined)
+    sql = con.execute(
+        "SELECT * FROM inftda_release('p', ['state', 'hour', 'county'], rho := 0.2, "
+        "domain_tables := ['geo'], domains := {'hour': [0, 1]}, seed := 29)"
+    ).fetchall()
+    assert sql == [tuple(r.values()) for r in rows]
+
+
+def test_nested_domain_errors(con):
+    con.execute("CREATE TYPE st AS ENUM ('A', 'B', 'C')")
+    con.execute("CREATE TABLE geo (state VARCHAR, county VARCHAR)")
+    con.execute("INSERT INTO geo VALUES ('A','a1'),('B','b1')")
+    con.execute("CREATE TABLE p AS SELECT 'A'::st AS state, 'a1' AS county FROM range(5)")
+    with pytest.raises(InputError, match="no row in domain table geo"):
+        release(con, "p", ["state", "county"], rho=1, domain_tables=["geo"])
+    con.execute("INSERT INTO geo VALUES ('C', 'c1')")
+    con.execute("INSERT INTO p VALUES ('A', 'b1')")
+    with pytest.raises(InputError, match=r"combination of .state, county. that domain table geo"):
+        release(con, "p", ["state", "county"], rho=1, domain_tables=["geo"])
+    assert ledger_rows(con) == 0
+
+
+def test_preview(trips):
+    before = ledger_rows(trips)
+    sql = trips.sql(
+        "SELECT * FROM inftda_preview('trips', ['origin', 'dest', 'hour'], rho := 0.5, "
+        f"beta := 0.05, domains := {{'dest': {DEST}, 'hour': range(24)}})"
+    )
+    rows = sql.fetchall()
+    assert sql.columns[:6] == ["level", "column", "domain_size", "nodes", "rho_k", "sigma2_k"]
+    py = preview(
+        trips,
+        "trips",
+        ["origin", "dest", "hour"],
+        rho=0.5,
+        domains={"dest": DEST, "hour": range(24)},
+    )
+    assert [tuple(r.values()) for r in py.to_pylist()] == rows
+    bound = error_bound([3, 7, 24], 0.5, 0.05)
+    assert [r[7] for r in rows] == pytest.approx(bound)
+    assert [r[2] for r in rows] == [3, 7, 24] and [r[3] for r in rows] == [3, 21, 504]
+    assert rows[0][5] == "6" and math.isclose(rows[0][6], math.sqrt(6))
+    assert ledger_rows(trips) == before
+    ar = preview(trips, "trips", ["origin"], epsilon=1, delta=1e-5, neighbours="add_remove")
+    assert ar["level"].to_pylist() == [0, 1] and ar["delta"].to_pylist() == [1e-5, 1e-5]
+    with pytest.warns(UserWarning, match="private data"):
+        dd = preview(trips, "trips", ["dest"], rho=1, domain_from_data=True)
+    assert dd["domain_size"].to_pylist() == [7] and dd["private"].to_pylist() == [False]
+
+
+def test_domain_from_data_is_marked_not_private(trips):
+    with pytest.warns(UserWarning, match="NOT private"):
+        t = (
+            release(trips, "trips", ["dest"], rho=1)
+            if False
+            else release(trips, "trips", ["dest"], rho=1, domain_from_data=True)
+        )
+    assert t.schema.metadata[b"private"] == b"false"
+    assert trips.execute(
+        "SELECT data_domain, private FROM inftda_ledger ORDER BY id DESC LIMIT 1"
+    ).fetchall() == [(True, False)]
+
+
+def test_load_twice_and_cursors(trips):
+    load(trips)
+    load(trips)
+    cur = trips.cursor()
+    load(cur)
+    q = "SELECT * FROM inftda_release('trips', ['origin'], rho := 1, seed := 5)"
+    assert cur.execute(q).fetchall() == trips.execute(q).fetchall()
+    other = duckdb.connect()
+    load(other)
+    other.execute("CREATE TABLE t AS SELECT 'x' AS a FROM range(3)")
+    assert other.execute(
+        "SELECT * FROM inftda_release('t', ['a'], rho := 1, domains := {'a': ['x']})"
+    ).fetchall() == [("x", 3)]
+    other.close()
+
+
+def test_budget_refusal_charges_nothing(trips):
+    set_budget(trips, "trips", rho=1)
+    release(trips, "trips", ["origin"], rho=0.75)
+    before = ledger_rows(trips)
+    with pytest.raises(BudgetExceededError):
+        release(trips, "trips", ["origin"], rho=0.5)
+    with pytest.raises(duckdb.Error, match="BudgetExceededError"):
+        trips.execute(
+            "CREATE TABLE out AS SELECT * FROM inftda_release('trips', ['origin'], rho := 0.5)"
+        )
+    assert ledger_rows(trips) == before
+    assert not trips.execute("SELECT * FROM duckdb_tables() WHERE table_name = 'out'").fetchall()
+
+
+BAD = [
+    ("rho := -1", "rho must be a positive finite number"),
+    ("rho := 0", "rho must be a positive finite number"),
+    ("rho := 'nan'::DOUBLE", "rho must be a positive finite number"),
+    ("rho := 'inf'::DOUBLE", "rho must be a positive finite number"),
+    ("rho := 'abc'", "rho must be a finite number"),
+    ("epsilon := 1", "rho must be given"),
+    ("rho := 1, epsilon := 1, delta := 1e-6", "rho must be given alone"),
+    ("rho := 1, output := 'table'", "output must be one of counts, rows"),
+    ("rho := 1, neighbours := 'bounded'", "neighbours must be one of substitute, add_remove"),
+    ("rho := 1, unknown := 'skip'", "unknown must be one of error, drop"),
+    ("rho := 1, unknown := 'drop'", "unknown cannot be 'drop' with neighbours 'substitute'"),
+    ("rho := 1, level_weights := [1]", "level_weights must have one weight per levels: 2"),
+    ("rho := 1, seed := -3", "seed must be a non-negative integer"),
+    ("rho := 1, domains := {'nope': [1]}", "names a column that is not in columns"),
+    ("rho := 1, domains := {'hour': [1, 1]}", "must not repeat a value"),
+    ("rho := 1, domains := {'hour': ['x', '1']}", "1 values declared for column 'hour'"),
+    ("rho := 1, max_rows_per_unit := 2", "max_rows_per_unit needs privacy_unit"),
+    ("rho := 1, domain_tables := ['nowhere']", "names a table that was not found"),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), BAD)
+def test_bad_options_sql(trips, options, message):
+    before = ledger_rows(trips)
+    with pytest.raises(duckdb.Error, match=message):
+        trips.execute(
+            "CREATE TABLE out AS SELECT * FROM inftda_release('trips', ['origin', 'hour'], "
+            f"{options})"
+        )
+    assert ledger_rows(trips) == before
+    assert not trips.execute("SELECT * FROM duckdb_tables() WHERE table_name = 'out'").fetchall()
+
+
+def test_bad_arguments_python(trips):
+    cases = [
+        (dict(columns=[]), "columns must not be empty"),
+        (dict(columns=["origin", "ORIGIN"]), "must not repeat a column"),
+        (dict(columns="origin"), "columns must be a list"),
+        (dict(columns=["origin", "nope"]), "not found in trips"),
+        (dict(source="nope"), "source was not found .no such table or view.; got 'nope'"),
+        (
+            dict(domains={"origin": ["EWR", 3]}),
+            "1 values declared for column 'origin' in "
+            "domains are not valid ENUM.*got|1 values declared",
+        ),
+        (dict(source=""), "source must be a non-empty"),
+        (dict(columns=["dest"]), "column 'dest' .VARCHAR. has no public domain"),
+        (dict(columns=["origin"], rho=float("nan")), "rho must be a positive finite number"),
+        (dict(columns=["origin"], rho="1/0"), "rho must be a finite number"),
+    ]
+    before = ledger_rows(trips)
+    for override, message in cases:
+        args = {"source": "trips", "columns": ["origin"], "rho": 1} | override
+        with pytest.raises(InputError, match=message):
+            release(trips, args.pop("source"), args.pop("columns"), **args)
+    trips.execute("CREATE TABLE c AS SELECT 'x' AS count FROM range(3)")
+    with pytest.raises(InputError, match="named 'count'"):
+        release(trips, "c", ["count"], rho=1, domains={"count": ["x"]})
+    assert ledger_rows(trips) == before
+
+
+def test_data_errors_before_charging(con):
+    con.execute(
+        "CREATE TEMP TABLE t AS SELECT CASE WHEN i < 3 THEN NULL ELSE i % 5 END AS a, "
+        "'v' || (i % 4) AS b FROM range(100) t(i)"
+    )
+    with pytest.raises(duckdb.Error, match=r"column 'a' of t is NULL in 3 rows"):
+        con.execute(
+            "CREATE TABLE o AS SELECT * FROM inftda_release('t', ['a'], rho := 1, "
+            "domains := {'a': range(5)})"
+        )
+    with pytest.raises(InputError, match=r"column 'b' of t has 25 rows with values outside .*v3"):
+        release(con, "t", ["b"], rho=1, domains={"b": ["v0", "v1", "v2"]})
+    with pytest.raises(duckdb.Error, match=r"column 'b' .VARCHAR. has no public domain"):
+        con.execute("SELECT * FROM inftda_release('t', ['b'], rho := 1)").fetchall()
+    assert ledger_rows(con) == 0
+    assert not con.execute("SELECT * FROM duckdb_tables() WHERE table_name = 'o'").fetchall()
