@@ -26,6 +26,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from .accounting import epsilon_from_rho, rho_from_epsilon_delta
 from .errors import BudgetExceededError, InputError, InternalError, bad_argument
 from .exact import to_fraction, to_positive_fraction
 from .identifiers import literal, parse_qualified, quote
@@ -90,37 +91,9 @@ class Charge:
         return not self.seeded and not self.data_domain
 
 
-# ---------------------------------------------------------------------------------------------
-# accounting (from inftda_duckdb.accounting once it exists)
-
-
-def _epsilon(rho: Fraction, delta: float) -> float:
-    """epsilon = rho + 2 sqrt(rho ln(1/delta)), rounded up (zCDP -> approximate DP)."""
-    if rho == 0:
-        return 0.0
-    try:
-        from .accounting import epsilon_from_rho
-    except ImportError:  # pragma: no cover - accounting.py not landed yet
-        eps = float(rho) + 2.0 * math.sqrt(float(rho) * math.log(1.0 / delta))
-        return math.nextafter(math.nextafter(eps, math.inf), math.inf)
-    return float(epsilon_from_rho(rho, delta))
-
-
-def _rho_from_epsilon(epsilon: object, delta: object) -> Fraction:
-    """The largest rho (rounded down, exact) whose epsilon at delta is at most ``epsilon``."""
-    try:
-        from .accounting import rho_from_epsilon_delta
-    except ImportError:  # pragma: no cover - accounting.py not landed yet
-        eps = to_positive_fraction(epsilon, "epsilon", "pass e.g. epsilon=1.0")
-        d = float(to_positive_fraction(delta, "delta", "pass e.g. delta=1e-6"))
-        if d >= 1:
-            raise bad_argument(
-                "delta", delta, "must be in (0, 1)", "pass e.g. delta=1e-6"
-            ) from None
-        L = math.log(1.0 / d)
-        rho = (math.sqrt(L + float(eps)) - math.sqrt(L)) ** 2
-        return Fraction(math.floor(rho * (1 - 1e-9) * 10**12), 10**12)
-    return Fraction(rho_from_epsilon_delta(epsilon, delta))
+def _epsilon(rho: Fraction, delta: object) -> float:
+    """epsilon at ``delta`` of a total ``rho`` (rounded up); 0 for nothing spent."""
+    return 0.0 if rho == 0 else epsilon_from_rho(rho, delta)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,7 +366,7 @@ def set_budget(
     else:
         if delta is None:
             raise bad_argument("delta", delta, "is required with epsilon", fix)
-        cap = _rho_from_epsilon(epsilon, delta)
+        cap = rho_from_epsilon_delta(epsilon, delta)
     key = canonical_source(con, source)
     ensure_tables(con)
     _, budgets = _tables(con)
