@@ -28,7 +28,8 @@ con.sql("""
     SELECT * FROM inftda_release('trips', ['origin', 'dest', 'hour'], rho := 0.5,
                                  domains := {'hour': range(24)})
 """)
-con.sql("SELECT * FROM trips_dp ORDER BY count DESC LIMIT 5").show()
+con.sql("SELECT origin::VARCHAR AS origin, dest::VARCHAR AS dest, hour, count "
+        "FROM trips_dp ORDER BY count DESC LIMIT 5").show()  # ::VARCHAR: short type names
 
 # Consistent at every level: the released counts sum to the true number of trips (bounded DP:
 # the number of rows is public), and every count is a non-negative integer.

@@ -541,9 +541,11 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         try:
             table = con.sql("SELECT * FROM inftda_ledger ORDER BY 1").to_arrow_table()
         except duckdb.CatalogException:
-            print(f"No releases recorded in {args.database} (it has no inftda_ledger table).")
-            return 0
-        sys.stdout.write(render(con, table, max_rows=1000))
+            table = None
+        if table is None or table.num_rows == 0:
+            print(f"No releases recorded in {args.database}.")
+        else:
+            sys.stdout.write(render(con, table, max_rows=1000))
     finally:
         con.close()
     return 0

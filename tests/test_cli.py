@@ -14,8 +14,10 @@ import duckdb
 import pytest
 
 from inftda_duckdb.demo import ZONES, load_sample
+from inftda_duckdb.extension import load
 
 ROWS = 3000
+ORIGINS = "origin=Manhattan,Brooklyn,Queens,Bronx,Staten Island"  # files keep no ENUM types
 SUBCOMMANDS = ("release", "shell", "preview", "ledger", "budget", "evaluate", "demo")
 
 
@@ -51,10 +53,12 @@ def state(folder: Path, db: Path) -> tuple:
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A database with ``trips`` (ENUM origin, ENUM dest, INTEGER hour) and a domain table."""
+    """A database with ``trips`` (ENUM origin, ENUM dest, INTEGER hour), a domain table and the
+    (empty) ledger tables that loading the package creates."""
     folder = tmp_path_factory.mktemp("template")
     db = folder / "trips.duckdb"
     with duckdb.connect(str(db)) as con:
+        load(con)
         load_sample(con, "trips", ROWS)
         con.execute("CREATE TABLE hours AS SELECT range::INTEGER AS hour FROM range(24)")
         con.execute("CREATE TABLE people AS SELECT origin, dest, hour, "
@@ -136,7 +140,8 @@ def test_release_table_into_table(work: Path) -> None:
 def test_release_parquet_to_parquet_leaves_no_temporary_file(work: Path) -> None:
     out = work / "out.parquet"
     result = cli("release", "--input", work / "trips.parquet", "--columns", "origin,hour",
-                 "--rho", "1/2", "--domain", "hour=0..23", "--output", out, "--quiet")
+                 "--rho", "1/2", "--domain", "hour=0..23", "--domain", ORIGINS, "--output", out,
+                 "--quiet")
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     with duckdb.connect() as con:
@@ -190,7 +195,7 @@ def test_release_add_remove_privacy_unit_weights_and_overwrite(work: Path) -> No
 def test_release_into_new_database_from_a_file(work: Path) -> None:
     db = work / "new.duckdb"
     result = cli("release", "--db", db, "--input", work / "trips.parquet", "--columns", "origin",
-                 "--rho", "1", "--into-table", "by_origin")
+                 "--rho", "1", "--domain", ORIGINS, "--into-table", "by_origin")
     assert result.returncode == 0, result.stderr
     assert total(db, "by_origin") == ROWS
 
