@@ -55,8 +55,8 @@ __all__ = ["intopt", "intopt_ragged"]
 
 IntArray = npt.NDArray[np.int64]
 
-BLOCK_CELLS = 1 << 18
-"""Default number of cells processed per block (bounds the temporary memory to ~30 MB)."""
+BLOCK_CELLS = 1 << 15
+"""Default number of cells processed per block (~256 kB per temporary: cache-sized)."""
 
 _SAFE_LIMIT = float(1 << 62)
 
@@ -128,7 +128,12 @@ def intopt_ragged(
         base = int(cum[lo - 1]) if lo else 0
         hi = max(lo + 1, int(np.searchsorted(cum, base + block_cells, side="right")))
         s, e = int(starts[lo]), int(starts[hi - 1] + lengths[hi - 1])
-        out[s:e] = _ragged_block(vals[s:e], lengths[lo:hi], cv[lo:hi])
+        block = lengths[lo:hi]
+        if block[0] == block.min() == block.max():  # equal lengths: the dense path
+            shape = (hi - lo, int(block[0]))
+            _dense_block(vals[s:e].reshape(shape), cv[lo:hi], out[s:e].reshape(shape))
+        else:
+            out[s:e] = _ragged_block(vals[s:e], block, cv[lo:hi])
         lo = hi
     return out
 
@@ -269,20 +274,21 @@ def _solve(xs: Any, rows: _Rows, c: Any) -> Any:
     total = rows.last(cum_x)  # S = sum(x)
     target = c - total  # T = c - sum(x)
     q = _ceil_div(target, m)
-    z0 = np.maximum(rows.spread(q), -xs)  # line 2
+    neg = -xs
+    z0 = np.maximum(rows.spread(q), neg)  # line 2
     # line 3: max_i |max(q, -x_i)| from the row's smallest and largest x.
     t0 = np.maximum(np.maximum(q, -rows.first(xs)), -np.maximum(q, -rows.last(xs)))
     # Step 3: tG, the smallest t with sum_i min(x_i, t) >= S - c.
     need = total - c
-    prefix = cum_x - xs  # P_j, exclusive
-    g_break = prefix + rows.remaining() * xs  # G(xs_j) = P_j + (m - j) xs_j
+    g_break = cum_x + (rows.remaining() - 1) * xs  # G(xs_j) = P_j + (m - j) xs_j
     j_star = rows.count_true(g_break < rows.spread(need))  # j*
-    t_g = _ceil_div(need - rows.gather(prefix, j_star), m - j_star)
+    prefix = rows.gather(cum_x, j_star) - rows.gather(xs, j_star)  # P_j*, exclusive
+    t_g = _ceil_div(need - prefix, m - j_star)
     t_star = np.maximum(t0, t_g)  # step 2
     ts = rows.spread(t_star)
-    floor = np.maximum(-xs, -ts)
+    floor = np.maximum(neg, -ts)
     later = t_star != t0
-    start = z0 if not later.any() else np.where(rows.spread(later), np.maximum(-xs, 1 - ts), z0)
+    start = z0 if not later.any() else np.where(rows.spread(later), np.maximum(neg, 1 - ts), z0)
     excess = rows.spread(rows.sum(start) - target)  # D at the start of the final cycle
     cap = start - floor
     cut = excess - (rows.cumsum(cap) - cap)  # D - E_p
