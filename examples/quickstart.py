@@ -14,7 +14,9 @@ load_sample(con, "trips")  # 200,000 sample trips: origin (ENUM) -> dest (ENUM) 
 
 # 1. Before spending anything: the noise per level and the Theorem 1 error bound (beta = 0.05).
 con.sql("""
-    SELECT * FROM inftda_preview('trips', ['origin', 'dest', 'hour'], rho := 0.5,
+    SELECT level, "column", domain_size, nodes, rho_k, round(sigma_k, 2) AS sigma_k,
+           round(bound, 1) AS bound
+    FROM inftda_preview('trips', ['origin', 'dest', 'hour'], rho := 0.5,
                                  domains := {'hour': range(24)})
 """).show()
 

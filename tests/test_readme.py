@@ -1,0 +1,73 @@
+"""The README's code runs: its ```python blocks in order in one namespace, and its ```sql blocks
+on the connection ``con`` that earlier Python blocks made (else a loaded connection holding the
+sample table ``trips``). A block preceded by ``<!-- no-test -->`` is skipped."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from inftda_duckdb.shell import split_statements
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BLOCK = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.S | re.M)
+NO_TEST = "<!-- no-test -->"
+
+
+def blocks(text: str) -> list[tuple[int, str, str]]:
+    """(line number, language, code) of every python/sql block not opted out."""
+    found = []
+    for match in BLOCK.finditer(text):
+        language = match[1].lower()
+        before = text[: match.start()].rstrip().splitlines()
+        if language not in ("python", "sql") or (before and before[-1].strip() == NO_TEST):
+            continue
+        found.append((text.count("\n", 0, match.start()) + 1, language, match[2]))
+    return found
+
+
+def default_connection() -> duckdb.DuckDBPyConnection:
+    from inftda_duckdb.demo import load_sample
+    from inftda_duckdb.extension import load
+
+    con = duckdb.connect()
+    load(con)
+    load_sample(con, "trips")
+    return con
+
+
+def test_block_extraction_honours_opt_out() -> None:
+    text = ("intro\n```python\nx = 1\n```\n<!-- no-test -->\n```sql\nSELECT 1;\n```\n"
+            "```bash\nls\n```\n```sql\nSELECT 2;\n```\n")
+    assert blocks(text) == [(2, "python", "x = 1\n"), (12, "sql", "SELECT 2;\n")]
+
+
+def test_readme_code_blocks_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # files the README writes land in a scratch folder
+    found = blocks(README.read_text())
+    assert found, "README.md has no python or sql block"
+    namespace: dict[str, object] = {"__name__": "__readme__"}
+    fallback: duckdb.DuckDBPyConnection | None = None
+    try:
+        for line, language, code in found:
+            try:
+                if language == "python":
+                    exec(compile(code, f"README.md:{line}", "exec"), namespace)
+                    continue
+                con = namespace.get("con")
+                if not isinstance(con, duckdb.DuckDBPyConnection):
+                    fallback = fallback or default_connection()
+                    con = fallback
+                statements, rest = split_statements(code)
+                for statement in [*statements, rest] if rest.strip() else statements:
+                    relation = con.sql(statement)
+                    if relation is not None:
+                        relation.fetchall()
+            except Exception as error:
+                raise AssertionError(f"README.md block at line {line} failed: {error}") from error
+    finally:
+        if fallback is not None:
+            fallback.close()
