@@ -165,9 +165,12 @@ class Shell:
                 "WHERE NOT internal UNION ALL SELECT view_name, sql FROM duckdb_views() "
                 f"WHERE NOT internal) WHERE sql IS NOT NULL{where} ORDER BY name")
         if command == ".budget":
-            return self.execute("SELECT * FROM inftda_budget()")
+            return self.execute("SELECT source, budget_rho, spent_rho, remaining_rho, releases, "
+                                "non_private_releases FROM inftda_budget()")
         if command == ".ledger":
-            return self.execute("SELECT * FROM inftda_ledger ORDER BY 1")
+            return self.execute("SELECT id, started_at::TIMESTAMP(0) AS started_at, source, "
+                                "columns, neighbours, rho, epsilon, delta, output, private "
+                                "FROM inftda_ledger ORDER BY id")
         self.err.write(f"Error: unknown command {command}; type .help for the list\n")
         return False
 
