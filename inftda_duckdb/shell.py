@@ -61,13 +61,17 @@ def render(con: duckdb.DuckDBPyConnection, table: pa.Table, max_rows: int = MAX_
            max_width: int | None = None) -> str:
     """Render an Arrow table as DuckDB's box table (reads the materialised rows, runs no query).
 
-    ENUM (dictionary) columns are shown as their labels, so the type row stays short.
+    ENUM (dictionary) columns are shown as their labels, so the type row stays short. The width
+    is the terminal's, or 1000 characters when output goes to a pipe or a file.
     """
     for i, field in enumerate(table.schema):
         if pa.types.is_dictionary(field.type):
             column = table.column(i).cast(field.type.value_type)
             table = table.set_column(i, pa.field(field.name, field.type.value_type), column)
-    width = max_width or max(shutil.get_terminal_size((120, 24)).columns, 40)
+    if max_width is None:  # a terminal's width; no limit worth the name for a pipe or a file
+        tty = sys.stdout.isatty()
+        max_width = max(shutil.get_terminal_size((120, 24)).columns, 40) if tty else 1000
+    width = max_width
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         con.from_arrow(table).show(max_width=width, max_rows=max_rows)
