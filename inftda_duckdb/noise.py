@@ -13,7 +13,7 @@ precision raised until the floor is certain); the hot path compares one word ``u
 sample refine both sides exactly. One trial of round ``r`` uses one AES block (counter ``r << 15``):
 
 - word 0, top 63 bits: magnitude ``X = #{x in 1..L : U < exp(-x/t)}``, so ``P(X >= x) = exp(-x/t)``
-  (found from the top 16 bits, searched only when a threshold falls in that bucket); if ``X = L``
+  (looked up by the top K bits, searched only if a threshold falls in that bucket); if ``X = L``
   the rest is a fresh geometric (memorylessness), drawn at counters ``r << 15 | j``, j >= 1;
 - word 0, bit 0: the sign; ``(X = 0, negative)`` is rejected, so ``Y`` is discrete Laplace;
 - word 1, top 63 bits: acceptance of ``|Y|`` (thresholds are 0 past the table, where
@@ -42,7 +42,7 @@ MAX_SIGMA2 = Fraction(10**8)  #: larger variances are refused (a noise scale bey
 _STAGE_BITS = 15  # counter = round << 15 | stage (stage 0: a trial; j >= 1: magnitude overflow j)
 _WORDS = 2  # words per trial (one AES block): magnitude (+ sign in its low bit), acceptance
 _BITS = 63  # decision bits per word: the top 63 bits; bit 0 of word 0 is the sign
-_BUCKET_BITS = 16  # the magnitude is looked up by the top 16 bits, searched only if ambiguous
+_BUCKET_BITS = (10, 16)  # the magnitude is looked up by the top K bits of its word, K in this range
 _SPAN = 16  # the magnitude table covers x < 16 t: overflow probability exp(-16) per trial
 _CHUNK = 1 << 20  # samples per internal batch (bounds temporary memory)
 _INT64_MAX = (1 << 63) - 1
@@ -96,7 +96,8 @@ class _Tables:
     t: int
     bits: int
     geom: np.ndarray  # uint64 ascending: geom[i] = T(exp(-(L - i)/t)), i.e. x = L..1
-    bucket: np.ndarray  # int64 (2**K,): the magnitude for words with these top K bits, -1 if unsure
+    bucket: np.ndarray  # int64 (2**K,): the magnitude for words with these top K bits; -1: search
+    kbits: int  # K
     acc: np.ndarray  # uint64: acc[y] = T(exp(-(y - c)**2 / (2 sigma2))); acc[-1] == 0 = its tail
 
     @property
@@ -149,11 +150,12 @@ def _tables(sigma2: Fraction, bits: int, span: int) -> _Tables:
         mlo, mhi = (mlo * e1lo) >> prec, -((-mhi * e1hi) >> prec)
         y += 1
     table = np.array(geom[::-1], dtype=np.uint64)
-    k = min(_BUCKET_BITS, bits)
+    k = min(max(_BUCKET_BITS[0], table.size.bit_length() + 8), _BUCKET_BITS[1], bits)
     low = np.arange(1 << k, dtype=np.uint64) << np.uint64(bits - k)  # first word of each bucket
     bucket = (table.size - np.searchsorted(table, low, side="right")).astype(np.int64)
     bucket[(table >> np.uint64(bits - k)).astype(np.intp)] = -1  # a threshold inside: search
-    return _Tables(sigma2, t, bits, table, bucket, np.array(acc, dtype=np.uint64))
+    bucket[bucket == table.size] = -1  # overflow: handled on the searched path
+    return _Tables(sigma2, t, bits, table, bucket, k, np.array(acc, dtype=np.uint64))
 
 
 class DiscreteGaussian:
@@ -225,30 +227,31 @@ class DiscreteGaussian:
         return x
 
     def _geometric(self, source: RandomSource, ids: np.ndarray, counter: int,
-                   w0: np.ndarray) -> np.ndarray:
-        """Word -> ``#{x in 1..L : U < exp(-x/t)}``: bucket lookup, exact search if unsure."""
-        x = self._tab.bucket[w0 >> np.uint64(64 - min(_BUCKET_BITS, self._bits))]
+                   w0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Word -> ``#{x in 1..L : U < exp(-x/t)}`` (bucket lookup, exact search if unsure),
+        and the indices where it is ``L`` (table overflow)."""
+        tab = self._tab
+        x = np.take(tab.bucket, (w0 >> np.uint64(64 - tab.kbits)).view(np.int64))
         unsure = np.flatnonzero(x < 0)
         if unsure.size:
-            x[unsure] = self._count(source, ids[unsure], counter, self._top(w0[unsure]))
-        return x
+            x[unsure] = found = self._count(source, ids[unsure], counter, self._top(w0[unsure]))
+            return x, unsure[found == tab.geom.size]
+        return x, unsure
 
     def _magnitude(self, source: RandomSource, ids: np.ndarray, rnd: int,
                    w0: np.ndarray) -> np.ndarray:
         """Geometric magnitude, P(X >= x) = exp(-x/t); table overflow continues memorylessly."""
         base = rnd << _STAGE_BITS
-        x = self._geometric(source, ids, base, w0)
-        size = self._tab.geom.size
-        over = np.flatnonzero(x == size)
+        x, over = self._geometric(source, ids, base, w0)
         stage = 1
         while over.size:
             if stage >= 1 << _STAGE_BITS:
                 raise InternalError("geometric overflow ran out of counters")
             sub = ids[over]
-            more = self._geometric(source, sub, base | stage,
-                                   source._pairs(sub, base | stage, 0, 1)[:, 0])
+            more, again = self._geometric(source, sub, base | stage,
+                                          source._pairs(sub, base | stage, 0, 1)[:, 0])
             x[over] += more
-            over = over[more == size]
+            over = over[again]
             stage += 1
         return x
 
@@ -271,11 +274,11 @@ class DiscreteGaussian:
                     accept[i] = self._refine(source, int(pids[i]), counter, 1, int(a[i]),
                                              [tab.acc_g(int(x[i]))]) == 1
             accept &= ~rejected
-            sign = -sign
-            x ^= sign
-            x -= sign  # x = -x where negative
             done = np.flatnonzero(accept)
-            out[done if pending is None else pending[done]] = x[done]
+            value, negative = x[done], -sign[done]
+            value ^= negative
+            value -= negative  # -value where negative
+            out[done if pending is None else pending[done]] = value
             left = np.flatnonzero(~accept)
             pending = left if pending is None else pending[left]
             pids = pids[left]

@@ -83,8 +83,9 @@ def test_threshold_tables_match_exact_recomputation(sigma2, bits):
     assert acc == [threshold((y - c) ** 2 / (2 * s), bits) for y in range(len(acc))]
     assert acc[-1] == 0 and len(acc) - 1 > c  # every later threshold is 0 too (decreasing)
     # bucket lookup: a bucket has a value only if every word in it has that magnitude
-    k = min(noise._BUCKET_BITS, bits)
+    k = tab.kbits
     table = tab.geom
+    assert len(tab.bucket) == 2**k and np.all(tab.bucket < table.size)  # overflow: searched
     for h in np.flatnonzero(tab.bucket >= 0)[:: max(1, len(tab.bucket) // 4096)]:
         lo_word, hi_word = h << (bits - k), ((h + 1) << (bits - k)) - 1
         for word in (lo_word, hi_word):
