@@ -129,13 +129,26 @@ def _flat(arr: Any) -> tuple[np.ndarray, np.ndarray]:
     return offsets, values
 
 
+def _flat_pairs(arr: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, codes, counts) of an Arrow LIST(STRUCT(c, n)) column; NULL lists are empty."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(arr) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    pairs = arr.flatten()
+    codes = pairs.field("c").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    counts = pairs.field("n").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return offsets, codes, counts
+
+
 def _np(arr: Any) -> np.ndarray:
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     return arr.to_numpy(zero_copy_only=False)
 
 
-def _level(rid: Any, k: Any, pid: Any, n: Any, idx: Any, cnt: Any, allowed: Any) -> pa.Array:
+def _level(rid: Any, k: Any, pid: Any, n: Any, kids: Any, allowed: Any) -> pa.Array:
     """One DuckDB batch of released parents of level k -> their released children (> 0)."""
     rids = _np(rid)
     if len(rids) == 0:
@@ -148,8 +161,7 @@ def _level(rid: Any, k: Any, pid: Any, n: Any, idx: Any, cnt: Any, allowed: Any)
         raise InternalError("unknown or expired release id (more than 64 releases at once?)")
     level = int(_np(k)[0])
     lsource, noise, size, nested = state.levels[level - 1]
-    t_off, t_codes = _flat(idx)
-    _, t_counts = _flat(cnt)
+    t_off, t_codes, t_counts = _flat_pairs(kids)
     a_off: np.ndarray | None = None
     a_codes: np.ndarray | None = None
     if nested:
@@ -337,7 +349,7 @@ def _register(con: Any, n: int) -> None:
     fn(
         names.level,
         _level,
-        ["VARCHAR", "INTEGER", "BIGINT", "BIGINT", "INTEGER[]", "BIGINT[]", "INTEGER[]"],
+        ["VARCHAR", "INTEGER", "BIGINT", "BIGINT", "STRUCT(c INTEGER, n BIGINT)[]", "INTEGER[]"],
         "STRUCT(code INTEGER, n BIGINT)[]",
         type="arrow",
         side_effects=True,

@@ -124,7 +124,9 @@ def _leaf_raw(request: ReleaseRequest) -> str:
             m=int(request.max_rows_per_unit),
         )
     raw = ", ".join(f"{quote(c)} AS r{i}" for i, c in enumerate(request.columns, 1))
-    return _f("leaf_raw", raw_cols=raw, source_rows=rows)
+    # materialised only when domain_from_data reads it twice (domains and counts)
+    materialized = "MATERIALIZED " if request.domain_from_data else ""
+    return _f("leaf_raw", raw_cols=raw, source_rows=rows, materialized=materialized)
 
 
 def _column_checks(plan: DomainPlan, data: bool) -> str:
@@ -180,11 +182,16 @@ def render_release(
         [f"k{i} IS NOT NULL" for i in range(1, d + 1)]
         + [f"nok{t} IS NOT NULL" for t in range(1, len(plan.nestings) + 1)]
     )
-    checks = _f(
-        "checks", column_checks=_column_checks(plan, True), nest_checks=_nest_checks(plan, True)
+    stats = ",\n    ".join(_f("datastat", i=i) for i in range(1, d + 1))
+    ctes.append(_f("datastats", keep=keep, stats=stats))
+    ctes.append(
+        _f(
+            "checks",
+            totals="'n': (SELECT n FROM datastats), 'kept': (SELECT kept FROM datastats),",
+            column_checks=_column_checks(plan, True),
+            nest_checks=_nest_checks(plan, True),
+        )
     )
-    kept = f"'kept': (SELECT coalesce(sum(n), 0)::BIGINT FROM leaf_coded WHERE {keep}),\n    "
-    ctes.append(checks.replace("'columns':", kept + "'columns':", 1))
     spec = literal(spec_json(request, plan, origin))
     ctes.append(_f("begin", begin=names.begin, spec=spec))
     codes = ", ".join(f"k{i}" for i in range(1, d + 1))
@@ -246,9 +253,11 @@ def render_preview(
     """Domain sizes (public; private data only with domain_from_data) -> the preview UDF."""
     ctes = _ctes_public(request, plan)
     checks = _f(
-        "checks", column_checks=_column_checks(plan, False), nest_checks=_nest_checks(plan, False)
+        "checks",
+        totals="",
+        column_checks=_column_checks(plan, False),
+        nest_checks=_nest_checks(plan, False),
     )
-    checks = checks.replace("'n': (SELECT coalesce(sum(n), 0)::BIGINT FROM leaf_raw),\n    ", "")
     ctes.append(checks)
     spec = json.loads(spec_json(request, plan, "preview"))
     spec.update(beta=beta, delta=delta)

@@ -53,7 +53,7 @@ def release_level(
     """Algorithm 1, lines 4-9, for a batch of parents of one level.
 
     ``totals[p]`` is parent p's released count c; its true children are the sparse pairs
-    ``(true_codes, true_counts)[true_offsets[p]:true_offsets[p+1]]`` (codes ascending, zeros
+    ``(true_codes, true_counts)[true_offsets[p]:true_offsets[p+1]]`` (codes in any order, zeros
     implied). Every child in the domain (``domain_size`` codes, or for a nested level the
     parent's ``allowed_codes`` row) gets N_Z(0, sigma2) noise (line 5), IntOpt against c (line
     6), and the children released > 0 are returned with their codes ascending (lines 7-9).

@@ -19,7 +19,7 @@ typed AS MATERIALIZED (
 
 -- @leaf_raw
 -- the only scan of the private data: counts of the distinct raw leaves.
-leaf_raw AS MATERIALIZED (
+leaf_raw AS $materialized(
     SELECT $raw_cols, count(*)::BIGINT AS n FROM $source_rows GROUP BY ALL
 )
 
@@ -96,8 +96,7 @@ leaf_coded AS MATERIALIZED (
 
 -- @checks
 -- the public/data checks inftda_begin turns into errors BEFORE charging anything
-checks AS (SELECT to_json({
-    'n': (SELECT coalesce(sum(n), 0)::BIGINT FROM leaf_raw),
+checks AS (SELECT to_json({$totals
     'columns': [$column_checks],
     'nestings': [$nest_checks]
 })::VARCHAR AS j)
@@ -108,9 +107,22 @@ checks AS (SELECT to_json({
  'bad': (SELECT count(*) FILTER (v IS NULL) FROM dom${i}_l),
  'bad_examples': (SELECT list(label) FILTER (v IS NULL) FROM dom${i}_l)[1:5],
  'dups': (SELECT count(v) - count(DISTINCT v) FROM dom${i}_l),
- 'nulls': (SELECT coalesce(sum(n) FILTER (r$i IS NULL), 0) FROM leaf_coded),
- 'unknown': (SELECT coalesce(sum(n) FILTER (r$i IS NOT NULL AND k$i IS NULL), 0) FROM leaf_coded),
- 'examples': (SELECT list(DISTINCT r$i::VARCHAR) FILTER (r$i IS NOT NULL AND k$i IS NULL) FROM leaf_coded)[1:5]}
+ 'nulls': (SELECT nulls$i FROM datastats),
+ 'unknown': (SELECT unknown$i FROM datastats),
+ 'examples': (SELECT examples$i FROM datastats)}
+
+-- @datastats
+-- one pass over the coded leaves: rows, rows kept, and per column NULLs and undeclared values
+datastats AS MATERIALIZED (
+    SELECT coalesce(sum(n), 0)::BIGINT AS n, coalesce(sum(n) FILTER ($keep), 0)::BIGINT AS kept,
+    $stats
+    FROM leaf_coded
+)
+
+-- @datastat
+coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
+    coalesce(sum(n) FILTER (r$i IS NOT NULL AND k$i IS NULL), 0)::BIGINT AS unknown$i,
+    (list(DISTINCT r$i::VARCHAR) FILTER (r$i IS NOT NULL AND k$i IS NULL))[1:5] AS examples$i
 
 -- @nest_check
 {'defects': (SELECT count(*) FILTER (defect) FROM nest$t),
@@ -127,35 +139,33 @@ checks AS (SELECT to_json({
 inftda_b AS MATERIALIZED (SELECT $begin($spec, j) AS b FROM checks)
 
 -- @leaf
--- true leaf counts on codes (rows outside the domain were refused or, with unknown := 'drop', dropped)
-leaf AS MATERIALIZED (
-    SELECT $codes, sum(n)::BIGINT AS n FROM leaf_coded WHERE $keep GROUP BY ALL
-)
+-- true leaf counts on codes (one row per leaf: values and codes correspond one to one; rows
+-- outside the domain were refused or, with unknown := 'drop', dropped)
+leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 
 -- @prefix
 pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM leaf GROUP BY ALL)
 
 -- @level_first
 -- level 1 (Algorithm 1, lines 4-9): the root's children
-kids1 AS (SELECT list(k1 ORDER BY k1)::INTEGER[] AS idx, list(n ORDER BY k1) AS cnt FROM $pre),
+kids1 AS (SELECT list({'c': k1, 'n': n}) AS kids FROM $pre),
 out1 AS (
-    SELECT unnest($level(b.b.rid, 1, 0::BIGINT, b.b.root, kids1.idx, kids1.cnt, $allowed)) AS u
+    SELECT unnest($level(b.b.rid, 1, 0::BIGINT, b.b.root, kids1.kids, $allowed)) AS u
     FROM inftda_b AS b CROSS JOIN kids1 $allowed_join
 ),
 rel1 AS MATERIALIZED (SELECT u.code AS k1, u.n AS n FROM out1)
 
 -- @level
 -- level $i (Algorithm 1, lines 4-9): released parents (ids = rank in code order), their sparse
--- true children, noise on every child of the domain, IntOpt, children released > 0
+-- true children (code, count) pairs, noise on every child of the domain, IntOpt, children released > 0
 kids$i AS (
-    SELECT $pcodes, list(k$i ORDER BY k$i)::INTEGER[] AS idx, list(n ORDER BY k$i) AS cnt
-    FROM $pre GROUP BY ALL
+    SELECT $pcodes, list({'c': k$i, 'n': n}) AS kids FROM $pre GROUP BY ALL
 ),
 par$i AS (
     SELECT $pcodes, n, (row_number() OVER (ORDER BY $pcodes) - 1)::BIGINT AS pid FROM rel$prev
 ),
 out$i AS (
-    SELECT $pcodes_p, unnest($level(b.b.rid, $i, p.pid, p.n, c.idx, c.cnt, $allowed)) AS u
+    SELECT $pcodes_p, unnest($level(b.b.rid, $i, p.pid, p.n, c.kids, $allowed)) AS u
     FROM par$i AS p CROSS JOIN inftda_b AS b LEFT JOIN kids$i AS c ON $kids_on $allowed_join
 ),
 rel$i AS MATERIALIZED (SELECT $pcodes, u.code AS k$i, u.n AS n FROM out$i)
