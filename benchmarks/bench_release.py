@@ -1,0 +1,131 @@
+"""Benchmark: a whole InfTDA release vs the bare leaf-level GROUP BY on the same table.
+
+Target (issue 4): 10M rows, 4 ENUM columns with 50 x 20 x 24 x 10 values, the release takes at
+most 1.5x the leaf GROUP BY, both measured side by side in this run (best of ``--repeat``).
+Also: a sparse deep tree (many noised cells) to show memory stays bounded.
+
+    python benchmarks/bench_release.py [--rows 10000000] [--repeat 3] [--no-write]
+
+Writes its section of benchmarks/RESULTS.md (headed ``## bench_release.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import time
+import warnings
+from pathlib import Path
+
+import duckdb
+
+from inftda_duckdb.extension import load
+
+SIZES = (50, 20, 24, 10)
+RESULTS = Path(__file__).with_name("RESULTS.md")
+SECTION = "## bench_release.py"
+
+
+def make_table(con: duckdb.DuckDBPyConnection, rows: int) -> None:
+    for i, size in enumerate(SIZES, 1):
+        labels = ", ".join(f"'c{i}_{j}'" for j in range(size))
+        con.execute(f"CREATE TYPE e{i} AS ENUM ({labels})")
+    # skewed values (power of a uniform) so the leaf table is not uniform
+    cols = ", ".join(
+        f"enum_range(NULL::e{i})[1 + floor(pow(random(), 2) * {size})::INTEGER]::e{i} AS c{i}"
+        for i, size in enumerate(SIZES, 1)
+    )
+    con.execute(f"CREATE TABLE t AS SELECT {cols} FROM range({rows})")
+
+
+def best(con: duckdb.DuckDBPyConnection, sql: str, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        con.execute(sql).fetchall()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def run(rows: int, repeat: int) -> list[str]:
+    con = duckdb.connect()
+    load(con)
+    start = time.perf_counter()
+    make_table(con, rows)
+    build = time.perf_counter() - start
+    cols = ", ".join(f"c{i}" for i in range(1, 5))
+    # both sides return one row (the number of cells and records), so neither pays for fetching
+    leaf_sql = (
+        f"SELECT count(*), sum(n) FROM (SELECT {cols}, count(*)::BIGINT AS n FROM t GROUP BY ALL)"
+    )
+    names = ", ".join(f"'c{i}'" for i in range(1, 5))
+    release_sql = f"SELECT count(*), sum(count) FROM inftda_release('t', [{names}], rho := 1)"
+    leaves = con.execute(leaf_sql).fetchall()[0][0]
+    best(con, release_sql, 1)  # warm-up (noise tables, plan caches)
+    t_leaf, t_rel = [], []
+    for _ in range(repeat):  # interleaved, side by side
+        t_leaf.append(best(con, leaf_sql, 1))
+        t_rel.append(best(con, release_sql, 1))
+    leaf, rel = min(t_leaf), min(t_rel)
+    out = con.execute(release_sql).fetchall()[0]
+    # a sparse deep tree: 8 levels, many zero cells noised (1e5 rows, domains 10 x ... x 10)
+    con.execute(
+        "CREATE TABLE deep AS SELECT "
+        + ", ".join(f"(hash(i, {j}) % 10)::INTEGER AS l{j}" for j in range(8))
+        + " FROM range(100000) r(i)"
+    )
+    dcols = [f"l{j}" for j in range(8)]
+    doms = "{" + ", ".join(f"'{c}': range(10)" for c in dcols) + "}"
+    start = time.perf_counter()
+    deep = con.execute(
+        f"SELECT count(*) FROM inftda_release('deep', {dcols}, rho := 1, domains := {doms})"
+    ).fetchall()[0][0]
+    t_deep = time.perf_counter() - start
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    con.close()
+    return [
+        SECTION,
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, duckdb {duckdb.__version__}. Table built in {build:.1f} s.",
+        "",
+        "| workload | leaf GROUP BY (s) | release (s) | ratio (target <= 1.5) |",
+        "|---|---|---|---|",
+        f"| {rows:,} rows, 4 ENUM columns {' x '.join(map(str, SIZES))}, {leaves:,} leaves, "
+        "rho 1 "
+        f"| {leaf:.3f} | {rel:.3f} | {rel / leaf:.2f} |",
+        "",
+        f"Release output: {out[0]:,} leaves, {out[1]:,} records. Best of {repeat}, interleaved "
+        f"(other processes' load average at the end: {os.getloadavg()[0]:.1f}).",
+        f"Sparse deep tree (1e5 rows, 8 levels x 10 values, rho 1): {t_deep:.2f} s, "
+        f"{deep:,} released leaves. Peak RSS of the whole run: {rss:.0f} MB.",
+        "",
+    ]
+
+
+def write_section(lines: list[str]) -> None:
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
+    start = text.find(SECTION)
+    if start >= 0:
+        end = text.find("\n## ", start + len(SECTION))
+        text = text[:start] + text[end + 1 :] if end >= 0 else text[:start]
+    RESULTS.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    warnings.simplefilter("default")
+    lines = run(args.rows, args.repeat)
+    print("\n".join(lines))
+    if not args.no_write:
+        write_section(lines)
+
+
+if __name__ == "__main__":
+    main()
