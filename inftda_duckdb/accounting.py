@@ -263,7 +263,8 @@ def error_bound(
     ``|Z|``; the correct two-sided union bound needs the factor 2 inside the log, used here.
     ``paper=True`` gives the printed formula ``ln(k N_l / beta)``.
 
-    add_remove: the root is noised (``|err_0| <= |Z_0|``, it enters the recursion once), giving a
+    add_remove: the root is noised (released as ``max(0, n + Z_0)``, so ``|err_0| <= |Z_0|``; it
+    enters the recursion once), giving a
     union bound over ``k + 1`` events, each failing w.p. ``beta / (k + 1)``:
     ``sqrt(2 sigma_0**2 ln(2 (k+1) / beta)) + sum_{l<=k} sqrt(8 sigma_l**2 ln(2 (k+1) N_l / beta))``
     (``paper=True`` drops the 2s inside the logs).
