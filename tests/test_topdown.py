@@ -1,0 +1,154 @@
+"""release_level / release_tree: Algorithm 1's invariants, batching independence, exactness."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from inftda_duckdb import topdown
+from inftda_duckdb.accounting import plan_budget
+from inftda_duckdb.errors import InternalError
+from inftda_duckdb.randomness import RandomSource
+from inftda_duckdb.topdown import release_level, release_tree
+
+TINY = Fraction(1, 200)  # N_Z(0, 1/200) is non-zero with probability < 1e-40: exact outputs
+
+
+def sparse(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, codes, counts) of the non-zero entries, codes shuffled within each row."""
+    rng = np.random.default_rng(0)
+    rows, codes, counts = [], [], []
+    for r, row in enumerate(matrix):
+        nz = np.flatnonzero(row)
+        rng.shuffle(nz)
+        rows += [r] * len(nz)
+        codes += list(nz)
+        counts += list(row[nz])
+    offsets = np.zeros(len(matrix) + 1, np.int64)
+    np.cumsum(np.bincount(np.array(rows, dtype=np.int64), minlength=len(matrix)), out=offsets[1:])
+    return offsets, np.array(codes, np.int64), np.array(counts, np.int64)
+
+
+def dense(out: topdown.LevelOutput, m: int) -> np.ndarray:
+    y = np.zeros((len(out.offsets) - 1, m), np.int64)
+    rows = np.repeat(np.arange(len(out.offsets) - 1), np.diff(out.offsets))
+    y[rows, out.codes] = out.counts
+    return y
+
+
+def test_invariants_and_order():
+    rng = np.random.default_rng(1)
+    truth = rng.integers(0, 5, size=(300, 17)) * (rng.random((300, 17)) < 0.3)
+    totals = truth.sum(axis=1) + rng.integers(-3, 4, size=300).clip(min=-truth.sum(axis=1))
+    out = release_level(np.arange(300) * 3, totals, *sparse(truth), 17, 4,
+                        RandomSource.from_seed(1))
+    assert (out.counts > 0).all()
+    assert (dense(out, 17).sum(axis=1) == totals).all()
+    for p in range(300):  # codes ascending within each parent
+        codes = out.codes[out.offsets[p] : out.offsets[p + 1]]
+        assert (np.diff(codes) > 0).all()
+
+
+def test_tiny_noise_returns_the_truth():
+    rng = np.random.default_rng(2)
+    truth = rng.integers(0, 9, size=(50, 6))
+    out = release_level(np.arange(50), truth.sum(axis=1), *sparse(truth), 6, TINY,
+                        RandomSource.from_seed(3))
+    assert (dense(out, 6) == truth).all()
+
+
+def test_same_result_under_any_batching_and_block_size(monkeypatch):
+    rng = np.random.default_rng(4)
+    truth = rng.integers(0, 3, size=(400, 9))
+    pid = np.arange(400) + 1000
+    src = RandomSource.from_seed(9)
+    whole = dense(release_level(pid, truth.sum(1), *sparse(truth), 9, 2, src), 9)
+    parts = [
+        dense(release_level(pid[a:b], truth[a:b].sum(1), *sparse(truth[a:b]), 9, 2, src), 9)
+        for a, b in [(0, 1), (1, 137), (137, 400)]
+    ]
+    assert (np.vstack(parts) == whole).all()
+    monkeypatch.setattr(topdown, "BLOCK_CELLS", 20)
+    assert (dense(release_level(pid, truth.sum(1), *sparse(truth), 9, 2, src), 9) == whole).all()
+    other = dense(release_level(pid, truth.sum(1), *sparse(truth), 9, 2,
+                                RandomSource.from_seed(10)), 9)
+    assert (other != whole).any()
+
+
+def test_ragged_with_all_children_allowed_equals_dense():
+    rng = np.random.default_rng(5)
+    truth = rng.integers(0, 4, size=(120, 7))
+    src = RandomSource.from_seed(2)
+    args = (np.arange(120), truth.sum(1), *sparse(truth), 7, 3, src)
+    full = release_level(*args)
+    allowed_off = np.arange(121) * 7
+    ragged = release_level(*args, allowed_off, np.tile(np.arange(7), 120))
+    for a, b in zip(full, ragged, strict=True):
+        assert (a == b).all()
+
+
+def test_ragged_keeps_children_inside_the_allowed_sets():
+    allowed = [[0, 3], [1], [2, 4, 5]]
+    off = np.array([0, 2, 3, 6])
+    codes = np.concatenate([np.array(a) for a in allowed])
+    for seed in range(20):
+        out = release_level([0, 1, 2], [5, 7, 0], [0, 1, 2, 2], [3, 1], [5, 7], 6, 50,
+                            RandomSource.from_seed(seed), off, codes)
+        for p in range(3):
+            assert set(out.codes[out.offsets[p] : out.offsets[p + 1]]) <= set(allowed[p])
+        assert dense(out, 6).sum(1).tolist() == [5, 7, 0]
+
+
+def test_internal_errors():
+    src = RandomSource.from_seed(1)
+    with pytest.raises(InternalError, match="outside"):
+        release_level([0], [3], [0, 1], [7], [3], 5, 1, src)
+    with pytest.raises(InternalError, match="not among the allowed"):
+        release_level([0], [3], [0, 1], [2], [3], 5, 1, src, [0, 1], [1])
+    with pytest.raises(InternalError, match="no allowed children"):
+        release_level([0, 1], [3, 0], [0, 1, 1], [1], [3], 5, 1, src, [0, 1, 1], [1])
+
+
+def test_zero_children_get_noise():
+    # all mass on child 0 of 50: with sigma^2 = 50, zero children are released > 0 in many runs
+    # (seeded, deterministic: 13 of 20 here); control: with tiny noise, never
+    def hits(sigma2: object) -> int:
+        runs = [
+            release_level([0], [40], [0, 1], [0], [40], 50, sigma2, RandomSource.from_seed(s))
+            for s in range(20)
+        ]
+        return sum(int((out.codes != 0).any()) for out in runs)
+
+    assert hits(50) >= 10
+    assert hits(TINY) == 0
+
+
+def test_release_tree_invariants_and_reproducibility():
+    rng = np.random.default_rng(6)
+    sizes = [4, 3, 5]
+    codes = np.unique(np.column_stack([rng.integers(0, s, 40) for s in sizes]), axis=0)
+    counts = rng.integers(1, 20, len(codes))
+    plan = plan_budget(3, rho=1)
+    a = release_tree(codes, counts, sizes, plan, RandomSource.from_seed(1))
+    b = release_tree(codes[::-1], counts[::-1], sizes, plan, RandomSource.from_seed(1))
+    assert all((x == y).all() for x, y in zip(a, b, strict=True))
+    assert a[1].sum() == counts.sum() and (a[1] > 0).all()
+    assert (np.diff(a[0] @ np.array([15, 5, 1])) > 0).all()  # code order, no repeats
+    c = release_tree(codes, counts, sizes, plan, RandomSource.from_seed(2))
+    assert len(c[1]) != len(a[1]) or (c[0] != a[0]).any() or (c[1] != a[1]).any()
+    exact = release_tree(codes, counts, sizes, plan_budget(3, rho=10**6), RandomSource.from_seed(1))
+    assert (exact[0] == codes[np.lexsort(codes.T[::-1])]).all()
+
+
+def test_release_tree_add_remove_and_empty():
+    plan = plan_budget(2, rho=Fraction(1, 10), neighbours="add_remove")
+    roots = {
+        int(release_tree([[0, 0]], [100], [2, 2], plan, RandomSource.from_seed(s))[1].sum())
+        for s in range(10)
+    }
+    assert len(roots) > 1  # the root count is noised
+    empty = release_tree(np.zeros((0, 2)), np.zeros(0), [3, 3], plan_budget(2, rho=1),
+                         RandomSource.from_seed(1))
+    assert empty[0].shape == (0, 2) and empty[1].shape == (0,)
