@@ -1,0 +1,86 @@
+"""plan_domains: precedence of public domains, catalog checks, nesting; check-row errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inftda_duckdb.domain import DomainPlan, plan_domains, raise_for_checks
+from inftda_duckdb.errors import InputError
+from inftda_duckdb.request import parse_request
+
+
+@pytest.fixture
+def db(con):
+    con.execute("CREATE TYPE st AS ENUM ('A', 'B')")
+    con.execute("CREATE TABLE t (state st, county VARCHAR, hour INTEGER, v VARCHAR)")
+    con.execute("CREATE TABLE geo (State VARCHAR, county VARCHAR, other INTEGER)")
+    con.execute("CREATE TABLE geo2 (county VARCHAR)")
+    return con
+
+
+def plan(con, columns, strict=True, **options):
+    return plan_domains(parse_request("t", columns, rho=1, **options), con, strict=strict)
+
+
+def test_precedence(db):
+    p = plan(db, ["state", "county", "hour", "v"], domains={"hour": range(24), "v": ["x"]},
+             domain_tables=["geo"])
+    assert [c.kind for c in p.columns] == ["table", "table", "list", "list"]
+    assert p.nestings[0].levels == (0, 1) and p.nestings[0].names == ("State", "county")
+    assert p.nested_parent(1) == (0, (0,)) and p.nested_parent(0) is None
+    assert p.columns[2].labels == tuple(str(h) for h in range(24))
+    assert [c.kind for c in plan(db, ["state"]).columns] == ["enum"]
+    assert [c.kind for c in plan(db, ["v"], domain_from_data=True).columns] == ["data"]
+    assert DomainPlan.from_json(json.loads(json.dumps(p.to_json()))).nestings == p.nestings
+
+
+def test_catalog_errors(db):
+    with pytest.raises(InputError, match=r"column 'v' \(VARCHAR\) has no public domain"):
+        plan(db, ["state", "v"])
+    with pytest.raises(InputError, match=r"not found in t"):
+        plan(db, ["state", "nope"])
+    with pytest.raises(InputError, match="not found in t"):
+        plan(db, ["state"], privacy_unit="person")
+    with pytest.raises(InputError, match="list column 'county' in two tables"):
+        plan(db, ["state", "county"], domain_tables=["geo", "geo2"])
+    db.execute("CREATE TABLE unrelated (x INTEGER)")
+    with pytest.raises(InputError, match="has no column named like a hierarchy column"):
+        plan(db, ["state"], domain_tables=["unrelated"])
+    with pytest.raises(InputError, match="names a table that was not found"):
+        plan(db, ["state"], domain_tables=["missing"])
+    with pytest.raises(InputError, match="source was not found"):
+        plan_domains(parse_request("missing", ["a"], rho=1), db, strict=True)
+    # not strict (SQL bind time): an invisible source is checked later inside DuckDB
+    assert plan_domains(parse_request("missing", ["a"], rho=1), db, strict=False).columns
+
+
+def checks(**column):
+    base = {"type": "INTEGER", "size": 3, "bad": 0, "bad_examples": None, "dups": 0,
+            "nulls": 0, "unknown": 0, "examples": None}
+    return {"n": 10, "kept": 10, "columns": [base | column], "nestings": []}
+
+
+@pytest.mark.parametrize(
+    ("column", "message"),
+    [
+        ({"type": "VARCHAR", "size": 0}, r"column 'a' \(VARCHAR\) has no public domain"),
+        ({"bad": 2, "bad_examples": ["x", "y"]}, "2 values declared for column 'a'"),
+        ({"dups": 1}, "lists 1 values twice"),
+        ({"nulls": 4}, "column 'a' of t is NULL in 4 rows. Fix: filter"),
+        ({"unknown": 5, "examples": ["7"]}, r"5 rows with values outside .*\['7'\]"),
+    ],
+)
+def test_check_row_errors(column, message):
+    request = parse_request("t", ["a"], rho=1)
+    p = DomainPlan.from_json({"columns": [["a", "enum" if "type" in column else "list"]],
+                              "nestings": []})
+    with pytest.raises(InputError, match=message):
+        raise_for_checks(request, p, json.dumps(checks(**column)))
+
+
+def test_drop_skips_data_errors():
+    request = parse_request("t", ["a"], rho=1, unknown="drop", neighbours="add_remove")
+    p = DomainPlan.from_json({"columns": [["a", "list"]], "nestings": []})
+    assert raise_for_checks(request, p, json.dumps(checks(nulls=3) | {"kept": 7})) == 7

@@ -1,0 +1,117 @@
+"""parse_request: every option validated with a message naming the rule and the fix."""
+
+from __future__ import annotations
+
+import datetime as dt
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from inftda_duckdb.errors import InputError
+from inftda_duckdb.request import from_json, label, parse_request
+
+
+def ok(**options):
+    return parse_request("trips", ["a", "b"], **({"rho": 1} | options))
+
+
+def test_defaults_and_roundtrip():
+    r = ok(rho="1/3", domains={"B": range(3)}, domain_tables="geo", level_weights=[1, 2])
+    assert r.rho == Fraction(1, 3) and r.epsilon is None
+    assert r.domains == {"b": ("0", "1", "2")}  # matched case-insensitively to the column
+    assert r.domain_tables == (("geo",),)
+    assert r.level_weights == (1, 2)
+    assert (r.output, r.neighbours, r.unknown, r.max_rows_per_unit) == (
+        "counts", "substitute", "error", 1)
+    assert r.private and not ok(seed=3).private and not ok(domain_from_data=True).private
+    assert from_json(r.to_json()) == r
+    full = ok(seed=5, neighbours="add_remove", unknown="drop", output="rows",
+              privacy_unit="p", max_rows_per_unit=4, domain_tables=['s."my geo"'])
+    assert from_json(full.to_json()) == full
+
+
+def test_epsilon_delta_form():
+    r = parse_request("t", ["a"], epsilon=1, delta=1e-6)
+    assert r.rho is None and r.epsilon == 1 and r.delta == Fraction(1, 10**6)
+
+
+def test_labels():
+    assert label(True) == "true" and label(3) == "3" and label(0.5) == "0.5"
+    assert label(dt.date(2024, 1, 2)) == "2024-01-02" and label(np.int64(7)) == "7"
+    with pytest.raises(InputError, match="NaN"):
+        label(float("nan"))
+    with pytest.raises(InputError, match="must be strings, numbers"):
+        label(object())
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"rho": None}, "rho must be given"),
+        ({"rho": -1}, "rho must be a positive finite number; got -1"),
+        ({"rho": float("inf")}, "rho must be a positive finite number"),
+        ({"rho": "x"}, "rho must be a finite number"),
+        ({"rho": True}, "rho must be a finite number"),
+        ({"rho": None, "epsilon": 1}, "rho must be given"),
+        ({"rho": None, "epsilon": 1, "delta": 1}, "delta must be below 1"),
+        ({"rho": None, "epsilon": 0, "delta": 0.1}, "epsilon must be a positive"),
+        ({"epsilon": 1, "delta": 0.1}, "rho must be given alone"),
+        ({"output": "csv"}, "output must be one of counts, rows"),
+        ({"neighbours": "x"}, "neighbours must be one of"),
+        ({"unknown": "x"}, "unknown must be one of error, drop"),
+        ({"unknown": "drop"}, "with neighbours 'substitute'"),
+        ({"seed": 1.5}, "seed must be a non-negative integer"),
+        ({"seed": True}, "seed must be a non-negative integer"),
+        ({"domain_from_data": "yes"}, "domain_from_data must be true or false"),
+        ({"level_weights": [1]}, "one weight per levels: 2"),
+        ({"level_weights": [1, 1], "neighbours": "add_remove"}, "levels . 1 .the root"),
+        ({"level_weights": [1, 0]}, "level_weights must be a positive"),
+        ({"level_weights": "1,1"}, "level_weights must be a list"),
+        ({"privacy_unit": ""}, "privacy_unit must be a column name"),
+        ({"max_rows_per_unit": 0, "privacy_unit": "p"}, "max_rows_per_unit must be a positive"),
+        ({"max_rows_per_unit": 2}, "needs privacy_unit"),
+        ({"domains": ["a"]}, "domains must map column names"),
+        ({"domains": {"c": [1]}}, "names a column that is not in columns"),
+        ({"domains": {"a": "xyz"}}, "must be a list of values"),
+        ({"domains": {"a": []}}, "must not be empty"),
+        ({"domains": {"a": [1, None]}}, "must not contain NULL"),
+        ({"domains": {"a": [1, "1"]}}, "must not repeat a value"),
+        ({"domain_tables": ["g", "G"][:1] * 2}, "must not repeat a table"),
+        ({"domain_tables": 3}, "must be a list of table names"),
+        ({"colour": 1}, "are not release options"),
+    ],
+)
+def test_bad_options(options, message):
+    with pytest.raises(InputError, match=message):
+        ok(**options)
+
+
+@pytest.mark.parametrize(
+    ("source", "columns", "message"),
+    [
+        ("", ["a"], "source must be a non-empty"),
+        (3, ["a"], "source must be a non-empty"),
+        ("a.b.c.d", ["a"], "must be name, schema.name"),
+        ("t", [], "columns must not be empty"),
+        ("t", "a", "columns must be a list"),
+        ("t", ["a", "A"], "must not repeat a column .A, a."),
+        ("t", ["a", ""], "must all be non-empty strings"),
+        ("t", [f"c{i}" for i in range(11)], "at most 10 columns"),
+        ("t", ["Count"], "named 'count'"),
+    ],
+)
+def test_bad_source_and_columns(source, columns, message):
+    with pytest.raises(InputError, match=message):
+        parse_request(source, columns, rho=1)
+
+
+def test_count_column_allowed_with_rows_output():
+    assert parse_request("t", ["count"], rho=1, output="rows").columns == ("count",)
+
+
+def test_from_json_junk():
+    with pytest.raises(InputError, match="not valid JSON"):
+        from_json("{")
+    with pytest.raises(InputError, match="must be a JSON object"):
+        from_json("[1]")
