@@ -16,9 +16,14 @@ import tempfile
 
 import duckdb
 
-from inftda_duckdb.demo import load_sample
+from inftda_duckdb.demo import BOROUGHS, ZONES, load_sample
 from inftda_duckdb.extension import load
 from inftda_duckdb.identifiers import literal
+
+# Public domains, from the data dictionary (Parquet keeps no ENUM types, so they are declared here).
+DOMAINS = ("{'origin': [" + ", ".join(map(literal, BOROUGHS)) + "], "
+           "'dest': [" + ", ".join(literal(zone) for zone, _ in ZONES) + "], "
+           "'hour': range(24)}")
 
 
 def run(input_path: str, output_path: str, ledger_path: str) -> int:
@@ -34,7 +39,7 @@ def run(input_path: str, output_path: str, ledger_path: str) -> int:
         temporary = output_path + ".tmp"
         con.execute(f"""
             COPY (SELECT * FROM inftda_release('trips', ['origin', 'dest', 'hour'], rho := 0.5,
-                                               domains := {{'hour': range(24)}}))
+                                               domains := {DOMAINS}))
             TO {literal(temporary)} (FORMAT parquet)
         """)  # one execution of the statement = one release, charged once
         os.replace(temporary, output_path)

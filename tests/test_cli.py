@@ -80,6 +80,14 @@ def work(template: Path, tmp_path: Path) -> Path:
     return tmp_path
 
 
+def assert_error(result: subprocess.CompletedProcess[str]) -> None:
+    """Exit status 1, one ``Error: ...`` line on stderr, no traceback."""
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+
+
 def total(db: Path, table: str) -> int:
     return int(query(db, f'SELECT sum("count") FROM "{table}"')[0][0])
 
@@ -262,10 +270,7 @@ def test_release_error_writes_nothing(work: Path, case: str) -> None:
     db = work / "trips.duckdb"
     args = [str(a).format(db=db, dir=work) for a in ERRORS[case]]
     before = state(work, db)
-    result = cli(*args)
-    assert result.returncode == 1, (case, result.stdout, result.stderr)
-    assert result.stderr.splitlines()[-1].startswith("Error: "), result.stderr
-    assert "Traceback" not in result.stderr
+    assert_error(cli(*args))
     assert state(work, db) == before
 
 
@@ -275,8 +280,8 @@ def test_budget_refusal_writes_nothing(work: Path) -> None:
     before = state(work, db)
     for destination in (("--into-table", "x"), ("--output", work / "x.parquet")):
         result = cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/2", *destination)
-        assert result.returncode == 1, result.stderr
-        assert result.stderr.startswith("Error: ") and "budget" in result.stderr.lower()
+        assert_error(result)
+        assert "refused" in result.stderr and "1/4" in result.stderr
         assert state(work, db) == before
     ok = cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/4", "--into-table", "x")
     assert ok.returncode == 0, ok.stderr
@@ -327,9 +332,7 @@ def test_preview_of_a_table(work: Path) -> None:
 def test_other_errors(work: Path, args: tuple[str, ...]) -> None:
     db = work / "trips.duckdb"
     before = state(work, db)
-    result = cli(*[a.format(dir=work) for a in args])
-    assert result.returncode == 1, (args, result.stdout, result.stderr)
-    assert result.stderr.splitlines()[-1].startswith("Error: "), result.stderr
+    assert_error(cli(*[a.format(dir=work) for a in args]))
     assert state(work, db) == before
 
 
