@@ -101,15 +101,15 @@ def run_demo(rows: int = 200_000, rho: Fraction | float | str = 1,
         out.write(render(con, side))
         metrics = evaluate(con, "trips", "trips_dp", list(COLUMNS), domains=dict(DOMAINS),
                            rho=rho, beta=0.05)
-        out.write("\nPer level: maximum absolute error over every cell of the public domain, and "
+        out.write("Per level: maximum absolute error over every cell of the public domain, and "
                   "the Theorem 1 bound\n(holds with probability 95%; curator-only comparison, "
                   "NOT private):\n")
-        out.write(render(con, metrics.select(
-            ["level", "prefix", "domain_cells", "released_nodes", "max_abs_error", "bound",
-             "within_bound"])))
+        out.write(render(con, con.from_arrow(metrics).project(
+            "level, prefix, domain_cells, released_nodes, max_abs_error, round(bound, 1) AS bound,"
+            " within_bound").to_arrow_table()))
         ledger = con.sql("SELECT id, source, columns, neighbours, rho, epsilon, delta, private "
                          "FROM inftda_ledger ORDER BY id DESC LIMIT 1").to_arrow_table()
-        out.write("\nThe ledger line charged for this release:\n")
+        out.write("The ledger line charged for this release:\n")
         out.write(render(con, ledger))
         return metrics
     finally:
