@@ -307,15 +307,25 @@ def test_charge_from_inside_a_running_statement(con: duckdb.DuckDBPyConnection) 
     assert len(rows(con)) == 2
 
 
-def test_transaction_conflicts_are_retried(con: duckdb.DuckDBPyConnection) -> None:
+def test_transaction_conflicts_are_retried(
+    con: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
     set_budget(con, "trips", rho=1)
     other = con.cursor()
     other.execute("BEGIN")
     other.execute("UPDATE inftda_budgets SET rho = '5' WHERE source = 'memory.main.trips'")
-    timer = threading.Timer(0.05, lambda: other.execute("COMMIT"))
-    timer.start()
+    waits: list[float] = []
+
+    class Clock:
+        @staticmethod
+        def sleep(seconds: float) -> None:  # the first back-off lets the other writer commit
+            waits.append(seconds)
+            if len(waits) == 1:
+                other.execute("COMMIT")
+
+    monkeypatch.setattr(ledger, "time", Clock)
     set_budget(con, "trips", rho=2)  # conflicts with the open UPDATE until it commits
-    timer.join()
+    assert len(waits) == 1
     assert row_of(con, "memory.main.trips")["budget_rho_exact"] == "2"
 
 
@@ -398,18 +408,19 @@ def test_negative_control_without_the_lock_the_race_overspends(
     """The concurrency test can fail: without the lock (ids kept unique), checks interleave."""
     real_spent = ledger._spent
     ids = iter(range(1, 1000))
+    all_read = threading.Barrier(4, timeout=30)
 
-    def slow_spent(*args: object) -> tuple[Fraction, int]:
+    def interleaved_spent(*args: object) -> tuple[Fraction, int]:
         result = real_spent(*args)  # type: ignore[arg-type]
-        time.sleep(0.05)
+        all_read.wait()  # every thread has read "spent" before any of them inserts
         return result
 
     monkeypatch.setattr(ledger, "_LOCK", contextlib.nullcontext())
-    monkeypatch.setattr(ledger, "_spent", slow_spent)
+    monkeypatch.setattr(ledger, "_spent", interleaved_spent)
     monkeypatch.setattr(ledger, "_next_id", lambda cur, table: next(ids))
     set_budget(con, "trips", rho=1)
     ok, _ = _race(con.cursor, threads=4, attempts=1, rho=Fraction(1, 2))
-    assert ok > 2
+    assert ok == 4  # twice the budget: the same race with the lock allows exactly 2
 
 
 # ---------------------------------------------------------------------------------------------
