@@ -507,10 +507,28 @@ def cmd_preview(args: argparse.Namespace) -> int:
             table = preview(con, source, _names(args.columns), **budget, beta=float(args.beta),
                             **_release_options(con, args))
     try:
-        sys.stdout.write(render(con, table, max_rows=1000))
+        show(con, table)
     finally:
         con.close()
     return 0
+
+
+def show(con: duckdb.DuckDBPyConnection, table: pa.Table, columns: Sequence[str] = ()) -> None:
+    """Print ``table`` (only ``columns`` if given) with doubles at 6 significant digits."""
+    if columns:
+        table = table.select([c for c in columns if c in table.column_names])
+    for i, field in enumerate(table.schema):
+        if pa.types.is_floating(field.type):
+            values = [None if v is None else float(f"{v:.6g}") for v in table.column(i).to_pylist()]
+            table = table.set_column(i, field, pa.array(values, field.type))
+    sys.stdout.write(render(con, table, max_rows=1000))
+
+
+LEDGER_COLUMNS = ("id", "started_at", "source", "columns", "neighbours", "privacy_unit",
+                  "max_rows_per_unit", "rho", "epsilon", "delta", "output", "private", "origin")
+BUDGET_COLUMNS = ("source", "budget_rho_exact", "spent_rho_exact", "remaining_rho_exact",
+                  "releases", "non_private_releases", "delta", "budget_epsilon", "spent_epsilon",
+                  "remaining_epsilon")
 
 
 def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
@@ -545,7 +563,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         if table is None or table.num_rows == 0:
             print(f"No releases recorded in {args.database}.")
         else:
-            sys.stdout.write(render(con, table, max_rows=1000))
+            show(con, table, LEDGER_COLUMNS)
     finally:
         con.close()
     return 0
@@ -564,7 +582,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
             raise bad_argument("--rho/--epsilon", args.rho or args.epsilon, "needs --set SOURCE",
                                "pass --set TABLE --rho R to set a budget")
         delta = float(args.delta) if args.delta is not None else 1e-6
-        sys.stdout.write(render(con, ledger.budget(con, delta=delta), max_rows=1000))
+        show(con, ledger.budget(con, delta=delta), BUDGET_COLUMNS)
     finally:
         con.close()
     return 0
@@ -603,7 +621,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                             beta=float(args.beta), **scope)
 
         table = measure(args.released_table)
-        sys.stdout.write(render(con, table, max_rows=1000))
+        show(con, table)
         if args.plot is not None:
             runs = [table]
             for _ in range(args.runs or 0):
