@@ -1,10 +1,12 @@
 """The README's code runs: its ```python blocks in order in one namespace, and its ```sql blocks
 on the connection ``con`` that earlier Python blocks made (else a loaded connection holding the
-sample table ``trips``). A block preceded by ``<!-- no-test -->`` is skipped."""
+sample table ``trips``). A block preceded by ``<!-- no-test -->`` is skipped. Every
+``inftda-duckdb ...`` command in a ```bash block must parse with the CLI's own grammar."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import duckdb
@@ -71,3 +73,29 @@ def test_readme_code_blocks_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     finally:
         if fallback is not None:
             fallback.close()
+
+
+def cli_commands(text: str) -> list[list[str]]:
+    """The arguments of every ``inftda-duckdb`` command in the README's bash blocks."""
+    commands = []
+    for match in BLOCK.finditer(text):
+        if match[1].lower() not in ("bash", "sh", "console", "shell"):
+            continue
+        for line in match[2].replace("\\\n", " ").splitlines():
+            for part in re.split(r"&&|\|", line):
+                words = shlex.split(part, comments=True)
+                if words and words[0].lstrip("$") == "inftda-duckdb":
+                    commands.append(words[1:])
+    return commands
+
+
+def test_readme_cli_commands_parse() -> None:
+    from inftda_duckdb.cli import build_parser
+
+    commands = cli_commands(README.read_text())
+    assert commands, "README.md shows no inftda-duckdb command"
+    for args in commands:
+        try:
+            build_parser().parse_args(args)
+        except SystemExit as exit_:
+            raise AssertionError(f"README command does not parse: inftda-duckdb {args}") from exit_
