@@ -196,10 +196,12 @@ def render_release(
     ctes.append(_f("begin", begin=names.begin, spec=spec))
     codes = ", ".join(f"k{i}" for i in range(1, d + 1))
     ctes.append(_f("leaf", codes=codes, keep=keep))
+    for i in range(d - 1, 0, -1):
+        below = "leaf" if i == d - 1 else f"pre{i + 1}"
+        codes_i = ", ".join(f"k{j}" for j in range(1, i + 1))
+        ctes.append(_f("prefix", i=i, codes=codes_i, below=below))
     for i in range(1, d + 1):
         pre = "leaf" if i == d else f"pre{i}"
-        if i < d:
-            ctes.append(_f("prefix", i=i, codes=", ".join(f"k{j}" for j in range(1, i + 1))))
         nested = plan.nested_parent(i - 1)
         allowed, allowed_join = "NULL::INTEGER[]", ""
         if nested is not None:
@@ -231,9 +233,8 @@ def render_release(
     ctes.append(_f("end", end=names.end, level_sums=sums))
     decoded = ", ".join(f"d{i}.v AS {quote(c)}" for i, c in enumerate(request.columns, 1))
     decode_joins = " ".join(f"JOIN dom{i} AS d{i} ON r.k{i} = d{i}.code" for i in range(1, d + 1))
-    rcodes = ", ".join(f"r.k{i}" for i in range(1, d + 1))
     if request.output == "counts":
-        final = _f("final_counts", d=d, decoded=decoded, decode_joins=decode_joins, rcodes=rcodes)
+        final = _f("final_counts", d=d, decoded=decoded, decode_joins=decode_joins)
     else:
         final = _f(
             "final_rows",
@@ -241,8 +242,6 @@ def render_release(
             decoded=decoded,
             decode_joins=decode_joins,
             decoded_names=", ".join(quote(c) for c in request.columns),
-            rcodes_named=", ".join(f"r.k{i} AS inftda_k{i}" for i in range(1, d + 1)),
-            rcodes_names=", ".join(f"inftda_k{i}" for i in range(1, d + 1)),
         )
     return "WITH\n" + ",\n".join(ctes) + "\n" + final
 

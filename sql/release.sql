@@ -144,7 +144,8 @@ inftda_b AS MATERIALIZED (SELECT $begin($spec, j) AS b FROM checks)
 leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 
 -- @prefix
-pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM leaf GROUP BY ALL)
+-- true counts of the $i-prefixes, from the (i+1)-prefixes (each level aggregates the one below)
+pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM $below GROUP BY ALL)
 
 -- @level_first
 -- level 1 (Algorithm 1, lines 4-9): the root's children
@@ -153,36 +154,38 @@ out1 AS (
     SELECT unnest($level(b.b.rid, 1, 0::BIGINT, b.b.root, kids1.kids, $allowed)) AS u
     FROM inftda_b AS b CROSS JOIN kids1 $allowed_join
 ),
-rel1 AS MATERIALIZED (SELECT u.code AS k1, u.n AS n FROM out1)
+rel1 AS MATERIALIZED (SELECT 0::BIGINT AS ppid, u.code AS k1, u.n AS n FROM out1)
 
 -- @level
--- level $i (Algorithm 1, lines 4-9): released parents (ids = rank in code order), their sparse
--- true children (code, count) pairs, noise on every child of the domain, IntOpt, children released > 0
+-- level $i (Algorithm 1, lines 4-9): released parents (ids = rank in code order, i.e. in the
+-- order of (parent's id, code)), their sparse true children as (code, count) pairs, noise on
+-- every child of the domain, IntOpt, children released > 0
 kids$i AS (
     SELECT $pcodes, list({'c': k$i, 'n': n}) AS kids FROM $pre GROUP BY ALL
 ),
 par$i AS (
-    SELECT $pcodes, n, (row_number() OVER (ORDER BY $pcodes) - 1)::BIGINT AS pid FROM rel$prev
+    SELECT $pcodes, n, (row_number() OVER (ORDER BY ppid, k$prev) - 1)::BIGINT AS pid FROM rel$prev
 ),
 out$i AS (
-    SELECT $pcodes_p, unnest($level(b.b.rid, $i, p.pid, p.n, c.kids, $allowed)) AS u
+    SELECT $pcodes_p, p.pid, unnest($level(b.b.rid, $i, p.pid, p.n, c.kids, $allowed)) AS u
     FROM par$i AS p CROSS JOIN inftda_b AS b LEFT JOIN kids$i AS c ON $kids_on $allowed_join
 ),
-rel$i AS MATERIALIZED (SELECT $pcodes, u.code AS k$i, u.n AS n FROM out$i)
+rel$i AS MATERIALIZED (SELECT $pcodes, pid AS ppid, u.code AS k$i, u.n AS n FROM out$i)
 
 -- @end
 -- invariant: every level releases exactly the root's total (then the release state is dropped)
 inftda_e AS MATERIALIZED (SELECT $end(b.b.rid, [$level_sums]) AS ok FROM inftda_b AS b)
 
 -- @final_counts
+-- decode to the columns' own values and types; (parent id, code) order = code order
 SELECT $decoded, r.n AS "count"
 FROM rel$d AS r $decode_joins CROSS JOIN inftda_e AS e
 WHERE e.ok
-ORDER BY $rcodes
+ORDER BY r.ppid, r.k$d
 
 -- @final_rows
 SELECT $decoded_names FROM (
-    SELECT $decoded, $rcodes_named, unnest(range(r.n)) AS inftda_i
+    SELECT $decoded, r.ppid AS inftda_p, r.k$d AS inftda_k, unnest(range(r.n)) AS inftda_i
     FROM rel$d AS r $decode_joins CROSS JOIN inftda_e AS e
     WHERE e.ok
-) ORDER BY $rcodes_names
+) ORDER BY inftda_p, inftda_k
