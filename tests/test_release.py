@@ -421,3 +421,34 @@ def test_data_errors_before_charging(con):
         con.execute("SELECT * FROM inftda_release('t', ['b'], rho := 1)").fetchall()
     assert ledger_rows(con) == 0
     assert not con.execute("SELECT * FROM duckdb_tables() WHERE table_name = 'o'").fetchall()
+
+
+def test_charge_survives_rollback_and_python_autoloads(trips):
+    trips.execute("BEGIN")
+    trips.execute(
+        "CREATE TABLE inside AS SELECT * FROM inftda_release('trips', ['origin'], rho := 0.5)"
+    )
+    trips.execute("ROLLBACK")
+    assert ledger_rows(trips) == 1  # noise was drawn: the spend is recorded regardless
+    fresh = duckdb.connect()
+    fresh.execute("CREATE TABLE t AS SELECT 'x' AS a FROM range(4)")
+    assert release(fresh, "t", ["a"], rho=1, domains={"a": ["x"]}).to_pylist() == [
+        {"a": "x", "count": 4}
+    ]
+    fresh.close()
+
+
+def test_sql_preview_delta_and_epsilon_forms(trips):
+    rho_form = trips.execute(
+        "SELECT level, epsilon, delta FROM inftda_preview('trips', ['origin'], rho := 0.5, "
+        "delta := 1e-8)"
+    ).fetchall()
+    assert rho_form[0][0] == 1 and rho_form[0][2] == 1e-8
+    eps_form = trips.execute(
+        "SELECT epsilon, delta FROM inftda_preview('trips', ['origin'], epsilon := 1, "
+        "delta := 1e-8)"
+    ).fetchall()
+    assert eps_form[0][0] <= 1 + 1e-9 and eps_form[0][1] == 1e-8
+    with pytest.raises(duckdb.Error, match="beta must be a number in"):
+        trips.execute("SELECT * FROM inftda_preview('trips', ['origin'], rho := 1, beta := 2)")
+    assert ledger_rows(trips) == 0
