@@ -81,20 +81,21 @@ def test_sql_and_python_equal_numpy_reference(trips, neighbours):
 
 
 def test_seeded_release_same_under_any_batching(con):
-    # > 2048 parents at level 2 and several threads: DuckDB batches differ, the result does not
-    con.execute("CREATE TABLE big AS SELECT i % 3000 AS a, i % 5 AS b FROM range(20000) t(i)")
+    # 7,000 parents at level 2 (more than 3 vectors of 2,048) and several threads: DuckDB
+    # batches differ, the result does not
+    con.execute("CREATE TABLE big AS SELECT i % 7000 AS a, i % 5 AS b FROM range(30000) t(i)")
     q = (
         "SELECT * FROM inftda_release('big', ['a', 'b'], rho := 5, "
-        "domains := {'a': range(3000), 'b': range(5)}, seed := 3)"
+        "domains := {'a': range(7000), 'b': range(5)}, seed := 3)"
     )
     con.execute("SET threads = 1")
     one = con.execute(q).fetchall()
     con.execute("SET threads = 2")
     two = con.execute(q).fetchall()
     assert one == two
-    assert sum(r[2] for r in one) == 20000
+    assert sum(r[2] for r in one) == 30000
     plan = plan_budget(2, rho=5)
-    assert one == reference(con, "big", ["a", "b"], [list(range(3000)), list(range(5))], plan, 3)
+    assert one == reference(con, "big", ["a", "b"], [list(range(7000)), list(range(5))], plan, 3)
 
 
 def test_types_order_and_rows_output(trips):
@@ -375,6 +376,21 @@ def test_bad_options_sql(trips, options, message):
         )
     assert ledger_rows(trips) == before
     assert not trips.execute("SELECT * FROM duckdb_tables() WHERE table_name = 'out'").fetchall()
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        ("['origin', 'nope']", r"columns not found in trips; got \['nope'\]"),
+        ("['origin', 'ORIGIN']", "columns must not repeat a column"),
+        ("[]", "columns must not be empty"),
+        ("'origin'", "columns must be a list of column names"),
+    ],
+)
+def test_bad_columns_sql(trips, columns, message):
+    with pytest.raises(duckdb.Error, match=message):
+        trips.execute(f"SELECT * FROM inftda_release('trips', {columns}, rho := 1)")
+    assert ledger_rows(trips) == 0
 
 
 def test_bad_arguments_python(trips):
