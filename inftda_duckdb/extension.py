@@ -37,7 +37,7 @@ from .domain import DomainPlan, plan_domains, raise_for_checks
 from .errors import BudgetExceededError, InftdaError, InputError, InternalError, bad_argument
 from .noise import DiscreteGaussian
 from .randomness import RandomSource
-from .request import OPTIONS, ReleaseRequest, from_json, parse_request
+from .request import ReleaseRequest, from_json, parse_request
 from .sqlgen import UdfNames, fragments, render_preview, render_release
 from .topdown import release_level, release_root
 
@@ -258,18 +258,6 @@ def _nodes(sizes: list[int], domains: DomainPlan, nest_nodes: list[list[int]]) -
 # registration
 
 
-def _macro(name: str, generator: str, extra: str = "") -> str:
-    params = ", ".join(f"{o} := NULL" for o in OPTIONS if o != "domain_from_data")
-    opts = ", ".join(f"'{o}': {o}" for o in OPTIONS)
-    more = f", {extra}" if extra else ""
-    more_opts = ", 'beta': beta" if extra else ""
-    return (
-        f"CREATE OR REPLACE TEMP MACRO {name}(source, columns, {params}, "
-        f"domain_from_data := false{more}) AS TABLE SELECT * FROM query({generator}("
-        f"to_json({{'source': source, 'columns': columns, {opts}{more_opts}}})::VARCHAR))"
-    )
-
-
 def load(con: Any) -> None:
     """Register InfTDA on ``con`` (idempotent; each connection or cursor needs its own load)."""
     ledger.ensure_tables(con)
@@ -280,10 +268,9 @@ def load(con: Any) -> None:
             n = next(_COUNTER)
             _register(con, n)
             _LOADED[con] = n
-    con.execute(_macro("inftda_release", f"inftda_release_sql_{n}"))
-    con.execute(
-        _macro("inftda_preview", f"inftda_preview_sql_{n}", "beta := 0.05")
-    )
+    macros = fragments("macros.sql")
+    con.execute(macros["release_macro"].substitute(generator=f"inftda_release_sql_{n}"))
+    con.execute(macros["preview_macro"].substitute(generator=f"inftda_preview_sql_{n}"))
 
 
 def _report_delta(options: dict[str, Any]) -> float:

@@ -468,3 +468,12 @@ def test_sql_preview_delta_and_epsilon_forms(trips):
     with pytest.raises(duckdb.Error, match="beta must be a number in"):
         trips.execute("SELECT * FROM inftda_preview('trips', ['origin'], rho := 1, beta := 2)")
     assert ledger_rows(trips) == 0
+
+
+def test_macro_parameters_match_the_python_options(con):
+    from inftda_duckdb.request import OPTIONS
+
+    params = con.execute(
+        "SELECT parameters FROM duckdb_functions() WHERE function_name = 'inftda_release'"
+    ).fetchall()[0][0]
+    assert params == ["source", "columns", *OPTIONS]

@@ -1,0 +1,36 @@
+-- The user-facing TEMP table macros, created on each connection by inftda_duckdb.load(con).
+--
+-- DuckDB's Python API has no table functions, so each macro is SELECT * FROM query(<SQL text>)
+-- where the text is rendered at bind time by a side-effect-free Python UDF ($generator, one per
+-- connection) from the arguments passed as JSON. Rendering is cheap, deterministic and draws no
+-- noise; DESCRIBE / EXPLAIN cost nothing.
+-- Cost of inftda_release: one full release per EXECUTION (fresh noise, charged to the ledger);
+-- use CREATE TABLE ... AS SELECT * FROM inftda_release(...) and query the table.
+-- Cost of inftda_preview: nothing (no budget; reads only public domains, except with
+-- domain_from_data := true, which reads the private table's distinct values).
+
+-- @release_macro
+CREATE OR REPLACE TEMP MACRO inftda_release(
+    source, columns, rho := NULL, epsilon := NULL, delta := NULL, domains := NULL,
+    domain_tables := NULL, domain_from_data := false, level_weights := NULL,
+    output := NULL, neighbours := NULL, privacy_unit := NULL, max_rows_per_unit := NULL,
+    unknown := NULL, seed := NULL
+) AS TABLE SELECT * FROM query($generator(to_json({
+    'source': source, 'columns': columns, 'rho': rho, 'epsilon': epsilon, 'delta': delta,
+    'domains': domains, 'domain_tables': domain_tables, 'domain_from_data': domain_from_data,
+    'level_weights': level_weights, 'output': output, 'neighbours': neighbours,
+    'privacy_unit': privacy_unit, 'max_rows_per_unit': max_rows_per_unit, 'unknown': unknown,
+    'seed': seed
+})::VARCHAR))
+
+-- @preview_macro
+CREATE OR REPLACE TEMP MACRO inftda_preview(
+    source, columns, rho := NULL, epsilon := NULL, delta := NULL, domains := NULL,
+    domain_tables := NULL, domain_from_data := false, level_weights := NULL,
+    neighbours := NULL, privacy_unit := NULL, max_rows_per_unit := NULL, beta := 0.05
+) AS TABLE SELECT * FROM query($generator(to_json({
+    'source': source, 'columns': columns, 'rho': rho, 'epsilon': epsilon, 'delta': delta,
+    'domains': domains, 'domain_tables': domain_tables, 'domain_from_data': domain_from_data,
+    'level_weights': level_weights, 'neighbours': neighbours, 'privacy_unit': privacy_unit,
+    'max_rows_per_unit': max_rows_per_unit, 'beta': beta
+})::VARCHAR))
