@@ -4,7 +4,8 @@ Target (issue 4): 10M rows, 4 ENUM columns with 50 x 20 x 24 x 10 values, the re
 most 1.5x the leaf GROUP BY, both measured side by side in this run (best of ``--repeat``).
 Also: a sparse deep tree (many noised cells) to show memory stays bounded.
 
-    python benchmarks/bench_release.py [--rows 10000000] [--repeat 3] [--no-write]
+    python benchmarks/bench_release.py [--rows 10000000 100000000] [--repeat 3]
+        [--deep-rows 100000] [--deep-size 10] [--no-write]
 
 Writes its section of benchmarks/RESULTS.md (headed ``## bench_release.py``).
 """
@@ -49,9 +50,11 @@ def best(con: duckdb.DuckDBPyConnection, sql: str, repeat: int) -> float:
     return min(times)
 
 
-def run(rows: int, repeat: int) -> list[str]:
-    con = duckdb.connect()
-    load(con)
+def ratios(con: duckdb.DuckDBPyConnection, rows: int, repeat: int) -> list[str]:
+    """Leaf GROUP BY vs release on a fresh table of ``rows`` rows, interleaved, best of repeat."""
+    con.execute("DROP TABLE IF EXISTS t")
+    for i in range(1, 5):
+        con.execute(f"DROP TYPE IF EXISTS e{i}")
     start = time.perf_counter()
     make_table(con, rows)
     build = time.perf_counter() - start
@@ -73,50 +76,73 @@ def run(rows: int, repeat: int) -> list[str]:
     }
     leaves = con.execute(pairs["one-row result"][0]).fetchall()[0][0]
     best(con, pairs["one-row result"][1], 1)  # warm-up (noise tables, plan caches)
-    measured = {}
-    for name, (leaf_sql, release_sql) in pairs.items():
-        t_leaf, t_rel = [], []
-        for _ in range(repeat):  # interleaved, side by side
-            t_leaf.append(best(con, leaf_sql, 1))
-            t_rel.append(best(con, release_sql, 1))
-        measured[name] = (min(t_leaf), min(t_rel))
-    out = con.execute(pairs["one-row result"][1]).fetchall()[0]
-    # a sparse deep tree: 8 levels, many zero cells noised (1e5 rows, domains 10 x ... x 10)
-    con.execute(
-        "CREATE TABLE deep AS SELECT "
-        + ", ".join(f"(hash(i, {j}) % 10)::INTEGER AS l{j}" for j in range(8))
-        + " FROM range(100000) r(i)"
-    )
-    dcols = [f"l{j}" for j in range(8)]
-    doms = "{" + ", ".join(f"'{c}': range(10)" for c in dcols) + "}"
-    start = time.perf_counter()
-    deep = con.execute(
-        f"SELECT count(*) FROM inftda_release('deep', {dcols}, rho := 1, domains := {doms})"
-    ).fetchall()[0][0]
-    t_deep = time.perf_counter() - start
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    con.close()
-    return [
-        SECTION,
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}, duckdb {duckdb.__version__}. Table built in {build:.1f} s.",
-        "",
-        f"{rows:,} rows, 4 ENUM columns {' x '.join(map(str, SIZES))}, {leaves:,} leaves, rho 1:",
+    lines = [
+        f"{rows:,} rows, 4 ENUM columns {' x '.join(map(str, SIZES))}, {leaves:,} leaves, rho 1 "
+        f"(table built in {build:.1f} s; best of {repeat}, interleaved):",
         "",
         "| measured as | leaf GROUP BY (s) | release (s) | ratio (target <= 1.5) |",
         "|---|---|---|---|",
-        *(
-            f"| {name} | {leaf:.3f} | {rel:.3f} | {rel / leaf:.2f} |"
-            for name, (leaf, rel) in measured.items()
-        ),
+    ]
+    for name, (leaf_sql, release_sql) in pairs.items():
+        t_leaf, t_rel = [], []
+        for _ in range(repeat):
+            t_leaf.append(best(con, leaf_sql, 1))
+            t_rel.append(best(con, release_sql, 1))
+        leaf, rel = min(t_leaf), min(t_rel)
+        lines.append(f"| {name} | {leaf:.3f} | {rel:.3f} | {rel / leaf:.2f} |")
+    return [*lines, ""]
+
+
+def run(rows: list[int], repeat: int, deep_rows: int, deep_size: int) -> list[str]:
+    con = duckdb.connect()
+    load(con)
+    lines = [
+        SECTION,
         "",
-        f"Release output: {out[0]:,} leaves, {out[1]:,} records. Best of {repeat}, interleaved "
-        f"(other processes' load average at the end: {os.getloadavg()[0]:.1f}).",
-        f"Sparse deep tree (1e5 rows, 8 levels x 10 values, rho 1): {t_deep:.2f} s, "
-        f"{deep:,} released leaves. Peak RSS of the whole run: {rss:.0f} MB.",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, duckdb {duckdb.__version__}.",
         "",
     ]
+    for n in rows:
+        lines += ratios(con, n, repeat)
+    lines.append(deep_tree(con, deep_rows, deep_size))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    con.close()
+    lines += [
+        "",
+        f"Peak RSS of the whole run: {rss:.0f} MB. Load average of other processes at the end: "
+        f"{os.getloadavg()[0]:.1f} (2 cores shared with other jobs: ratios are noisy).",
+        "",
+    ]
+    return lines
+
+
+def deep_tree(con: duckdb.DuckDBPyConnection, rows: int, size: int) -> str:
+    """A sparse deep tree (8 levels): every child of every released parent is noised."""
+    con.execute(
+        "CREATE OR REPLACE TABLE deep AS SELECT "
+        + ", ".join(f"(hash(i, {j}) % {size})::INTEGER AS l{j}" for j in range(8))
+        + f" FROM range({rows}) r(i)"
+    )
+    cols = [f"l{j}" for j in range(8)]
+    doms = "{" + ", ".join(f"'{c}': range({size})" for c in cols) + "}"
+    start = time.perf_counter()
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE deep_out AS SELECT * FROM "
+        f"inftda_release('deep', {cols}, rho := 1, domains := {doms})"
+    )
+    seconds = time.perf_counter() - start
+    leaves = con.execute("SELECT count(*) FROM deep_out").fetchall()[0][0]
+    # noised cells at level k = released (k-1)-prefixes (all > 0) x |X_k|
+    parents = 1 + sum(
+        con.execute(f"SELECT count(*) FROM (SELECT DISTINCT {', '.join(cols[:k])} FROM deep_out)")
+        .fetchall()[0][0]
+        for k in range(1, 8)
+    )
+    return (
+        f"Sparse deep tree ({rows:,} rows, 8 levels x {size} values, rho 1): {seconds:.2f} s, "
+        f"{parents * size:,} noised cells, {leaves:,} released leaves."
+    )
 
 
 def write_section(lines: list[str]) -> None:
@@ -130,12 +156,14 @@ def write_section(lines: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--rows", type=int, nargs="+", default=[10_000_000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--deep-rows", type=int, default=100_000)
+    parser.add_argument("--deep-size", type=int, default=10)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     warnings.simplefilter("default")
-    lines = run(args.rows, args.repeat)
+    lines = run(args.rows, args.repeat, args.deep_rows, args.deep_size)
     print("\n".join(lines))
     if not args.no_write:
         write_section(lines)
