@@ -22,6 +22,16 @@ import pandas as pd
 from InfTDA.mechanism import inf_tda
 
 
+def peak_rss_mb() -> float:
+    """This process's peak RSS since exec (VmHWM; ru_maxrss would include the forking parent)."""
+    with open("/proc/self/status") as f:
+        status = f.read().splitlines()
+    for line in status:
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def main() -> None:
     with open(sys.argv[1]) as f:
         spec = json.load(f)
@@ -54,7 +64,7 @@ def main() -> None:
             nodes.append(int((rk > 0).sum()))
         out["max_abs_error"].append(errs)
         out["released_nodes"].append(nodes)
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mb"] = peak_rss_mb()
     with open(sys.argv[2], "w") as f:
         json.dump(out, f)
 

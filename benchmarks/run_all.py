@@ -130,6 +130,16 @@ def fmt(x: float | None, digits: int = 2) -> str:
     return f"{x:.{digits}f}"
 
 
+def peak_rss_mb() -> float:
+    """This process's peak RSS since exec (VmHWM; ru_maxrss would include the forking parent)."""
+    with open("/proc/self/status") as f:
+        status = f.read().splitlines()
+    for line in status:
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 # ------------------------------------------------------------------------- worker (own process)
 def worker(spec: dict[str, Any]) -> None:
     """Time the bare leaf GROUP BY and the release in this fresh process; print JSON."""
@@ -169,7 +179,7 @@ def worker(spec: dict[str, Any]) -> None:
         )
         release_s.append(time.perf_counter() - t)
         nodes = out.num_rows
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = peak_rss_mb()
     print(
         json.dumps(
             {"groupby_s": group_s, "release_s": release_s, "peak_rss_mb": rss, "nodes": nodes}
@@ -508,7 +518,7 @@ def main() -> None:
             for k in ("binary", "random")
             for v in ("complete", "dense", "sparse")
         ]
-        sizes, repeat, runs, acc_runs = [100_000, 1_000_000, 10_000_000], 3, 5, 20
+        sizes, repeat, runs, acc_runs = [100_000, 1_000_000, 10_000_000], 3, 3, 12
         acc = workloads.enum_table(con, "acc", 100_000)
         # binary (16 levels) is refused by the release (at most 10 columns): random instead
         paper_wls = [("random_complete", trees[3][1]), ("italy", italy)]
@@ -530,9 +540,11 @@ def main() -> None:
     ]
     italy_label = ("Italy-like (nested, 6 levels)", italy)
     body += speed_section(db, tmp, peer, enum_wls, repeat, italy_label, trees)
+    print("\n".join(body), flush=True)  # progress: a later failure keeps what was measured
     con = duckdb.connect(db)
     extension.load(con)
     body += ["", *same_rho_section(con, tmp, peer, acc, acc_runs)]
+    print("\n".join(body), flush=True)
     body += paper_section(con, paper_wls, runs)
     body += [f"Total benchmark time: {time.time() - started:.0f} s.", ""]
     con.close()
