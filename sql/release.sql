@@ -109,7 +109,7 @@ checks AS (SELECT to_json({$totals
  'dups': (SELECT count(v) - count(DISTINCT v) FROM dom${i}_l),
  'nulls': (SELECT nulls$i FROM datastats),
  'unknown': (SELECT unknown$i FROM datastats),
- 'examples': (SELECT examples$i FROM datastats)}
+ 'examples': (SELECT list(DISTINCT r$i::VARCHAR)[1:5] FROM leaf_coded WHERE r$i IS NOT NULL AND k$i IS NULL)}
 
 -- @datastats
 -- one pass over the coded leaves: rows, rows kept, and per column NULLs and undeclared values
@@ -121,8 +121,7 @@ datastats AS MATERIALIZED (
 
 -- @datastat
 coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
-    coalesce(sum(n) FILTER (r$i IS NOT NULL AND k$i IS NULL), 0)::BIGINT AS unknown$i,
-    (list(DISTINCT r$i::VARCHAR) FILTER (r$i IS NOT NULL AND k$i IS NULL))[1:5] AS examples$i
+    coalesce(sum(n) FILTER (r$i IS NOT NULL AND k$i IS NULL), 0)::BIGINT AS unknown$i
 
 -- @nest_check
 {'defects': (SELECT count(*) FILTER (defect) FROM nest$t),
