@@ -12,7 +12,7 @@ import pytest
 
 from inftda_duckdb import extension
 from inftda_duckdb.accounting import error_bound, plan_budget
-from inftda_duckdb.errors import BudgetExceededError, InputError
+from inftda_duckdb.errors import BudgetExceededError, InputError, InternalError
 from inftda_duckdb.extension import load, preview, release
 from inftda_duckdb.ledger import set_budget
 from inftda_duckdb.randomness import RandomSource
@@ -477,3 +477,42 @@ def test_macro_parameters_match_the_python_options(con):
         "SELECT parameters FROM duckdb_functions() WHERE function_name = 'inftda_release'"
     ).fetchall()[0][0]
     assert params == ["source", "columns", *OPTIONS]
+
+
+def test_internal_udfs_refuse_junk_and_end_checks_totals(con):
+    n = extension._LOADED[con]
+    with pytest.raises(duckdb.Error, match="unknown or expired release id"):
+        con.execute(
+            f"SELECT inftda_level_{n}('nope', 1, 0, 5, NULL, NULL)"
+        ).fetchall()
+    with pytest.raises(duckdb.Error, match="unknown or expired release id"):
+        con.execute(f"SELECT inftda_end_{n}('nope', [1])").fetchall()
+    source = RandomSource.from_seed(1)
+    extension._RELEASES["r"] = extension._Release(source, [], 10)
+    with pytest.raises(InternalError, match=r"level totals \[10, 9\] differ from the root 10"):
+        extension._end("r", [10, 9])
+    assert "r" not in extension._RELEASES
+
+
+def test_concurrent_releases_on_cursors(trips):
+    import threading
+
+    results: list[int] = []
+
+    def work() -> None:
+        cur = trips.cursor()
+        load(cur)
+        out = cur.execute(
+            "SELECT sum(count) FROM inftda_release('trips', ['origin', 'hour'], rho := 1, "
+            "domains := {'hour': range(24)})"
+        ).fetchall()
+        results.append(out[0][0])
+        cur.close()
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [2727] * 4
+    assert ledger_rows(trips) == 4
