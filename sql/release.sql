@@ -24,9 +24,11 @@ leaf_raw AS $materialized(
 )
 
 -- @unit_source
--- a privacy unit contributes at most $m rows (kept rows chosen at random within each unit)
+-- a privacy unit contributes at most $m rows (kept rows chosen at random within each unit;
+-- the random key is drawn in a subquery: window ORDER BY cannot be volatile)
 (SELECT $cols FROM (
-    SELECT $cols, row_number() OVER (PARTITION BY $unit ORDER BY $order) AS inftda_rn FROM $source
+    SELECT $cols, row_number() OVER (PARTITION BY inftda_unit ORDER BY inftda_key) AS inftda_rn
+    FROM (SELECT $cols, $unit AS inftda_unit, $order AS inftda_key FROM $source)
 ) WHERE inftda_rn <= $m)
 
 -- @dom_list
