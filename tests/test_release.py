@@ -205,13 +205,13 @@ def test_budget_forms_weights_and_unit_clipping(trips):
         trips, "trips", ["origin"], rho=1, privacy_unit="person", max_rows_per_unit=2, seed=2
     )
     assert sum(clipped["count"].to_pylist()) == 100  # 50 persons x at most 2 rows
-    secure = release(trips, "trips", ["person"], rho=1, privacy_unit="person",
-                     max_rows_per_unit=3, domains={"person": range(50)})
-    assert sum(secure["count"].to_pylist()) == 150  # unseeded: random rows kept per unit
     last = trips.execute(
         "SELECT privacy_unit, max_rows_per_unit FROM inftda_ledger ORDER BY id DESC LIMIT 1"
     ).fetchall()
     assert last == [("person", 2)]
+    secure = release(trips, "trips", ["person"], rho=1, privacy_unit="person",
+                     max_rows_per_unit=3, domains={"person": range(50)})
+    assert sum(secure["count"].to_pylist()) == 150  # unseeded: random rows kept per unit
 
 
 def test_unknown_drop_with_add_remove(con):
