@@ -71,8 +71,7 @@ def _ctes_public(request: ReleaseRequest, plan: DomainPlan) -> list[str]:
         ctes.append(_leaf_raw(request))
     for i, dom in enumerate(plan.columns, 1):
         if dom.kind == "list":
-            values = ", ".join(f"({literal(v)}, {c})" for c, v in enumerate(dom.labels))
-            ctes.append(_f("dom_list", i=i, values=values))
+            ctes.append(_f("dom_list", i=i, labels=_labels(dom.labels)))
         elif dom.kind == "enum":
             ctes.append(_f("dom_enum", i=i, name=f"dom{i}_l"))
         elif dom.kind == "table":
@@ -103,6 +102,25 @@ def _ctes_public(request: ReleaseRequest, plan: DomainPlan) -> list[str]:
         )
         ctes.append(_f("nest_ok", t=t, nest_keys=", ".join(f"k{i}" for i in lv)))
     return ctes
+
+
+_INTEGER = re.compile(r"-?[1-9][0-9]{0,17}|0")
+
+
+def _labels(labels: tuple[str, ...]) -> str:
+    """A query of (label, code) rows: a range() for integer progressions, else a JSON array."""
+    if all(_INTEGER.fullmatch(x) for x in labels):
+        start = int(labels[0])
+        step = int(labels[1]) - start if len(labels) > 1 else 1
+        if step != 0 and all(int(x) == start + c * step for c, x in enumerate(labels)):
+            return (
+                f"SELECT ({start} + r.i * {step})::VARCHAR, r.i FROM range({len(labels)}) AS r(i)"
+            )
+    array = literal(json.dumps(list(labels)))
+    return (
+        "SELECT unnest(lst), generate_subscripts(lst, 1) - 1 "
+        f"FROM (SELECT from_json({array}, '[\"VARCHAR\"]') AS lst)"
+    )
 
 
 def _leaf_raw(request: ReleaseRequest) -> str:

@@ -32,10 +32,11 @@ leaf_raw AS $materialized(
 ) WHERE inftda_rn <= $m)
 
 -- @dom_list
--- explicit public domain of level $i: labels in code order, cast to the column's type
+-- explicit public domain of level $i: labels (text) in code order, cast to the column's type;
+-- $labels is a range() for integer progressions, else one JSON array literal (fast to parse)
 dom${i}_l AS MATERIALIZED (
     SELECT l.label, l.code::INTEGER AS code, try(cast_to_type(l.label, t.v$i)) AS v
-    FROM (VALUES $values) AS l(label, code) CROSS JOIN typed AS t
+    FROM ($labels) AS l(label, code) CROSS JOIN typed AS t
 )
 
 -- @dom_enum

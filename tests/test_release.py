@@ -520,3 +520,16 @@ def test_concurrent_releases_on_cursors(trips):
         t.join()
     assert results == [2727] * 4
     assert ledger_rows(trips) == 4
+
+
+def test_explicit_domain_labels_round_trip(con):
+    labels = ["it's", 'a"b', "back\\slash", "ünï", "😀", "[1, 2]", "x"]
+    con.execute("CREATE TABLE lab (s VARCHAR, i INTEGER)")
+    con.executemany("INSERT INTO lab VALUES (?, ?)", [(s, k) for k, s in enumerate(labels)])
+    out = release(con, "lab", ["s"], rho=10**6, domains={"s": labels}, seed=1)
+    assert out["s"].to_pylist() == labels  # code order = the declared order
+    for ints in ([3, 1, 2, 0, 6, 5, 4], range(6, -1, -1), range(0, 14, 2)):
+        con.execute("DELETE FROM lab")
+        con.executemany("INSERT INTO lab VALUES ('x', ?)", [(v,) for v in ints])
+        got = release(con, "lab", ["i"], rho=10**6, domains={"i": ints}, seed=1)
+        assert got["i"].to_pylist() == list(ints)
