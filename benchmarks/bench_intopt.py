@@ -72,7 +72,10 @@ def inftda(python: str, x: np.ndarray, c: np.ndarray, timeout: float) -> tuple[f
         np.save(paths[0], x)
         np.save(paths[1], c)
         done = subprocess.run(
-            [python, "-c", INFTDA_SCRIPT, *paths], capture_output=True, text=True, timeout=timeout,
+            [python, "-c", INFTDA_SCRIPT, *paths],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
             check=True,
         )
         return json.loads(done.stdout.strip().splitlines()[-1])["seconds"], np.load(paths[2])
@@ -95,8 +98,11 @@ def main() -> None:
     # 1. A whole level: 1e6 parents x 24 children.
     x, c = level(rng, 1_000_000, 24)
     t_dense = best(lambda: intopt(x, c))
-    report("intopt, 1e6 parents x 24 children (s)", f"{t_dense:.3f}",
-           f"target <= 2 s; CPU {CPU[-1]:.3f} s")
+    report(
+        "intopt, 1e6 parents x 24 children (s)",
+        f"{t_dense:.3f}",
+        f"target <= 2 s; CPU {CPU[-1]:.3f} s",
+    )
     offsets = np.arange(x.shape[0] + 1, dtype=np.int64) * 24
     t_rag = best(lambda: intopt_ragged(x.ravel(), offsets, c))
     report("intopt_ragged, same level (s)", f"{t_rag:.3f}", f"CPU {CPU[-1]:.3f} s")
@@ -104,8 +110,11 @@ def main() -> None:
     # 2. One parent with 1e6 children.
     wide, wide_c = level(rng, 1, 1_000_000)
     t_wide = best(lambda: intopt(wide, wide_c))
-    report("intopt, 1 parent x 1e6 children (s)", f"{t_wide:.3f}",
-           f"target <= 0.5 s; CPU {CPU[-1]:.3f} s")
+    report(
+        "intopt, 1 parent x 1e6 children (s)",
+        f"{t_wide:.3f}",
+        f"target <= 0.5 s; CPU {CPU[-1]:.3f} s",
+    )
     t_wide_r = best(lambda: intopt_ragged(wide[0], np.array([0, wide.shape[1]]), wide_c))
     report("intopt_ragged, 1 parent x 1e6 children (s)", f"{t_wide_r:.3f}")
 
@@ -113,8 +122,11 @@ def main() -> None:
     for parents in (10_000, 100_000, 1_000_000):
         xs, cs = (x[:parents], c[:parents])
         t = best(lambda xs=xs, cs=cs: intopt(xs, cs))
-        report(f"  per cell, {parents:>9,} x 24 (ns)", f"{t / xs.size * 1e9:.1f}",
-               f"CPU {CPU[-1] / xs.size * 1e9:.1f} ns")
+        report(
+            f"  per cell, {parents:>9,} x 24 (ns)",
+            f"{t / xs.size * 1e9:.1f}",
+            f"CPU {CPU[-1] / xs.size * 1e9:.1f} ns",
+        )
     for m in (10_000, 100_000, 1_000_000):
         t = best(lambda m=m: intopt(wide[:, :m], wide_c * m // 1_000_000))
         cpu_ns = CPU[-1] / m * 1e9
@@ -140,11 +152,20 @@ def main() -> None:
     # 5. inf-tda 0.1's int_opt (its own venv), same inputs.
     inftda_version = "not available"
     if os.path.exists(args.inftda_python):
-        inftda_version = subprocess.run(
-            [args.inftda_python, "-c", "import importlib.metadata as m; "
-             "print(m.version('inf-tda'), m.version('opendp'))"],
-            capture_output=True, text=True, check=False,
-        ).stdout.strip() or "not available"
+        inftda_version = (
+            subprocess.run(
+                [
+                    args.inftda_python,
+                    "-c",
+                    "import importlib.metadata as m; "
+                    "print(m.version('inf-tda'), m.version('opendp'))",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+            or "not available"
+        )
     if inftda_version != "not available":
         for name, (ix, ic) in {
             "20000 x 24": (x[:20_000], c[:20_000]),
@@ -156,10 +177,16 @@ def main() -> None:
             agree = float(np.mean(np.all(y_peer == ours, axis=1)))
             dist_peer = np.abs(y_peer - ix).max(axis=1)
             dist_ours = np.abs(ours - ix).max(axis=1)
-            report(f"inf-tda 0.1 int_opt, {name} (s)", f"{t_peer:.3f}",
-                   f"ours {t_mine:.4f} s, speed-up x{t_peer / t_mine:,.0f}")
-            report(f"  same vector as the paper's procedure, {name}", f"{agree:.1%}",
-                   f"same distance: {bool(np.all(dist_peer == dist_ours))}")
+            report(
+                f"inf-tda 0.1 int_opt, {name} (s)",
+                f"{t_peer:.3f}",
+                f"ours {t_mine:.4f} s, speed-up x{t_peer / t_mine:,.0f}",
+            )
+            report(
+                f"  same vector as the paper's procedure, {name}",
+                f"{agree:.1%}",
+                f"same distance: {bool(np.all(dist_peer == dist_ours))}",
+            )
     report("inf-tda / opendp versions", inftda_version)
 
     if not args.no_write:

@@ -75,15 +75,19 @@ def main() -> None:
         ours = best_rate(lambda d=dist: d.sample(source, ids), args.n, 5)
         sd = math.sqrt(sigma2)
         ceiling = best_rate(
-            lambda s=sd: np.rint(rng.normal(0.0, s, args.n)).astype(np.int64), args.n, 5)
+            lambda s=sd: np.rint(rng.normal(0.0, s, args.n)).astype(np.int64), args.n, 5
+        )
         meas, opendp_version = opendp_sampler(sigma2)
         peer = None
         if meas is not None:
             zeros = [0] * args.opendp_n
             peer = best_rate(lambda m=meas, z=zeros: m(z), args.opendp_n, 1)
         rows.append((sigma2, setup_ms, ours, peer, ceiling))
-        print(f"sigma2={sigma2}: setup {setup_ms:.1f} ms, inftda {ours / 1e6:.1f} M/s, "
-              f"opendp {peer or float('nan'):.0f}/s, rint {ceiling / 1e6:.1f} M/s", flush=True)
+        print(
+            f"sigma2={sigma2}: setup {setup_ms:.1f} ms, inftda {ours / 1e6:.1f} M/s, "
+            f"opendp {peer or float('nan'):.0f}/s, rint {ceiling / 1e6:.1f} M/s",
+            flush=True,
+        )
 
     mem = []
     for block in (1 << 16, 1 << 20):
@@ -95,8 +99,11 @@ def main() -> None:
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         mem.append((block, peak, counts.size / seconds))
-        print(f"add_noise 1e7 counts, block {block}: peak {peak / 2**20:.1f} MiB, "
-              f"{counts.size / seconds / 1e6:.1f} M/s", flush=True)
+        print(
+            f"add_noise 1e7 counts, block {block}: peak {peak / 2**20:.1f} MiB, "
+            f"{counts.size / seconds / 1e6:.1f} M/s",
+            flush=True,
+        )
     if not args.no_write:
         write_results(rows, mem, opendp_version, args)
 
@@ -143,7 +150,7 @@ def write_results(rows, mem, opendp_version, args) -> None:
     start = text.find("## bench_noise.py")
     if start >= 0:
         end = text.find("\n## ", start + 1)
-        text = text[:start] + text[end + 1:] if end >= 0 else text[:start]
+        text = text[:start] + text[end + 1 :] if end >= 0 else text[:start]
     path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines))
 
 
