@@ -38,7 +38,7 @@ import numpy as np
 
 from inftda_duckdb import accounting, extension, workloads
 from inftda_duckdb.errors import InputError
-from inftda_duckdb.evaluate import evaluate
+from inftda_duckdb.evaluation import evaluate
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"

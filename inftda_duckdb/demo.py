@@ -77,7 +77,7 @@ def load_sample(con: duckdb.DuckDBPyConnection, name: str = "trips", rows: int =
 def run_demo(rows: int = 200_000, rho: Fraction | float | str = 1,
              out: TextIO | None = None) -> pa.Table:
     """Release the sample (secure noise), print it beside the truth; returns per-level metrics."""
-    from .evaluate import evaluate
+    from .evaluation import evaluate
     from .extension import load, release
     from .shell import render
 

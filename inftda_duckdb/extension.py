@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import ledger
+from . import evaluation, ledger
 from .accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
 from .domain import DomainPlan, plan_domains, raise_for_checks
 from .errors import BudgetExceededError, InftdaError, InputError, InternalError, bad_argument
@@ -262,6 +262,7 @@ def load(con: Any) -> None:
     """Register InfTDA on ``con`` (idempotent; each connection or cursor needs its own load)."""
     ledger.ensure_tables(con)
     ledger.register(con)
+    evaluation.register(con)
     with _LOCK:
         n = _LOADED.get(con)
         if n is None:

@@ -8,7 +8,7 @@ import pytest
 
 from inftda_duckdb import workloads as w
 from inftda_duckdb.errors import InputError
-from inftda_duckdb.evaluate import evaluate
+from inftda_duckdb.evaluation import evaluate
 
 
 @pytest.fixture

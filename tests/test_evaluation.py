@@ -9,7 +9,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from inftda_duckdb import evaluate as ev
+from inftda_duckdb import evaluation as ev
 from inftda_duckdb.errors import InputError
 
 

@@ -424,7 +424,7 @@ def plot_errors(
                        for r in runs):  # fmt: skip
         raise bad_argument(
             "results", type(results).__name__, "must be evaluate() tables",
-            "pass the tables returned by inftda_duckdb.evaluate.evaluate",
+            "pass the tables returned by inftda_duckdb.evaluate",
         )  # fmt: skip
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     levels = runs[0].column("level").to_pylist()
