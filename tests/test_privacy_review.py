@@ -277,6 +277,7 @@ def test_error_bound_is_the_two_sided_theorem_1() -> None:
         )
         assert got[k - 1] == pytest.approx(want, rel=1e-12)
     plan = plan_budget(d, rho=rho, neighbours="add_remove")
+    assert plan.root_sigma2 == (d + 1) / (2 * rho)  # root share rho / (d + 1), sensitivity 1
     s2 = [float(s) for s in (plan.root_sigma2, *plan.level_sigma2)]
     got = error_bound(sizes, None, beta, plan=plan)
     for k in range(1, d + 1):
