@@ -26,9 +26,9 @@ ENUM type, or ``domain_tables`` (nested domains: the number of distinct valid pr
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
+from .connections import register_udfs
 from .errors import InputError, bad_argument
 from .exact import to_positive_fraction
 from .identifiers import literal, parse_qualified, quote, quote_qualified
@@ -328,7 +329,12 @@ def evaluate(
 
 # ---------------------------------------------------------------------------------------- SQL API
 def _sql_from_json(
-    con: Any, true_table: str, released_table: str, columns: list[str], options: str
+    con: Any,
+    true_table: str,
+    released_table: str,
+    columns: list[str],
+    options: str,
+    bound_udf: str,
 ) -> str:
     opts = json.loads(options) if options else {}
     tables = opts.get("domain_tables")
@@ -350,7 +356,7 @@ def _sql_from_json(
         raise bad_argument("beta", beta, "must be in (0, 1)", "pass e.g. beta := 0.05")
     rho_sql = "NULL::VARCHAR" if rho is None else literal(str(rho))
     return f"""SELECT *, max_abs_error <= bound AS within_bound FROM (
-SELECT *, inftda_evaluate_bound(list(domain_cells) OVER (ORDER BY level
+SELECT *, {bound_udf}(list(domain_cells) OVER (ORDER BY level
        ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), {rho_sql}, {float(beta)!r})[level]
        AS bound
 FROM ({body})) ORDER BY level"""
@@ -368,30 +374,37 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
     ``true_count`` (a leaf-count column of the true table). Curator only: the output is NOT private.
     """
 
-    def sql_from_json(true_table: str, released_table: str, columns: list[str], opts: str) -> str:
-        return _sql_from_json(con, true_table, released_table, columns, opts)
+    ref = weakref.ref(con)
 
-    udfs = [
-        ("inftda_evaluate_sql", sql_from_json, ["VARCHAR", "VARCHAR", "VARCHAR[]", "VARCHAR"],
-         "VARCHAR"),
-        ("inftda_evaluate_bound", _bound_udf, ["BIGINT[]", "VARCHAR", "DOUBLE"], "DOUBLE[]"),
-    ]  # fmt: skip
-    for name, fn, params, ret in udfs:
-        with contextlib.suppress(duckdb.Error):
-            con.remove_function(name)
-        con.create_function(
-            name,
-            fn,
-            params,
-            ret,
-            null_handling="special",
-            side_effects=False,  # type: ignore[call-overload]
-        )
+    def create(n: int) -> None:
+        def sql_from_json(
+            true_table: str, released_table: str, columns: list[str], opts: str
+        ) -> str:
+            live = ref()
+            if live is None:
+                raise InputError("the connection that loaded inftda_duckdb is closed")
+            return _sql_from_json(
+                live, true_table, released_table, columns, opts, f"inftda_evaluate_bound_{n}"
+            )
+
+        udfs = [
+            (f"inftda_evaluate_sql_{n}", sql_from_json,
+             ["VARCHAR", "VARCHAR", "VARCHAR[]", "VARCHAR"], "VARCHAR"),
+            (f"inftda_evaluate_bound_{n}", _bound_udf, ["BIGINT[]", "VARCHAR", "DOUBLE"],
+             "DOUBLE[]"),
+        ]  # fmt: skip
+        for name, fn, params, ret in udfs:
+            con.create_function(
+                name, fn, params, ret, null_handling="special",
+                side_effects=False,  # type: ignore[call-overload]
+            )
+
+    n = register_udfs(con, "evaluation", create)
     con.execute(
         "CREATE OR REPLACE TEMP MACRO inftda_evaluate(true_table, released_table, columns, "
         "rho := NULL, epsilon := NULL, delta := NULL, beta := 0.05, domains := NULL, "
         "domain_tables := NULL, true_count := NULL) AS TABLE SELECT * FROM query("
-        "inftda_evaluate_sql(true_table, released_table, columns, to_json({'rho': rho, "
+        f"inftda_evaluate_sql_{n}(true_table, released_table, columns, to_json({{'rho': rho, "
         "'epsilon': epsilon, 'delta': delta, 'beta': beta, 'domains': domains, "
         "'domain_tables': domain_tables, 'true_count': true_count})::VARCHAR))"
     )
