@@ -149,8 +149,14 @@ def _key(parts: tuple[str, str, str]) -> str:
     return ".".join(quote(p) if ("." in p or '"' in p) else p for p in parts)
 
 
-def canonical_source(con: Any, source: str) -> str:
+def canonical_source(
+    con: Any, source: str, context: tuple[str, str, str] | None = None
+) -> str:
     """Resolve ``source`` through the catalog the way DuckDB does -> ``'db.schema.name'``.
+
+    ``context`` = (current database, current schema, search_path) of the caller when ``con`` is
+    a fresh cursor that does not share the caller's ``USE`` / ``SET search_path`` (the SQL path
+    resolves at bind time on such a cursor; the macro passes the caller's settings).
 
     Identifiers are case-insensitive; the catalog's spelling is returned. An unqualified name
     is looked up in ``temp.main``, then the current database and schema, then the search path.
@@ -159,7 +165,7 @@ def canonical_source(con: Any, source: str) -> str:
     keys case-insensitively, so the spelling of an unseen name does not matter.
     """
     parts = parse_qualified(source)
-    db, schema, path = con.execute(
+    db, schema, path = context or con.execute(
         "SELECT current_database(), current_schema(), current_setting('search_path')"
     ).fetchall()[0]
     rows = con.execute(
