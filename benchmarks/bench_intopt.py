@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from results import write_section
 
 from inftda_duckdb.intopt import intopt, intopt_ragged
 
@@ -201,8 +202,6 @@ def write_results(rows: list[tuple[str, str, str]], inftda_version: str) -> None
     except (OSError, StopIteration):
         pass
     lines = [
-        "## bench_intopt.py",
-        "",
         f"Command: `python benchmarks/bench_intopt.py` ({dt.date.today().isoformat()}). "
         f"Machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"numpy {np.__version__}; inf-tda/opendp: {inftda_version} (separate venv, subprocess). "
@@ -216,13 +215,7 @@ def write_results(rows: list[tuple[str, str, str]], inftda_version: str) -> None
         *(f"| {w.strip()} | {v} | {n} |" for w, v, n in rows),
         "",
     ]
-    path = HERE / "RESULTS.md"
-    text = path.read_text() if path.exists() else "# Benchmark results\n\n"
-    start = text.find("## bench_intopt.py")
-    if start >= 0:
-        end = text.find("\n## ", start + 1)
-        text = text[:start] + text[end + 1 :] if end >= 0 else text[:start]
-    path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines))
+    write_section("bench_intopt.py", lines)
 
 
 if __name__ == "__main__":

@@ -19,16 +19,15 @@ import platform
 import time
 import tracemalloc
 from fractions import Fraction
-from pathlib import Path
 
 import cryptography
 import numpy as np
+from results import write_section
 
 from inftda_duckdb import noise
 from inftda_duckdb.noise import DiscreteGaussian, add_noise
 from inftda_duckdb.randomness import RandomSource
 
-HERE = Path(__file__).resolve().parent
 SIGMA2S = [Fraction(1, 2), Fraction(4), Fraction(40), Fraction(400), Fraction(10**6)]
 
 
@@ -122,8 +121,6 @@ def write_results(rows, mem, opendp_version, args) -> None:
         for s, setup, ours, peer, ceil in rows
     ]
     lines = [
-        "## bench_noise.py",
-        "",
         f"Command: `python benchmarks/bench_noise.py` ({dt.date.today().isoformat()}). "
         f"Machine: {cpu}, nproc {os.cpu_count()}, pinned to one core. Python "
         f"{platform.python_version()}, numpy {np.__version__}, cryptography "
@@ -145,13 +142,7 @@ def write_results(rows, mem, opendp_version, args) -> None:
         *(f"| {b} | {p / 2**20:.1f} | {fmt(r)} |" for b, p, r in mem),
         "",
     ]
-    path = HERE / "RESULTS.md"
-    text = path.read_text() if path.exists() else "# Benchmark results\n\n"
-    start = text.find("## bench_noise.py")
-    if start >= 0:
-        end = text.find("\n## ", start + 1)
-        text = text[:start] + text[end + 1 :] if end >= 0 else text[:start]
-    path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines))
+    write_section("bench_noise.py", lines)
 
 
 if __name__ == "__main__":

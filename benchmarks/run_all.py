@@ -35,13 +35,13 @@ from typing import Any
 
 import duckdb
 import numpy as np
+from results import RESULTS, write_section
 
 from inftda_duckdb import accounting, extension, workloads
 from inftda_duckdb.errors import InputError
 from inftda_duckdb.evaluation import evaluate
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "RESULTS.md"
 SECTION = "run_all.py"
 PEER_VENV = Path(os.environ.get("INFTDA_PEER_VENV", "/tmp/inftda-venv"))
 DELTA = 1e-8
@@ -467,20 +467,6 @@ def paper_section(con, wls, runs) -> list[str]:
 
 
 # --------------------------------------------------------------------------------- RESULTS.md
-def write_section(body: list[str]) -> None:
-    """Replace (or append) the ``## run_all.py`` section, keeping every other section."""
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    lines = text.splitlines()
-    start = next((i for i, x in enumerate(lines) if x.strip() == f"## {SECTION}"), None)
-    new = [f"## {SECTION}", "", *body]
-    if start is None:
-        lines = [*lines, "", *new]
-    else:
-        end = next(
-            (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
-        )
-        lines = lines[:start] + new + ([""] if end < len(lines) else []) + lines[end:]
-    RESULTS.write_text("\n".join(lines).rstrip() + "\n")
 
 
 def main() -> None:
@@ -550,7 +536,7 @@ def main() -> None:
     con.close()
     print("\n".join(body))
     if not args.no_write:
-        write_section(body)
+        write_section(SECTION, body)
         log(f"wrote the '{SECTION}' section of {RESULTS}")
 
 
