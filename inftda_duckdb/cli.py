@@ -361,13 +361,34 @@ class Progress:
 
     def __init__(self, quiet: bool) -> None:
         self.quiet, self.tty = quiet, sys.stderr.isatty()
+        self._bar = False  # a progress bar is drawn on the current terminal line
         self.start = time.perf_counter()
 
     def say(self, text: str) -> None:
         if not self.quiet:
             elapsed = time.perf_counter() - self.start
+            if self._bar:
+                sys.stderr.write("\n")
+                self._bar = False
             sys.stderr.write(f"[{elapsed:7.2f} s] {text}\n")
             sys.stderr.flush()
+
+    def level(self, level: int, depth: int, parents: int, cells: int, seconds: float) -> None:
+        """A release's per-level report: a bar redrawn in place on a terminal, else a line."""
+        if self.quiet:
+            return
+        text = (f"level {level}/{depth}: {parents:,} parents, {cells:,} noised cells "
+                f"({seconds:.2f} s)")
+        if not self.tty:
+            self.say(text)
+            return
+        width = 20
+        done = width * level // max(depth, 1)
+        bar = "#" * done + "-" * (width - done)
+        elapsed = time.perf_counter() - self.start
+        sys.stderr.write(f"\r[{elapsed:7.2f} s] [{bar}] {text}\033[K")
+        sys.stderr.flush()
+        self._bar = True
 
 
 @contextlib.contextmanager
@@ -432,7 +453,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         progress.say(f"release of {source} ({', '.join(columns)}) started")
         with relay_warnings(skip="seed"):
             table = release(con, source, columns, **budget, **options, output=args.output_kind,
-                            unknown=args.unknown)
+                            unknown=args.unknown, progress=progress.level, origin="cli")
         progress.say(f"released {table.num_rows} rows"
                      + ("" if _is_private(table) else " (NOT PRIVATE)"))
         con.register("inftda_cli_result", table)

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import re
 import threading
+import time
 import uuid
 import warnings
 import weakref
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -43,6 +46,17 @@ from .topdown import release_level, release_root
 
 MAX_LIVE_RELEASES = 64
 DEFAULT_DELTA = 1e-6
+ORIGINS = ("python", "cli")  #: origins a Python caller may record (SQL releases record 'sql')
+
+Progress = Callable[[int, int, int, int, float], None]
+"""``progress(level, depth, parents, cells, seconds)``: called once per level when its noise and
+IntOpt are done (``cells`` noised, ``seconds`` spent in that level's noise+IntOpt)."""
+
+_LOG = logging.getLogger("inftda_duckdb")
+
+
+class NotPrivateWarning(UserWarning):
+    """A release that is not private: seeded noise, or domains read from the private data."""
 
 _LOCK = threading.RLock()
 _COUNTER = iter(range(1, 1 << 62))
@@ -52,14 +66,30 @@ _CHILD = pa.struct([("code", pa.int32()), ("n", pa.int64())])
 
 @dataclass
 class _Release:
-    """What the level UDF needs: the random source and each level's noise and domain size."""
+    """What the level UDF needs: the random source and each level's noise and domain size,
+    plus per-level progress (parents, noised cells, released children, seconds so far)."""
 
     source: RandomSource
     levels: list[tuple[RandomSource, DiscreteGaussian, int, bool]]  # source, noise, |X_k|, nested
     root: int
+    token: str | None = None
+    progress: Progress | None = None
+    counts: list[list[float]] = field(default_factory=list)  # per level: parents, cells, kids, s
+    reported: set[int] = field(default_factory=set)
 
 
 _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
+# Python API calls, by the token their SQL carries: the progress callback, and the original
+# exception a UDF raised (DuckDB only passes its text on)
+_PROGRESS: dict[str, Progress | None] = {}
+_ERRORS: dict[str, BaseException] = {}
+
+
+def _keep_error(token: str | None, exc: BaseException) -> None:
+    if token is not None:
+        with _LOCK:
+            if token in _PROGRESS:
+                _ERRORS.setdefault(token, exc)
 
 
 def budget_plan(request: ReleaseRequest) -> BudgetPlan:
@@ -81,6 +111,14 @@ def budget_plan(request: ReleaseRequest) -> BudgetPlan:
 def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
     """Once per execution: checks -> errors, charge, key, root (Algorithm 1, line 1)."""
     spec = json.loads(spec_text)
+    try:
+        return _begin_spec(con_ref, spec, checks)
+    except InftdaError as exc:
+        _keep_error(spec.get("token"), exc)
+        raise
+
+
+def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, Any]:
     request = from_json(spec["request"])
     plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
@@ -101,6 +139,7 @@ def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
             seeded=request.seed is not None,
             data_domain=request.domain_from_data,
             origin=spec["origin"],
+            delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
         )
         ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
     source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
@@ -111,8 +150,13 @@ def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
     ]
     root = release_root(n, plan, source)
     rid = uuid.uuid4().hex
+    token = spec.get("token")
+    if spec["origin"] == "sql" and not request.private:
+        _LOG.warning("%s", _not_private_text(request))  # visible on stderr, even under -W error
     with _LOCK:
-        _RELEASES[rid] = _Release(source, levels, root)
+        state = _Release(source, levels, root, token, _PROGRESS.get(token) if token else None)
+        state.counts = [[0, 0, 0, 0.0] for _ in range(request.depth)]
+        _RELEASES[rid] = state
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
     return {"rid": rid, "root": root}
@@ -150,38 +194,73 @@ def _np(arr: Any) -> np.ndarray:
 
 def _level(rid: Any, k: Any, pid: Any, n: Any, kids: Any, allowed: Any) -> pa.Array:
     """One DuckDB batch of released parents of level k -> their released children (> 0)."""
-    rids = _np(rid)
-    if len(rids) == 0:
+    if len(rid) == 0:
         return pa.array([], type=pa.list_(_CHILD))
-    if not (rids == rids[0]).all() or not (_np(k) == _np(k)[0]).all():
+    rid, k = _plain(rid), _plain(k)
+    first, level = rid[0].as_py(), k[0].as_py()
+    if not (pc.all(pc.equal(rid, first)).as_py() and pc.all(pc.equal(k, level)).as_py()):
         raise InternalError("one batch mixes releases or levels")
     with _LOCK:
-        state = _RELEASES.get(str(rids[0]))
+        state = _RELEASES.get(str(first))
     if state is None:
         raise InternalError("unknown or expired release id (more than 64 releases at once?)")
-    level = int(_np(k)[0])
+    try:
+        return _level_batch(state, int(level), pid, n, kids, allowed)
+    except InftdaError as exc:
+        _keep_error(state.token, exc)
+        raise
+
+
+def _level_batch(state: _Release, level: int, pid: Any, n: Any, kids: Any,
+                 allowed: Any) -> pa.Array:
+    start = time.perf_counter()
     lsource, noise, size, nested = state.levels[level - 1]
     t_off, t_codes, t_counts = _flat_pairs(kids)
     a_off: np.ndarray | None = None
     a_codes: np.ndarray | None = None
     if nested:
         a_off, a_codes = _flat(allowed)
+    parents = _np(pid).astype(np.int64, copy=False)
     out = release_level(
-        _np(pid).astype(np.int64),
-        _np(n).astype(np.int64),
-        t_off,
-        t_codes,
-        t_counts,
-        size,
-        noise,
-        lsource,
-        a_off,
-        a_codes,
+        parents, _np(n).astype(np.int64, copy=False), t_off, t_codes, t_counts, size, noise,
+        lsource, a_off, a_codes,
     )
     children = pa.StructArray.from_arrays(
         [pa.array(out.codes.astype(np.int32)), pa.array(out.counts)], fields=list(_CHILD)
     )
-    return pa.ListArray.from_arrays(pa.array(out.offsets.astype(np.int32)), children)
+    result = pa.ListArray.from_arrays(pa.array(out.offsets.astype(np.int32)), children)
+    cells = parents.shape[0] * size if a_off is None else int(a_off[-1])
+    _count(state, level, parents.shape[0], cells, out.codes.shape[0],
+           time.perf_counter() - start)
+    return result
+
+
+def _count(state: _Release, level: int, parents: int, cells: int, kids: int,
+           seconds: float) -> None:
+    """Add one batch to the level's counts; report the level once all its parents are done
+    (level k's parents are level k-1's released children, final before level k starts)."""
+    with _LOCK:
+        row = state.counts[level - 1]
+        row[0] += parents
+        row[1] += cells
+        row[2] += kids
+        row[3] += seconds
+        expected = 1 if level == 1 else state.counts[level - 2][2]
+        done = row[0] == expected and level not in state.reported
+        if done:
+            state.reported.add(level)
+    if done:
+        _report(state, level)
+
+
+def _report(state: _Release, level: int) -> None:
+    if state.progress is not None:
+        p, c, _, sec = state.counts[level - 1]
+        state.progress(level, len(state.levels), int(p), int(c), float(sec))
+
+
+def _plain(arr: Any) -> Any:
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
 def _end(rid: str, sums: list[int]) -> bool:
@@ -191,7 +270,13 @@ def _end(rid: str, sums: list[int]) -> bool:
     if state is None:
         raise InternalError("unknown or expired release id at the end of a release")
     if any(int(s) != state.root for s in sums):
-        raise InternalError(f"level totals {list(sums)} differ from the root {state.root}")
+        err = InternalError(f"level totals {list(sums)} differ from the root {state.root}")
+        _keep_error(state.token, err)
+        raise err
+    for level in range(1, len(state.levels) + 1):  # levels without parents (a zero root)
+        if level not in state.reported:
+            state.reported.add(level)
+            _report(state, level)
     return True
 
 
@@ -358,8 +443,13 @@ _KINDS: dict[str, type[InftdaError]] = {
 }
 
 
-def _reraise(exc: duckdb.Error) -> None:
-    """A UDF's InputError / BudgetExceededError / InternalError, as that type again."""
+def _reraise(exc: duckdb.Error, token: str | None = None) -> None:
+    """A UDF's InputError / BudgetExceededError / InternalError: the original exception object
+    (kept by token) when there is one, else rebuilt as that type from DuckDB's message."""
+    with _LOCK:
+        original = _ERRORS.pop(token, None) if token is not None else None
+    if original is not None:
+        raise original.with_traceback(None) from None
     m = re.search(r"\b(InputError|BudgetExceededError|InternalError): (.*)", str(exc), re.S)
     if m is None:
         raise exc
@@ -400,12 +490,23 @@ def release(
     max_rows_per_unit: int | None = None,
     unknown: str = "error",
     seed: int | None = None,
+    progress: Progress | None = None,
+    origin: str = "python",
 ) -> pa.Table:
     """One InfTDA release of ``source`` over the hierarchy ``columns`` (same options as SQL).
 
-    Every call is a new release with fresh noise, charged to the ledger. Returns the synthetic
-    table; its schema metadata says whether it is private, the budget and the seed.
+    Every call is a new release with fresh noise, charged to the ledger (recorded with
+    ``origin``: 'python' or 'cli'). Returns the synthetic table; its schema metadata says
+    whether it is private, the budget and the seed. ``progress(level, depth, parents, cells,
+    seconds)``, if given, is called once per level when its noise and IntOpt are done (from a
+    DuckDB worker thread).
     """
+    if origin not in ORIGINS:
+        raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
+                           "leave it out (the default is 'python')")
+    if progress is not None and not callable(progress):
+        raise bad_argument("progress", progress, "must be callable",
+                           "pass a function progress(level, depth, parents, cells, seconds)")
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
         domain_from_data=domain_from_data, level_weights=level_weights, output=output,
@@ -413,12 +514,19 @@ def release(
         unknown=unknown, seed=seed,
     )
     request, plan, names = _prepare(con, source, columns, options)
-    sql = render_release(request, plan, names, "python")
+    token = uuid.uuid4().hex
+    sql = render_release(request, plan, names, origin, token)
+    with _LOCK:
+        _PROGRESS[token] = progress
     try:
         table = con.sql(sql).to_arrow_table()
     except duckdb.Error as exc:
-        _reraise(exc)
+        _reraise(exc, token)
         raise  # pragma: no cover
+    finally:
+        with _LOCK:
+            _PROGRESS.pop(token, None)
+            _ERRORS.pop(token, None)
     _warn_not_private(request)
     bplan = budget_plan(request)
     meta = {
@@ -436,22 +544,28 @@ def release(
     return table.replace_schema_metadata(meta)
 
 
+_SEEDED = (
+    "this release used seed := {seed}: its noise is reproducible, so it is NOT private (tests "
+    "and demos only); it is recorded as not private in the ledger"
+)
+_FROM_DATA = (
+    "domain_from_data read the domains from the private data: this release is NOT private "
+    "(exploration only); declare public domains for a private release"
+)
+
+
+def _not_private_text(request: ReleaseRequest) -> str:
+    parts = [_SEEDED.format(seed=request.seed)] if request.seed is not None else []
+    if request.domain_from_data:
+        parts.append(_FROM_DATA)
+    return "; ".join(parts)
+
+
 def _warn_not_private(request: ReleaseRequest) -> None:
     if request.seed is not None:
-        warnings.warn(
-            "this release used seed := "
-            f"{request.seed}: its noise is reproducible, so it is NOT private (tests and demos "
-            "only); it is recorded as not private in the ledger",
-            UserWarning,
-            stacklevel=3,
-        )
+        warnings.warn(_SEEDED.format(seed=request.seed), NotPrivateWarning, stacklevel=3)
     if request.domain_from_data:
-        warnings.warn(
-            "domain_from_data read the domains from the private data: this release is NOT "
-            "private (exploration only); declare public domains for a private release",
-            UserWarning,
-            stacklevel=3,
-        )
+        warnings.warn(_FROM_DATA, NotPrivateWarning, stacklevel=3)
 
 
 def preview(
@@ -499,4 +613,4 @@ def preview(
     return table
 
 
-__all__ = ["fragments", "load", "preview", "release"]
+__all__ = ["NotPrivateWarning", "Progress", "fragments", "load", "preview", "release"]

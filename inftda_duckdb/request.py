@@ -22,7 +22,7 @@ from .identifiers import parse_qualified
 OUTPUTS = ("counts", "rows")
 NEIGHBOURS = ("substitute", "add_remove")
 UNKNOWN = ("error", "drop")
-MAX_DEPTH = 10
+MAX_DEPTH = 32
 OPTIONS = (
     "rho",
     "epsilon",

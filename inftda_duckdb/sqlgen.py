@@ -54,12 +54,15 @@ def _f(fragment: str, /, **values: object) -> str:
     return fragments()[fragment].substitute({k: str(v) for k, v in values.items()})
 
 
-def spec_json(request: ReleaseRequest, plan: DomainPlan, origin: str) -> str:
-    """What inftda_begin needs besides the data checks: the request, the domain plan, origin."""
-    return json.dumps(
-        {"request": request.to_json(), "domains": plan.to_json(), "origin": origin},
-        sort_keys=True,
-    )
+def spec_json(
+    request: ReleaseRequest, plan: DomainPlan, origin: str, token: str | None = None
+) -> str:
+    """What inftda_begin needs besides the data checks: the request, the domain plan, origin
+    and, for a Python call, the token under which it waits for progress and errors."""
+    spec = {"request": request.to_json(), "domains": plan.to_json(), "origin": origin}
+    if token is not None:
+        spec["token"] = token
+    return json.dumps(spec, sort_keys=True)
 
 
 def _ctes_public(request: ReleaseRequest, plan: DomainPlan) -> list[str]:
@@ -182,7 +185,11 @@ def _nest_checks(plan: DomainPlan, data: bool) -> str:
 
 
 def render_release(
-    request: ReleaseRequest, plan: DomainPlan, names: UdfNames, origin: str
+    request: ReleaseRequest,
+    plan: DomainPlan,
+    names: UdfNames,
+    origin: str,
+    token: str | None = None,
 ) -> str:
     """The whole release as one statement (see the header of sql/release.sql)."""
     d = request.depth
@@ -210,7 +217,7 @@ def render_release(
             nest_checks=_nest_checks(plan, True),
         )
     )
-    spec = literal(spec_json(request, plan, origin))
+    spec = literal(spec_json(request, plan, origin, token))
     ctes.append(_f("begin", begin=names.begin, spec=spec))
     codes = ", ".join(f"k{i}" for i in range(1, d + 1))
     ctes.append(_f("leaf", codes=codes, keep=keep))

@@ -71,6 +71,9 @@ def release_level(
         return LevelOutput(np.zeros(1, np.int64), empty, empty)
     if c.min() < 0 or (t_codes.size and (t_codes.min() < 0 or t_codes.max() >= m)):
         raise InternalError("release_level got a negative total or a child code outside 0..m-1")
+    if (int(pid.max()) + 1) * m > 1 << 64 or pid.min() < 0:
+        # ids are ranks of released parents, so pid < #parents and pid * m + j fits 64 bits
+        raise InternalError(f"cell ids overflow 64 bits (parent id {int(pid.max())} x {m})")
     t_rows = np.repeat(np.arange(n_par), np.diff(t_off))
     if allowed_offsets is None:
         return _dense(pid, c, t_rows, t_codes, t_counts, m, noise, source)

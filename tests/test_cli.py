@@ -143,6 +143,12 @@ def test_release_table_into_table(work: Path) -> None:
     assert query(db, "SELECT min(count) FROM trips_dp")[0][0] > 0
     assert ledger_rows(db) == 1
     assert "started" in result.stderr and "wrote table trips_dp" in result.stderr
+    # not a terminal: one plain progress line per level, in order; recorded as a CLI release
+    levels = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if "] level " in line]
+    assert [t.split(":")[0] for t in levels] == ["level 1/3", "level 2/3", "level 3/3"]
+    assert levels[0].startswith("level 1/3: 1 parents, 5 noised cells")  # 5 boroughs
+    assert "\r" not in result.stderr
+    assert query(db, "SELECT origin FROM inftda_ledger") == [("cli",)]
 
 
 def test_release_parquet_to_parquet_leaves_no_temporary_file(work: Path) -> None:

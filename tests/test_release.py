@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from fractions import Fraction
 
 import duckdb
 import numpy as np
@@ -533,3 +534,94 @@ def test_explicit_domain_labels_round_trip(con):
         con.executemany("INSERT INTO lab VALUES ('x', ?)", [(v,) for v in ints])
         got = release(con, "lab", ["i"], rho=10**6, domains={"i": ints}, seed=1)
         assert got["i"].to_pylist() == list(ints)
+
+
+def test_sixteen_level_binary_tree_equals_reference(con):
+    # the paper's 'binary' workload has 16 columns: small data, every invariant, and the same
+    # release as the in-memory reference under a seed (ids p * 2 + j stay far below 2**64)
+    from inftda_duckdb.workloads import synthetic_tree
+
+    wl = synthetic_tree(con, "bin16", kind="binary", variant="complete", materialize=True)
+    assert len(wl.columns) == 16
+    # one row per leaf with a small count (1-3 rows each), a quarter of the tree
+    con.execute(
+        f"CREATE TABLE bin16_rows AS SELECT {', '.join(wl.columns)} FROM {wl.counts}, "
+        "LATERAL range(1 + (hash(d8, o8, d7) % 3)::BIGINT) WHERE d1 = 0 AND o1 = 1"
+    )
+    cols = list(wl.columns)
+    doms = {c: [0, 1] for c in cols}
+    levels: list[tuple[int, int, int, int, float]] = []
+    with pytest.warns(UserWarning, match="NOT private"):
+        out = release(con, "bin16_rows", cols, rho=2, domains=doms, seed=5,
+                      progress=lambda *a: levels.append(a))
+    got = [tuple(r.values()) for r in out.to_pylist()]
+    n = con.execute("SELECT count(*) FROM bin16_rows").fetchall()[0][0]
+    assert sum(r[-1] for r in got) == n and all(r[-1] > 0 for r in got)
+    plan = plan_budget(16, rho=2)
+    assert got == reference(con, "bin16_rows", cols, [[0, 1]] * 16, plan, 5)
+    # one progress report per level, in order, each noising 2 cells per released parent
+    assert [lv[:2] for lv in levels] == [(k, 16) for k in range(1, 17)]
+    assert levels[0][2:4] == (1, 2)
+    assert all(cells == 2 * parents and sec >= 0 for _, _, parents, cells, sec in levels)
+
+
+def test_progress_origin_and_delta_in_ledger(trips):
+    seen: list[tuple[int, int, int, int, float]] = []
+    release(trips, "trips", ["origin", "dest", "hour"], epsilon=2, delta=1e-8,
+            domains={"dest": DEST, "hour": range(24)}, progress=lambda *a: seen.append(a),
+            origin="cli")
+    assert [s[:2] for s in seen] == [(1, 3), (2, 3), (3, 3)]
+    assert seen[0][2:4] == (1, 3)  # the root's 3 origins
+    assert seen[1][3] == seen[1][2] * 7 and seen[2][3] == seen[2][2] * 24
+    assert 1 <= seen[1][2] <= 3 and seen[2][2] <= 21
+    row = trips.execute("SELECT origin, delta FROM inftda_ledger ORDER BY id DESC LIMIT 1")
+    assert row.fetchall() == [("cli", 1e-8)]
+    release(trips, "trips", ["origin"], rho=1)
+    trips.execute("SELECT * FROM inftda_release('trips', ['origin'], rho := 1)").fetchall()
+    origins = trips.execute("SELECT origin FROM inftda_ledger ORDER BY id").fetchall()
+    assert [o for (o,) in origins][-3:] == ["cli", "python", "sql"]
+    with pytest.raises(InputError, match="origin must be one of python, cli"):
+        release(trips, "trips", ["origin"], rho=1, origin="sql")
+    with pytest.raises(InputError, match="progress must be callable"):
+        release(trips, "trips", ["origin"], rho=1, progress=3)  # type: ignore[arg-type]
+
+
+def test_budget_refusal_keeps_the_original_exception(trips):
+    set_budget(trips, "trips", rho=1)
+    release(trips, "trips", ["origin"], rho=0.75)
+    with pytest.raises(BudgetExceededError) as info:
+        release(trips, "trips", ["origin"], rho=0.5)
+    err = info.value
+    assert (err.requested, err.remaining, err.difference) == (  # type: ignore[attr-defined]
+        Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
+    assert not extension._ERRORS and not extension._PROGRESS
+    with pytest.raises(InputError, match="NULL in 1 rows") as data_err:
+        trips.execute("INSERT INTO trips VALUES ('EWR', NULL, 1, DATE '2024-01-01', 1)")
+        release(trips, "trips", ["origin", "dest"], rho=0.1, domains={"dest": DEST})
+    assert type(data_err.value) is InputError
+
+
+def test_sql_not_private_release_says_so_once(trips, caplog, recwarn):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # -W error must not break a SQL release
+        trips.execute(
+            "SELECT * FROM inftda_release('trips', ['origin'], rho := 1, seed := 3)"
+        ).fetchall()
+    msgs = [r.getMessage() for r in caplog.records if r.name == "inftda_duckdb"]
+    assert len(msgs) == 1 and "seed := 3" in msgs[0] and "NOT private" in msgs[0]
+    caplog.clear()
+    trips.execute(
+        "SELECT * FROM inftda_release('trips', ['dest'], rho := 1, domain_from_data := true)"
+    ).fetchall()
+    msgs = [r.getMessage() for r in caplog.records if r.name == "inftda_duckdb"]
+    assert len(msgs) == 1 and "domain_from_data" in msgs[0]
+    caplog.clear()
+    trips.execute("SELECT * FROM inftda_release('trips', ['origin'], rho := 1)").fetchall()
+    trips.execute("EXPLAIN SELECT * FROM inftda_release('trips', ['origin'], rho := 1, seed := 3)")
+    assert not [r for r in caplog.records if r.name == "inftda_duckdb"]
+    # the Python path warns with its own category (and does not log twice)
+    with pytest.warns(extension.NotPrivateWarning, match="seed := 4"):
+        release(trips, "trips", ["origin"], rho=1, seed=4)
+    assert not [r for r in caplog.records if r.name == "inftda_duckdb"]
