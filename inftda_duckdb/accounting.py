@@ -24,6 +24,7 @@ from typing import Any
 
 from .errors import InternalError, bad_argument
 from .exact import to_fraction, to_positive_fraction
+from .noise import MAX_SIGMA2
 
 __all__ = [
     "NEIGHBOURS",
@@ -156,6 +157,13 @@ def plan_budget(
         raise InternalError(f"level budgets {shares} do not sum to rho = {total}")
     factor = 1 if neighbours == "substitute" else 2
     sigma2 = tuple(Fraction(m * m) / (factor * s) for s in shares)
+    if max(sigma2) > MAX_SIGMA2:  # refused here, before anything is charged
+        raise bad_argument(
+            "rho", str(total),
+            f"is too small: a level's noise variance sigma2 would be {float(max(sigma2)):.3g}, "
+            f"above the sampler's limit {MAX_SIGMA2} (noise this large drowns every count)",
+            "pass a larger budget, fewer levels, or a smaller max_rows_per_unit",
+        )  # fmt: skip
     root = neighbours == "add_remove"
     return BudgetPlan(
         rho=total, neighbours=neighbours, max_rows_per_unit=m, depth=depth,

@@ -278,3 +278,13 @@ def test_theorem_1_holds_for_a_simulated_release() -> None:
     limit = binomial_upper_quantile(runs, beta, 1e-6)
     assert int((err > bound).sum()) <= limit
     assert int((err > bound / 4).sum()) > limit
+
+
+def test_a_budget_too_small_to_sample_is_refused() -> None:
+    from inftda_duckdb.noise import MAX_SIGMA2
+
+    plan_budget(1, rho=Fraction(1) / MAX_SIGMA2)  # sigma2 = 1e8 exactly: the largest accepted
+    with pytest.raises(InputError, match=r"rho is too small: .*sigma2 would be 1e\+08"):
+        plan_budget(1, rho=Fraction(1) / (MAX_SIGMA2 + 1))
+    with pytest.raises(InputError, match="smaller max_rows_per_unit"):
+        plan_budget(3, rho=Fraction(9, 10**8), max_rows_per_unit=2)

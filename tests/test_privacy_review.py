@@ -392,7 +392,6 @@ def test_finding3_null_privacy_units_are_not_pooled() -> None:
     assert sum(n for _, n in rows) == 100
 
 
-@pytest.mark.xfail(strict=True, reason="review finding 4: charged, then refused for sigma2 > 1e8")
 def test_finding4_a_budget_too_small_to_sample_is_refused_before_charging(geo_con: Any) -> None:
     with pytest.raises(duckdb.Error, match="sigma2"):
         geo_con.execute("SELECT * FROM inftda_release('d', ['a'], rho := 1e-9)").fetchall()
