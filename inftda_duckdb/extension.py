@@ -42,9 +42,12 @@ from .noise import DiscreteGaussian
 from .randomness import RandomSource
 from .request import ReleaseRequest, from_json, parse_request
 from .sqlgen import UdfNames, fragments, render_preview, render_release
-from .topdown import release_level, release_root
+from .topdown import LevelNoise, release_level, release_root
 
 MAX_LIVE_RELEASES = 64
+PRECOMPUTED_CELLS = 1 << 22
+"""Noise drawn ahead per release (int64 cells, 32 MB), in a background thread after the charge,
+for the levels whose cells are bounded by this: overlaps the noise with DuckDB's work."""
 DEFAULT_DELTA = 1e-6
 ORIGINS = ("python", "cli")  #: origins a Python caller may record (SQL releases record 'sql')
 
@@ -70,7 +73,7 @@ class _Release:
     plus per-level progress (parents, noised cells, released children, seconds so far)."""
 
     source: RandomSource
-    levels: list[tuple[RandomSource, DiscreteGaussian, int, bool]]  # source, noise, |X_k|, nested
+    levels: list[tuple[RandomSource, DiscreteGaussian | LevelNoise, int, bool]]  # |X_k|, nested
     root: int
     token: str | None = None
     progress: Progress | None = None
@@ -144,11 +147,10 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
         ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
     source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
     nested = {k for nest in domains.nestings for k in nest.levels[1:]}
-    levels = [
-        (source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]), sizes[k], k in nested)
-        for k in range(request.depth)
-    ]
     root = release_root(n, plan, source)
+    levels, tables = _levels(source, plan, sizes, nested, root)
+    if tables:
+        threading.Thread(target=_fill, args=(tables,), daemon=True).start()
     rid = uuid.uuid4().hex
     token = spec.get("token")
     if spec["origin"] == "sql" and not request.private:
@@ -160,6 +162,32 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
     return {"rid": rid, "root": root}
+
+
+def _levels(
+    source: RandomSource, plan: BudgetPlan, sizes: list[int], nested: set[int], root: int
+) -> tuple[list[tuple[RandomSource, DiscreteGaussian | LevelNoise, int, bool]], list[LevelNoise]]:
+    """Each level's source, noise and domain size; noise tables for the levels whose cells
+    (released parents <= min(root, product of the sizes above) times |X_k|) fit the budget."""
+    levels: list[tuple[RandomSource, DiscreteGaussian | LevelNoise, int, bool]] = []
+    tables: list[LevelNoise] = []
+    parents, left = 1, PRECOMPUTED_CELLS
+    for k, size in enumerate(sizes):
+        lsource, dist = source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k])
+        cells = min(parents, root) * size
+        noise: DiscreteGaussian | LevelNoise = dist
+        if 0 < cells <= left:
+            noise = LevelNoise(dist, lsource, cells)
+            tables.append(noise)
+            left -= cells
+        levels.append((lsource, noise, size, k in nested))
+        parents = min(parents * size, root + 1)
+    return levels, tables
+
+
+def _fill(tables: list[LevelNoise]) -> None:
+    for table in tables:
+        table.fill()
 
 
 def _flat(arr: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -13,6 +13,7 @@ Parent ids are ranks of the parents in lexicographic code order within their lev
 
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -28,6 +29,35 @@ IntArray = npt.NDArray[np.int64]
 
 BLOCK_CELLS = 1 << 20
 """Cells noised and optimised per block: bounds the temporary memory to ~100 MB."""
+
+
+class LevelNoise:
+    """The noise of a level's cells ``0..cells-1``, drawn in one call (e.g. in a background
+    thread while the engine prepares the level) and gathered by cell id.
+
+    Values are those of ``dist.sample(source, ids)`` (counter-addressed noise), so using the
+    table changes nothing but the time; ids past the table are drawn on demand.
+    """
+
+    def __init__(self, dist: DiscreteGaussian, source: RandomSource, cells: int) -> None:
+        self.dist, self.source, self.cells = dist, source, int(cells)
+        self._table: IntArray | None = None
+        self._ready = threading.Event()
+
+    def fill(self) -> None:
+        """Draw the whole table (call once)."""
+        try:
+            self._table = self.dist.sample(self.source, np.arange(self.cells, dtype=np.uint64))
+        finally:
+            self._ready.set()
+
+    def sample(self, source: RandomSource, ids: np.ndarray) -> IntArray:
+        if source is self.source and ids.size:
+            self._ready.wait()
+            table = self._table
+            if table is not None and int(ids.max()) < self.cells:
+                return table[ids.astype(np.intp, copy=False)]
+        return self.dist.sample(source, ids)
 
 
 class LevelOutput(NamedTuple):
@@ -64,7 +94,8 @@ def release_level(
     t_codes = np.asarray(true_codes, dtype=np.int64)
     t_counts = np.asarray(true_counts, dtype=np.int64)
     m = int(domain_size)
-    noise = sigma2 if isinstance(sigma2, DiscreteGaussian) else DiscreteGaussian(sigma2)
+    noise = sigma2 if isinstance(sigma2, DiscreteGaussian | LevelNoise) else None
+    noise = noise or DiscreteGaussian(sigma2)
     n_par = pid.shape[0]
     if n_par == 0:
         empty = np.zeros(0, np.int64)
@@ -89,7 +120,7 @@ def _dense(
     t_codes: IntArray,
     t_counts: IntArray,
     m: int,
-    noise: DiscreteGaussian,
+    noise: DiscreteGaussian | LevelNoise,
     source: RandomSource,
 ) -> LevelOutput:
     rows_out: list[IntArray] = []
@@ -121,7 +152,7 @@ def _ragged(
     t_codes: IntArray,
     t_counts: IntArray,
     m: int,
-    noise: DiscreteGaussian,
+    noise: DiscreteGaussian | LevelNoise,
     source: RandomSource,
     a_off: IntArray,
     a_codes: IntArray,

@@ -625,3 +625,19 @@ def test_sql_not_private_release_says_so_once(trips, caplog, recwarn):
     with pytest.warns(extension.NotPrivateWarning, match="seed := 4"):
         release(trips, "trips", ["origin"], rho=1, seed=4)
     assert not [r for r in caplog.records if r.name == "inftda_duckdb"]
+
+
+def test_level_noise_table_equals_direct_draws():
+    # the precomputed table is only a faster route to the same counter-addressed values
+    from inftda_duckdb.noise import DiscreteGaussian
+    from inftda_duckdb.topdown import LevelNoise
+
+    src = RandomSource.from_seed(9).derive(4)
+    dist = DiscreteGaussian(3)
+    table = LevelNoise(dist, src, 1000)
+    table.fill()
+    ids = np.array([0, 999, 5, 5, 1000, 123456], dtype=np.uint64)  # the last two: past the table
+    assert table.sample(src, ids).tolist() == dist.sample(src, ids).tolist()
+    other = RandomSource.from_seed(10).derive(4)  # another source is never served from the table
+    assert table.sample(other, ids[:3]).tolist() == dist.sample(other, ids[:3]).tolist()
+    assert table.sample(src, ids[:3]).tolist() != dist.sample(other, ids[:3]).tolist()
