@@ -35,6 +35,7 @@ class ColumnDomain:
     labels: tuple[str, ...] = ()  # kind 'list': the values as text, in code order
     table: int = -1  # kind 'table': index into DomainPlan.nestings
     table_column: str = ""  # kind 'table': the column's name in that table
+    known_enum: bool = False  # kind 'enum' and the catalog showed an ENUM: code = enum_code(v)
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def plan_domains(request: ReleaseRequest, con: Any, *, strict: bool) -> DomainPl
             typ = types.get(col.lower())
             if typ is not None and not typ.startswith("ENUM("):
                 raise no_domain(col, typ)
-            columns.append(ColumnDomain(col, "enum"))
+            columns.append(ColumnDomain(col, "enum", known_enum=typ is not None))
     return DomainPlan(tuple(columns), tuple(nestings))
 
 

@@ -46,8 +46,9 @@ from .topdown import LevelNoise, release_level, release_root
 
 MAX_LIVE_RELEASES = 64
 PRECOMPUTED_CELLS = 1 << 22
-"""Noise drawn ahead per release (int64 cells, 32 MB), in a background thread after the charge,
-for the levels whose cells are bounded by this: overlaps the noise with DuckDB's work."""
+"""A dense level with at most this many cells (int64, 32 MB) has its noise drawn in one go, in a
+background thread, as soon as its parents are known (when the level above completes): the
+draw overlaps DuckDB's work. Exactly the level's cells are drawn, each once."""
 DEFAULT_DELTA = 1e-6
 ORIGINS = ("python", "cli")  #: origins a Python caller may record (SQL releases record 'sql')
 
@@ -73,12 +74,24 @@ class _Release:
     plus per-level progress (parents, noised cells, released children, seconds so far)."""
 
     source: RandomSource
-    levels: list[tuple[RandomSource, DiscreteGaussian | LevelNoise, int, bool]]  # |X_k|, nested
+    levels: list[tuple[RandomSource, DiscreteGaussian, int, bool]]  # source, noise, |X_k|, nested
     root: int
     token: str | None = None
     progress: Progress | None = None
     counts: list[list[float]] = field(default_factory=list)  # per level: parents, cells, kids, s
     reported: set[int] = field(default_factory=set)
+    tables: dict[int, LevelNoise] = field(default_factory=dict)  # level -> noise drawn ahead
+
+    def draw_ahead(self, level: int, parents: int) -> None:
+        """Start drawing the noise of a dense level's ``parents * |X_k|`` cells."""
+        if level > len(self.levels):
+            return
+        lsource, dist, size, nested = self.levels[level - 1]
+        if nested or not 0 < parents * size <= PRECOMPUTED_CELLS:
+            return
+        table = LevelNoise(dist, lsource, parents * size)
+        self.tables[level] = table
+        threading.Thread(target=table.fill, daemon=True).start()
 
 
 _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
@@ -147,10 +160,11 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
         ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
     source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
     nested = {k for nest in domains.nestings for k in nest.levels[1:]}
+    levels = [
+        (source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]), sizes[k], k in nested)
+        for k in range(request.depth)
+    ]
     root = release_root(n, plan, source)
-    levels, tables = _levels(source, plan, sizes, nested, root)
-    if tables:
-        threading.Thread(target=_fill, args=(tables,), daemon=True).start()
     rid = uuid.uuid4().hex
     token = spec.get("token")
     if spec["origin"] == "sql" and not request.private:
@@ -158,36 +172,11 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
     with _LOCK:
         state = _Release(source, levels, root, token, _PROGRESS.get(token) if token else None)
         state.counts = [[0, 0, 0, 0.0] for _ in range(request.depth)]
+        state.draw_ahead(1, 1)
         _RELEASES[rid] = state
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
     return {"rid": rid, "root": root}
-
-
-def _levels(
-    source: RandomSource, plan: BudgetPlan, sizes: list[int], nested: set[int], root: int
-) -> tuple[list[tuple[RandomSource, DiscreteGaussian | LevelNoise, int, bool]], list[LevelNoise]]:
-    """Each level's source, noise and domain size; noise tables for the levels whose cells
-    (released parents <= min(root, product of the sizes above) times |X_k|) fit the budget."""
-    levels: list[tuple[RandomSource, DiscreteGaussian | LevelNoise, int, bool]] = []
-    tables: list[LevelNoise] = []
-    parents, left = 1, PRECOMPUTED_CELLS
-    for k, size in enumerate(sizes):
-        lsource, dist = source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k])
-        cells = min(parents, root) * size
-        noise: DiscreteGaussian | LevelNoise = dist
-        if 0 < cells <= left:
-            noise = LevelNoise(dist, lsource, cells)
-            tables.append(noise)
-            left -= cells
-        levels.append((lsource, noise, size, k in nested))
-        parents = min(parents * size, root + 1)
-    return levels, tables
-
-
-def _fill(tables: list[LevelNoise]) -> None:
-    for table in tables:
-        table.fill()
 
 
 def _flat(arr: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -242,7 +231,8 @@ def _level(rid: Any, k: Any, pid: Any, n: Any, kids: Any, allowed: Any) -> pa.Ar
 def _level_batch(state: _Release, level: int, pid: Any, n: Any, kids: Any,
                  allowed: Any) -> pa.Array:
     start = time.perf_counter()
-    lsource, noise, size, nested = state.levels[level - 1]
+    lsource, dist, size, nested = state.levels[level - 1]
+    noise = state.tables.get(level, dist)
     t_off, t_codes, t_counts = _flat_pairs(kids)
     a_off: np.ndarray | None = None
     a_codes: np.ndarray | None = None
@@ -277,6 +267,7 @@ def _count(state: _Release, level: int, parents: int, cells: int, kids: int,
         done = row[0] == expected and level not in state.reported
         if done:
             state.reported.add(level)
+            state.draw_ahead(level + 1, int(row[2]))  # the next level's parents are known
     if done:
         _report(state, level)
 

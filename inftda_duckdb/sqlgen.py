@@ -196,10 +196,17 @@ def render_release(
     ctes = _ctes_public(request, plan)
     if not request.domain_from_data:
         ctes.append(_leaf_raw(request))
-    code_cols = ", ".join(f"d{i}.code AS k{i}" for i in range(1, d + 1))
-    joins = " ".join(f"LEFT JOIN dom{i} AS d{i} ON l.r{i} = d{i}.v" for i in range(1, d + 1))
+    # an ENUM column seen in the catalog is coded by its label position (no join needed)
+    enum = {i for i, c in enumerate(plan.columns, 1) if c.known_enum}
+    code = {
+        i: f"enum_code(l.r{i})::INTEGER" if i in enum else f"d{i}.code" for i in range(1, d + 1)
+    }
+    code_cols = ", ".join(f"{code[i]} AS k{i}" for i in range(1, d + 1))
+    joins = " ".join(
+        f"LEFT JOIN dom{i} AS d{i} ON l.r{i} = d{i}.v" for i in range(1, d + 1) if i not in enum
+    )
     for t, nest in enumerate(plan.nestings, 1):
-        on = " AND ".join(f"nk{t}.k{k + 1} = d{k + 1}.code" for k in nest.levels)
+        on = " AND ".join(f"nk{t}.k{k + 1} = {code[k + 1]}" for k in nest.levels)
         joins += f" LEFT JOIN nestok{t} AS nk{t} ON {on}"
         code_cols += f", nk{t}.ok AS nok{t}"
     ctes.append(_f("leaf_coded", code_cols=code_cols, code_joins=joins))

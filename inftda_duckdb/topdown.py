@@ -41,6 +41,7 @@ class LevelNoise:
 
     def __init__(self, dist: DiscreteGaussian, source: RandomSource, cells: int) -> None:
         self.dist, self.source, self.cells = dist, source, int(cells)
+        self.sigma2 = dist.sigma2
         self._table: IntArray | None = None
         self._ready = threading.Event()
 
