@@ -176,13 +176,25 @@ def no_domain(column: str, type_name: str) -> InputError:
     )
 
 
+def load_checks(checks_json: str) -> dict[str, Any]:
+    """The check row as one dict: the data stats (one struct in SQL) spread over the columns."""
+    checks: dict[str, Any] = json.loads(checks_json)
+    stats = checks.pop("stats", None)
+    if stats is not None:
+        checks["n"], checks["kept"] = stats["n"], stats["kept"]
+        for i, c in enumerate(checks["columns"], 1):
+            c.update(nulls=stats[f"nulls{i}"], unknown=stats[f"unknown{i}"],
+                     examples=stats[f"examples{i}"] or [])
+    return checks
+
+
 def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str) -> int:
     """Turn the check row computed in SQL into an InputError; return n (rows kept).
 
     Runs before anything is charged. Data problems (NULLs, values outside the declared domain)
     are only errors with ``unknown := 'error'``; with 'drop' those rows were dropped in SQL.
     """
-    checks = json.loads(checks_json)
+    checks = load_checks(checks_json)
     if not plan.columns:
         raise InternalError("empty domain plan")
     for col, dom, c in zip(request.columns, plan.columns, checks["columns"], strict=True):

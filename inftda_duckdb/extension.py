@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from . import evaluation, ledger
 from .accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
-from .domain import DomainPlan, plan_domains, raise_for_checks
+from .domain import DomainPlan, load_checks, plan_domains, raise_for_checks
 from .errors import BudgetExceededError, InftdaError, InputError, InternalError, bad_argument
 from .noise import DiscreteGaussian
 from .randomness import RandomSource
@@ -139,7 +139,7 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
     plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
     n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
-    sizes = [int(c["size"]) for c in json.loads(checks)["columns"]]
+    sizes = [int(c["size"]) for c in load_checks(checks)["columns"]]
     con = con_ref()
     if con is None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
@@ -305,7 +305,7 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
     plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
     raise_for_checks(request, domains, checks)
-    data = json.loads(checks)
+    data = load_checks(checks)
     sizes = [int(c["size"]) for c in data["columns"]]
     nodes = _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
     delta = float(spec["delta"])

@@ -150,14 +150,8 @@ def _leaf_raw(request: ReleaseRequest) -> str:
     return _f("leaf_raw", raw_cols=raw, source_rows=rows, materialized=materialized)
 
 
-def _column_checks(plan: DomainPlan, data: bool) -> str:
-    items = []
-    for i in range(1, len(plan.columns) + 1):
-        text = _f("column_check", i=i)
-        if not data:  # keep only the public items (before 'nulls')
-            text = text[: text.index(",\n 'nulls'")] + "}"
-        items.append(text)
-    return ",\n".join(items)
+def _column_checks(plan: DomainPlan) -> str:
+    return ",\n".join(_f("column_check", i=i) for i in range(1, len(plan.columns) + 1))
 
 
 def _nest_checks(plan: DomainPlan, data: bool) -> str:
@@ -219,8 +213,8 @@ def render_release(
     ctes.append(
         _f(
             "checks",
-            totals="'n': (SELECT n FROM datastats), 'kept': (SELECT kept FROM datastats),",
-            column_checks=_column_checks(plan, True),
+            totals="'stats': (SELECT s FROM datastats AS s),",
+            column_checks=_column_checks(plan),
             nest_checks=_nest_checks(plan, True),
         )
     )
@@ -286,7 +280,7 @@ def render_preview(
     checks = _f(
         "checks",
         totals="",
-        column_checks=_column_checks(plan, False),
+        column_checks=_column_checks(plan),
         nest_checks=_nest_checks(plan, False),
     )
     ctes.append(checks)

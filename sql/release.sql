@@ -105,17 +105,16 @@ checks AS (SELECT to_json({$totals
 })::VARCHAR AS j)
 
 -- @column_check
-{'type': (SELECT typeof(v$i) FROM typed),
- 'size': (SELECT count(v) FROM dom${i}_l),
- 'bad': (SELECT count(*) FILTER (v IS NULL) FROM dom${i}_l),
- 'bad_examples': (SELECT list(label) FILTER (v IS NULL) FROM dom${i}_l)[1:5],
- 'dups': (SELECT count(v) - count(DISTINCT v) FROM dom${i}_l),
- 'nulls': (SELECT nulls$i FROM datastats),
- 'unknown': (SELECT unknown$i FROM datastats),
- 'examples': (SELECT list(DISTINCT r$i::VARCHAR)[1:5] FROM leaf_coded WHERE r$i IS NOT NULL AND k$i IS NULL)}
+-- level $i's public domain in one query: type, size, labels not valid for the type, duplicates
+(SELECT {'type': typeof(any_value(t.v$i)), 'size': count(d.v),
+         'bad': count(d.code) FILTER (d.v IS NULL),
+         'bad_examples': (list(d.label) FILTER (d.v IS NULL))[1:5],
+         'dups': count(d.v) - count(DISTINCT d.v)}
+ FROM typed AS t LEFT JOIN dom${i}_l AS d ON true)
 
 -- @datastats
 -- one pass over the coded leaves: rows, rows kept, and per column NULLs and undeclared values
+-- (with a few examples); checks reads it as one struct
 datastats AS MATERIALIZED (
     SELECT coalesce(sum(n), 0)::BIGINT AS n, coalesce(sum(n) FILTER ($keep), 0)::BIGINT AS kept,
     $stats
@@ -124,7 +123,8 @@ datastats AS MATERIALIZED (
 
 -- @datastat
 coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
-    coalesce(sum(n) FILTER (r$i IS NOT NULL AND k$i IS NULL), 0)::BIGINT AS unknown$i
+    coalesce(sum(n) FILTER (r$i IS NOT NULL AND k$i IS NULL), 0)::BIGINT AS unknown$i,
+    (list(DISTINCT r$i::VARCHAR) FILTER (r$i IS NOT NULL AND k$i IS NULL))[1:5] AS examples$i
 
 -- @nest_check
 {'defects': (SELECT count(*) FILTER (defect) FROM nest$t),
