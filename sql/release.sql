@@ -124,7 +124,8 @@ datastats AS MATERIALIZED (
 -- @datastat
 coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
     coalesce(sum(n) FILTER (r$i IS NOT NULL AND k$i IS NULL), 0)::BIGINT AS unknown$i,
-    (list(DISTINCT r$i::VARCHAR) FILTER (r$i IS NOT NULL AND k$i IS NULL))[1:5] AS examples$i
+    list_sort(list_distinct(list(r$i::VARCHAR) FILTER (r$i IS NOT NULL AND k$i IS NULL)))[1:5]
+        AS examples$i
 
 -- @nest_check
 {'defects': (SELECT count(*) FILTER (defect) FROM nest$t),
