@@ -389,3 +389,20 @@ def test_demo_prints_release_truth_bound_and_ledger() -> None:
     out = result.stdout
     for text in ("true_count", "released_count", "max_abs_error", "bound", "ledger", "Manhattan"):
         assert text in out, text
+
+
+def test_progress_bar_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    from inftda_duckdb.cli import Progress
+
+    progress = Progress(quiet=False)
+    progress.tty = True  # as on a terminal: one line redrawn in place, then a newline
+    progress.level(1, 4, 1, 50, 0.01)
+    progress.level(2, 4, 50, 1000, 0.02)
+    progress.say("released 10 rows")
+    err = capsys.readouterr().err
+    assert err.count("\r") == 2 and "[#####---------------] level 1/4" in err
+    assert "[##########----------] level 2/4: 50 parents, 1,000 noised cells" in err
+    assert err.endswith("released 10 rows\n") and "\n[" in err
+    quiet = Progress(quiet=True)
+    quiet.level(1, 1, 1, 1, 0.0)
+    assert capsys.readouterr().err == ""
