@@ -49,6 +49,8 @@ class LevelNoise:
         """Draw the whole table (call once)."""
         try:
             self._table = self.dist.sample(self.source, np.arange(self.cells, dtype=np.uint64))
+        except Exception:  # sample() then draws directly (and raises in the caller's thread)
+            self._table = None
         finally:
             self._ready.set()
 
