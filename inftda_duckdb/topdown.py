@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .accounting import BudgetPlan
-from .errors import InternalError
+from .errors import InternalError, bad_argument
 from .intopt import intopt, intopt_ragged
 from .noise import DiscreteGaussian
 from .randomness import RandomSource
@@ -109,6 +109,18 @@ def release_level(
         # ids are ranks of released parents, so pid < #parents and pid * m + j fits 64 bits
         raise InternalError(f"cell ids overflow 64 bits (parent id {int(pid.max())} x {m})")
     t_rows = np.repeat(np.arange(n_par), np.diff(t_off))
+    keys = t_rows * m + t_codes
+    if keys.size > 1 and not (np.diff(keys) > 0).all() and np.unique(keys).size != keys.size:
+        # a repeated (parent, code) pair would keep one count and drop the other: unbounded
+        # sensitivity for a caller that passes non-aggregated pairs
+        raise bad_argument(
+            "true_codes", "a child code repeated under one parent",
+            "must list each child of a parent at most once",
+            "aggregate the true counts by (parent, child) before calling release_level",
+        )
+    if t_counts.size and t_counts.min() < 0:
+        raise bad_argument("true_counts", int(t_counts.min()), "must be >= 0",
+                           "pass the true (non-negative) child counts")
     if allowed_offsets is None:
         return _dense(pid, c, t_rows, t_codes, t_counts, m, noise, source)
     a_off = np.asarray(allowed_offsets, dtype=np.int64)

@@ -26,7 +26,7 @@ from inftda_duckdb.accounting import (
     plan_budget,
     rho_from_epsilon_delta,
 )
-from inftda_duckdb.errors import BudgetExceededError, InputError, InternalError
+from inftda_duckdb.errors import BudgetExceededError, InputError
 from inftda_duckdb.exact import to_fraction
 from inftda_duckdb.extension import load, release
 from inftda_duckdb.intopt import intopt
@@ -398,13 +398,12 @@ def test_finding4_a_budget_too_small_to_sample_is_refused_before_charging(geo_co
     assert geo_con.execute("SELECT count(*) FROM inftda_ledger").fetchall() == [(0,)]
 
 
-@pytest.mark.xfail(strict=True, reason="review finding 5: duplicate true child codes: last wins")
-def test_finding5_release_level_refuses_or_sums_duplicate_child_codes() -> None:
+def test_finding5_release_level_refuses_duplicate_child_codes() -> None:
     src = RandomSource.from_seed(3)
-    args = ([0], [100])
-    try:
-        dup = release_level(*args, [0, 2], [0, 0], [50, 30], 2, "1/1000", src.derive(1))
-    except InternalError:
-        return
-    merged = release_level(*args, [0, 1], [0], [80], 2, "1/1000", src.derive(1))
-    assert dup.counts.tolist() == merged.counts.tolist()
+    with pytest.raises(InputError, match="must list each child of a parent at most once"):
+        release_level([0], [100], [0, 2], [0, 0], [50, 30], 2, "1/1000", src.derive(1))
+    with pytest.raises(InputError, match="true_counts"):
+        release_level([0], [100], [0, 1], [0], [-5], 2, "1/1000", src.derive(1))
+    # unsorted but distinct codes are fine
+    out = release_level([0], [100], [0, 2], [1, 0], [30, 70], 2, "1/1000", src.derive(1))
+    assert out.counts.sum() == 100
