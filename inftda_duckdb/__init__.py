@@ -31,7 +31,7 @@ Map of the package (the folder listing reads like the algorithm):
 
 from .errors import BudgetExceededError, InftdaError, InputError, InternalError
 from .evaluation import evaluate
-from .extension import load, preview, release
+from .extension import NotPrivateWarning, load, preview, release
 from .ledger import budget, set_budget
 
 __version__ = "0.1.0"
@@ -41,6 +41,7 @@ __all__ = [
     "InftdaError",
     "InputError",
     "InternalError",
+    "NotPrivateWarning",
     "__version__",
     "budget",
     "evaluate",
