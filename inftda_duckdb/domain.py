@@ -21,6 +21,7 @@ from typing import Any
 
 from .errors import InputError, InternalError, bad_argument
 from .identifiers import quote_qualified
+from .ledger import resolve_source, source_key
 from .request import ReleaseRequest
 
 KINDS = ("list", "table", "enum", "data")
@@ -51,6 +52,8 @@ class Nesting:
 class DomainPlan:
     columns: tuple[ColumnDomain, ...]
     nestings: tuple[Nesting, ...]
+    source: tuple[str, str, str] = ("", "", "")  # resolved once: read by the SQL, charged
+    shadow: str | None = None  # unqualified name resolved outside TEMP: refuse a TEMP namesake
 
     def nested_parent(self, level: int) -> tuple[int, tuple[int, ...]] | None:
         """For a nested level: (nesting index, earlier levels keying its allowed children)."""
@@ -64,6 +67,8 @@ class DomainPlan:
         return {
             "columns": [[c.column, c.kind] for c in self.columns],
             "nestings": [[list(n.table), list(n.levels), list(n.names)] for n in self.nestings],
+            "source": list(self.source),
+            "shadow": self.shadow,
         }
 
     @classmethod
@@ -71,6 +76,8 @@ class DomainPlan:
         return cls(
             tuple(ColumnDomain(c, k) for c, k in data["columns"]),
             tuple(Nesting(tuple(t), tuple(lv), tuple(nm)) for t, lv, nm in data["nestings"]),
+            tuple(data.get("source") or ("", "", "")),
+            data.get("shadow"),
         )
 
 
@@ -83,14 +90,29 @@ def table_columns(con: Any, parts: tuple[str, ...]) -> list[tuple[str, str]] | N
         return None
 
 
-def plan_domains(request: ReleaseRequest, con: Any, *, strict: bool) -> DomainPlan:
+def plan_domains(
+    request: ReleaseRequest,
+    con: Any,
+    *,
+    strict: bool,
+    context: tuple[str, str, str] | None = None,
+) -> DomainPlan:
     """Decide every level's domain; check columns and types against the visible catalog.
 
     ``strict`` (Python path, caller's own connection): a source or domain table that cannot be
     found is an error. Otherwise (SQL bind time, a fresh cursor that cannot see TEMP tables) an
     invisible source is checked later, inside DuckDB, before anything is charged.
+
+    The source and the domain tables are resolved here, once (``context``: the caller's current
+    database, schema and search_path when ``con`` is a fresh cursor), to the fully qualified
+    names the SQL reads and the ledger charges. A name ``con`` cannot see resolves to
+    ``temp.main.<name>``. A domain table that is the source itself is refused.
     """
-    source = table_columns(con, request.source_parts)
+    resolved = resolve_source(con, request.source, context)
+    shadow = None
+    if len(request.source_parts) == 1 and resolved[0].lower() != "temp":
+        shadow = resolved[2]
+    source = table_columns(con, resolved)
     if source is None and strict:
         raise bad_argument(
             "source", request.source, "was not found (no such table or view)", _source_fix()
@@ -98,7 +120,19 @@ def plan_domains(request: ReleaseRequest, con: Any, *, strict: bool) -> DomainPl
     if source is not None:
         _check_columns(request, source)
     nestings: list[Nesting] = []
-    for parts in request.domain_tables:
+    for given in request.domain_tables:
+        parts = resolve_source(con, quote_qualified(given), context)
+        if tuple(p.lower() for p in parts) == tuple(p.lower() for p in resolved):
+            raise bad_argument(
+                "domain_tables",
+                ".".join(given),
+                f"names the private source {source_key(resolved)} itself: its values and "
+                "combinations would be read from the private data, and the release would not "
+                "be private",
+                "pass a public table that is not derived from the data, or declare the values "
+                "with domains := {...}; to read domains from the data explicitly (not private) "
+                "pass domain_from_data := true",
+            )
         cols = table_columns(con, parts)
         if cols is None:
             raise bad_argument(
@@ -146,7 +180,7 @@ def plan_domains(request: ReleaseRequest, con: Any, *, strict: bool) -> DomainPl
             if typ is not None and not typ.startswith("ENUM("):
                 raise no_domain(col, typ)
             columns.append(ColumnDomain(col, "enum", known_enum=typ is not None))
-    return DomainPlan(tuple(columns), tuple(nestings))
+    return DomainPlan(tuple(columns), tuple(nestings), resolved, shadow)
 
 
 def _source_fix() -> str:
@@ -182,6 +216,7 @@ def load_checks(checks_json: str) -> dict[str, Any]:
     stats = checks.pop("stats", None)
     if stats is not None:
         checks["n"], checks["kept"] = stats["n"], stats["kept"]
+        checks["nulls_unit"] = stats.get("nulls_unit", 0)
         for i, c in enumerate(checks["columns"], 1):
             c.update(nulls=stats[f"nulls{i}"], unknown=stats[f"unknown{i}"],
                      examples=stats[f"examples{i}"] or [])
@@ -197,6 +232,21 @@ def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str
     checks = load_checks(checks_json)
     if not plan.columns:
         raise InternalError("empty domain plan")
+    if checks.get("shadow"):
+        raise InputError(
+            f"source {request.source!r} names two objects: the TEMP table or view "
+            f"temp.main.{plan.shadow} (which the statement would read) and "
+            f"{'.'.join(plan.source)} (resolved when the release was planned); nothing was "
+            f"charged. Fix: qualify the name, e.g. 'temp.main.{plan.shadow}' or "
+            f"'{'.'.join(plan.source)}'"
+        )
+    if request.unknown == "error" and checks.get("nulls_unit"):
+        raise InputError(
+            f"privacy_unit {request.privacy_unit!r} of {request.source} is NULL in "
+            f"{checks['nulls_unit']} rows: they cannot be told apart as units. Fix: filter "
+            "them out or fill them (e.g. one unit per row) in a view, or pass unknown := "
+            "'drop' with neighbours := 'add_remove' to drop them"
+        )
     for col, dom, c in zip(request.columns, plan.columns, checks["columns"], strict=True):
         _check_domain(col, dom, c)
     for nest, c in zip(plan.nestings, checks["nestings"], strict=True):

@@ -140,12 +140,13 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
     domains = DomainPlan.from_json(spec["domains"])
     n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
     sizes = [int(c["size"]) for c in load_checks(checks)["columns"]]
+    key = ledger.source_key(domains.source)  # resolved once, at render time: what the SQL reads
     con = con_ref()
     if con is None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
     with con.cursor() as cur:
         charge = ledger.Charge(
-            source=ledger.canonical_source(cur, request.source),
+            source=key,
             columns=request.columns,
             neighbours=request.neighbours,
             rho=plan.rho,
@@ -404,6 +405,17 @@ def _beta(beta: object) -> float:
     return float(beta)
 
 
+def _context(data: dict[str, Any]) -> tuple[str, str, str] | None:
+    """The caller's (current_database, current_schema, search_path), passed by the macro: the
+    bind-time cursor does not share the caller's USE / SET search_path."""
+    db = data.pop("current_database", None)
+    schema = data.pop("current_schema", None)
+    path = data.pop("search_path", None)
+    if not isinstance(db, str) or not isinstance(schema, str):
+        return None
+    return db, schema, str(path or "")
+
+
 def _register(con: Any, n: int) -> None:
     names = UdfNames.numbered(n)
     ref = weakref.ref(con)
@@ -415,17 +427,20 @@ def _register(con: Any, n: int) -> None:
         return c.cursor()
 
     def release_sql(options: str) -> str:
-        request = from_json(options)
+        data = json.loads(options)
+        context = _context(data)
+        request = from_json(json.dumps(data))
         with cursor() as cur:
-            plan = plan_domains(request, cur, strict=False)
+            plan = plan_domains(request, cur, strict=False, context=context)
         return render_release(request, plan, names, "sql")
 
     def preview_sql(options: str) -> str:
         data = json.loads(options)
+        context = _context(data)
         beta, report = data.pop("beta", 0.05), _report_delta(data)
         request = from_json(json.dumps(data))
         with cursor() as cur:
-            plan = plan_domains(request, cur, strict=False)
+            plan = plan_domains(request, cur, strict=False, context=context)
         return render_preview(request, plan, names, _beta(beta), report)
 
     fn = con.create_function

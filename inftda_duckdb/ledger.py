@@ -152,7 +152,19 @@ def _key(parts: tuple[str, str, str]) -> str:
 def canonical_source(
     con: Any, source: str, context: tuple[str, str, str] | None = None
 ) -> str:
-    """Resolve ``source`` through the catalog the way DuckDB does -> ``'db.schema.name'``.
+    """The ledger key of ``source``: :func:`resolve_source` joined as ``'db.schema.name'``."""
+    return _key(resolve_source(con, source, context))
+
+
+def source_key(parts: tuple[str, str, str]) -> str:
+    """The ledger key of an already resolved ``(db, schema, name)``."""
+    return _key(parts)
+
+
+def resolve_source(
+    con: Any, source: str, context: tuple[str, str, str] | None = None
+) -> tuple[str, str, str]:
+    """Resolve ``source`` through the catalog the way DuckDB does -> ``(db, schema, name)``.
 
     ``context`` = (current database, current schema, search_path) of the caller when ``con`` is
     a fresh cursor that does not share the caller's ``USE`` / ``SET search_path`` (the SQL path
@@ -192,7 +204,7 @@ def canonical_source(
 
     if len(parts) == 1:
         hit = find([(d, s, parts[0]) for d, s in searched])
-        return _key(hit or ("temp", "main", parts[0]))
+        return hit or ("temp", "main", parts[0])
     if len(parts) == 2:
         as_schema = find([(d, parts[0], parts[1]) for d in dict.fromkeys(d for d, _ in searched)])
         as_catalog = find([(parts[0], "main", parts[1])])
@@ -206,8 +218,8 @@ def canonical_source(
         hit = as_schema or as_catalog
         if hit is None:
             hit = (parts[0], "main", parts[1]) if low[0] in catalogs else ("temp", *parts)
-        return _key(hit)
-    return _key(objects.get(low, (parts[0], parts[1], parts[2])))
+        return hit
+    return objects.get(low, (parts[0], parts[1], parts[2]))
 
 
 # ---------------------------------------------------------------------------------------------

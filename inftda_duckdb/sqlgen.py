@@ -67,11 +67,11 @@ def spec_json(
 
 def _ctes_public(request: ReleaseRequest, plan: DomainPlan) -> list[str]:
     """typed row, domains and coded domain tables (public, except domain_from_data)."""
-    src = quote_qualified(request.source_parts)
+    src = quote_qualified(plan.source)
     typed = ", ".join(f"{quote(c)} AS v{i}" for i, c in enumerate(request.columns, 1))
     ctes = [_f("typed", typed_cols=typed, source=src)]
     if request.domain_from_data:
-        ctes.append(_leaf_raw(request))
+        ctes.append(_leaf_raw(request, plan))
     for i, dom in enumerate(plan.columns, 1):
         if dom.kind == "list":
             ctes.append(_f("dom_list", i=i, labels=_labels(dom.labels)))
@@ -126,11 +126,15 @@ def _labels(labels: tuple[str, ...]) -> str:
     )
 
 
-def _leaf_raw(request: ReleaseRequest) -> str:
-    src = quote_qualified(request.source_parts)
+def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
+    src = quote_qualified(plan.source)
     cols = ", ".join(quote(c) for c in request.columns)
-    rows = src
+    rows, unit_nulls = src, ""
     if request.privacy_unit is not None:
+        # NULL units are counted (all of them: refused before charging) or, with unknown :=
+        # 'drop', dropped; never pooled into one unit
+        keep = "inftda_unit IS NOT NULL" if request.unknown == "drop" else "true"
+        unit_nulls = ", count(*) FILTER (inftda_unit IS NULL)::BIGINT AS nulls_unit"
         order = (
             "random()"
             if request.seed is None
@@ -143,11 +147,13 @@ def _leaf_raw(request: ReleaseRequest) -> str:
             order=order,
             source=src,
             m=int(request.max_rows_per_unit),
+            keep_null=keep,
         )
     raw = ", ".join(f"{quote(c)} AS r{i}" for i, c in enumerate(request.columns, 1))
     # materialised only when domain_from_data reads it twice (domains and counts)
     materialized = "MATERIALIZED " if request.domain_from_data else ""
-    return _f("leaf_raw", raw_cols=raw, source_rows=rows, materialized=materialized)
+    return _f("leaf_raw", raw_cols=raw, source_rows=rows, materialized=materialized,
+              unit_nulls=unit_nulls)
 
 
 def _column_checks(plan: DomainPlan) -> str:
@@ -189,7 +195,7 @@ def render_release(
     d = request.depth
     ctes = _ctes_public(request, plan)
     if not request.domain_from_data:
-        ctes.append(_leaf_raw(request))
+        ctes.append(_leaf_raw(request, plan))
     # an ENUM column seen in the catalog is coded by its label position (no join needed)
     enum = {i for i, c in enumerate(plan.columns, 1) if c.known_enum}
     code = {
@@ -209,11 +215,16 @@ def render_release(
         + [f"nok{t} IS NOT NULL" for t in range(1, len(plan.nestings) + 1)]
     )
     stats = ",\n    ".join(_f("datastat", i=i) for i in range(1, d + 1))
+    if request.privacy_unit is not None:
+        stats += ",\n    coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit"
+    totals = "'stats': (SELECT s FROM datastats AS s),"
+    if plan.shadow is not None:
+        totals += _f("shadow_check", name=literal(plan.shadow.lower()))
     ctes.append(_f("datastats", keep=keep, stats=stats))
     ctes.append(
         _f(
             "checks",
-            totals="'stats': (SELECT s FROM datastats AS s),",
+            totals=totals,
             column_checks=_column_checks(plan),
             nest_checks=_nest_checks(plan, True),
         )

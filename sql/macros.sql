@@ -20,7 +20,8 @@ CREATE OR REPLACE TEMP MACRO inftda_release(
     'domains': domains, 'domain_tables': domain_tables, 'domain_from_data': domain_from_data,
     'level_weights': level_weights, 'output': output, 'neighbours': neighbours,
     'privacy_unit': privacy_unit, 'max_rows_per_unit': max_rows_per_unit, 'unknown': unknown,
-    'seed': seed
+    'seed': seed, 'current_database': current_database(), 'current_schema': current_schema(),
+    'search_path': current_setting('search_path')
 })::VARCHAR))
 
 -- @preview_macro
@@ -32,5 +33,7 @@ CREATE OR REPLACE TEMP MACRO inftda_preview(
     'source': source, 'columns': columns, 'rho': rho, 'epsilon': epsilon, 'delta': delta,
     'domains': domains, 'domain_tables': domain_tables, 'domain_from_data': domain_from_data,
     'level_weights': level_weights, 'neighbours': neighbours, 'privacy_unit': privacy_unit,
-    'max_rows_per_unit': max_rows_per_unit, 'beta': beta
+    'max_rows_per_unit': max_rows_per_unit, 'beta': beta,
+    'current_database': current_database(), 'current_schema': current_schema(),
+    'search_path': current_setting('search_path')
 })::VARCHAR))

@@ -20,16 +20,18 @@ typed AS MATERIALIZED (
 -- @leaf_raw
 -- the only scan of the private data: counts of the distinct raw leaves.
 leaf_raw AS $materialized(
-    SELECT $raw_cols, count(*)::BIGINT AS n FROM $source_rows GROUP BY ALL
+    SELECT $raw_cols, count(*)::BIGINT AS n$unit_nulls FROM $source_rows GROUP BY ALL
 )
 
 -- @unit_source
 -- a privacy unit contributes at most $m rows (kept rows chosen at random within each unit;
--- the random key is drawn in a subquery: window ORDER BY cannot be volatile)
-(SELECT $cols FROM (
-    SELECT $cols, row_number() OVER (PARTITION BY inftda_unit ORDER BY inftda_key) AS inftda_rn
+-- the random key is drawn in a subquery: window ORDER BY cannot be volatile). Rows with a NULL
+-- unit are never pooled: all are kept and counted (inftda_begin refuses them), or dropped.
+(SELECT $cols, inftda_unit FROM (
+    SELECT $cols, inftda_unit,
+        row_number() OVER (PARTITION BY inftda_unit ORDER BY inftda_key) AS inftda_rn
     FROM (SELECT $cols, $unit AS inftda_unit, $order AS inftda_key FROM $source)
-) WHERE inftda_rn <= $m)
+) WHERE (inftda_rn <= $m OR inftda_unit IS NULL) AND $keep_null)
 
 -- @dom_list
 -- explicit public domain of level $i: labels (text) in code order, cast to the column's type;
@@ -103,6 +105,14 @@ checks AS (SELECT to_json({$totals
     'columns': [$column_checks],
     'nestings': [$nest_checks]
 })::VARCHAR AS j)
+
+-- @shadow_check
+-- the source was given unqualified and resolved outside TEMP at bind time (which cannot see
+-- TEMP objects): at execution, does a TEMP table or view of that name shadow it?
+'shadow': (SELECT count(*) FROM (
+    SELECT table_name AS name FROM duckdb_tables() WHERE temporary
+    UNION ALL SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal
+) WHERE lower(name) = $name),
 
 -- @column_check
 -- level $i's public domain in one query: type, size, labels not valid for the type, duplicates

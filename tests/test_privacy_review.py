@@ -314,7 +314,6 @@ def _two_db_con() -> Any:
     return c
 
 
-@pytest.mark.xfail(strict=True, reason="review finding 1: USE moves the data, not the charge")
 def test_finding1_use_database_cannot_bypass_the_budget() -> None:
     c = _two_db_con()
     c.execute("USE db2")
@@ -324,9 +323,6 @@ def test_finding1_use_database_cannot_bypass_the_budget() -> None:
         ).fetchall()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="review finding 1: search_path moves the data, not the charge"
-)
 def test_finding1_search_path_cannot_bypass_the_budget() -> None:
     c = duckdb.connect()
     load(c)
@@ -340,7 +336,6 @@ def test_finding1_search_path_cannot_bypass_the_budget() -> None:
         ).fetchall()
 
 
-@pytest.mark.xfail(strict=True, reason="review finding 1: a TEMP table is read, another is charged")
 def test_finding1_temp_table_shadowing_cannot_bypass_the_budget() -> None:
     c = duckdb.connect()
     load(c)
@@ -353,9 +348,6 @@ def test_finding1_temp_table_shadowing_cannot_bypass_the_budget() -> None:
         ).fetchall()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="review finding 2: the private table accepted as domain table"
-)
 def test_finding2_source_as_its_own_domain_table_is_refused() -> None:
     c = duckdb.connect()
     load(c)
@@ -368,11 +360,11 @@ def test_finding2_source_as_its_own_domain_table_is_refused() -> None:
             "SELECT * FROM inftda_release('p', ['state', 'county'], rho := 1, "
             "domain_tables := ['p'])"
         ).fetchall()
-    # if the fix marks such releases not private instead of refusing, adapt this test
-    assert c.execute("SELECT count(*) FROM inftda_ledger WHERE private").fetchall() == [(0,)]
+    with pytest.raises(InputError, match="domain_from_data"):  # any spelling of the source
+        release(c, "p", ["state", "county"], rho=1, domain_tables=["memory.main.P"])
+    assert c.execute("SELECT count(*) FROM inftda_ledger").fetchall() == [(0,)]
 
 
-@pytest.mark.xfail(strict=True, reason="review finding 3: NULL privacy units pooled into one unit")
 def test_finding3_null_privacy_units_are_not_pooled() -> None:
     c = duckdb.connect()
     load(c)
@@ -380,16 +372,24 @@ def test_finding3_null_privacy_units_are_not_pooled() -> None:
         "CREATE TABLE p AS SELECT (['a', 'b'])[1 + i % 2] AS x, "
         "CASE WHEN i < 40 THEN NULL ELSE i END AS person FROM range(100) r(i)"
     )
-    try:
-        rows = c.execute(
+    # the fix chosen: refuse NULL units before charging, naming the column, the count and the fix
+    with pytest.raises(duckdb.Error, match=r"privacy_unit 'person' .* NULL in 40 rows.*Fix"):
+        c.execute(
             "SELECT * FROM inftda_release('p', ['x'], rho := 1, seed := 1, "
             "domains := {'x': ['a', 'b']}, privacy_unit := 'person')"
         ).fetchall()
-    except duckdb.Error as exc:  # refusing NULL units (naming the fix) is a fine fix too
-        assert "NULL" in str(exc)
-        return
-    # substitute releases the kept row count exactly: each NULL-unit row is its own unit
-    assert sum(n for _, n in rows) == 100
+    assert c.execute("SELECT count(*) FROM inftda_ledger").fetchall() == [(0,)]
+    # unknown := 'drop' (add_remove) drops exactly those rows: a huge budget keeps the total
+    # within a few units of the 60 identified rows (not 61: no NULL row is kept as a unit)
+    with pytest.warns(UserWarning):
+        total = release(c, "p", ["x"], rho=10**6, seed=1, domains={"x": ["a", "b"]},
+                        privacy_unit="person", unknown="drop", neighbours="add_remove")
+    assert abs(sum(total.column("count").to_pylist()) - 60) <= 1
+    # without privacy units the same rows are all released (negative control of the count)
+    with pytest.warns(UserWarning):
+        total = release(c, "p", ["x"], rho=10**6, seed=1, domains={"x": ["a", "b"]},
+                        neighbours="add_remove")
+    assert abs(sum(total.column("count").to_pylist()) - 100) <= 1
 
 
 def test_finding4_a_budget_too_small_to_sample_is_refused_before_charging(geo_con: Any) -> None:

@@ -272,11 +272,11 @@ def test_nested_domain_errors(con):
     con.execute("CREATE TABLE geo (state VARCHAR, county VARCHAR)")
     con.execute("INSERT INTO geo VALUES ('A','a1'),('B','b1')")
     con.execute("CREATE TABLE p AS SELECT 'A'::st AS state, 'a1' AS county FROM range(5)")
-    with pytest.raises(InputError, match="no row in domain table geo"):
+    with pytest.raises(InputError, match=r"no row in domain table (memory\.main\.)?geo"):
         release(con, "p", ["state", "county"], rho=1, domain_tables=["geo"])
     con.execute("INSERT INTO geo VALUES ('C', 'c1')")
     con.execute("INSERT INTO p VALUES ('A', 'b1')")
-    with pytest.raises(InputError, match=r"combination of .state, county. that domain table geo"):
+    with pytest.raises(InputError, match=r"of .state, county. that domain table \S*geo"):
         release(con, "p", ["state", "county"], rho=1, domain_tables=["geo"])
     assert ledger_rows(con) == 0
 
