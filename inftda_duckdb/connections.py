@@ -28,3 +28,9 @@ def register_udfs(con: Any, group: str, create: Callable[[int], None]) -> int:
             create(n)
             groups[group] = n
         return n
+
+
+def registered(con: Any, group: str) -> int | None:
+    """The UDF suffix of (connection, group), or None if it was never registered."""
+    with _LOCK:
+        return _NUMBERS.get(con, {}).get(group)

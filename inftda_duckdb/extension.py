@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 
 from . import evaluation, ledger
 from .accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
+from .connections import register_udfs, registered
 from .domain import DomainPlan, load_checks, plan_domains, raise_for_checks
 from .errors import BudgetExceededError, InftdaError, InputError, InternalError, bad_argument
 from .noise import DiscreteGaussian
@@ -63,8 +64,6 @@ class NotPrivateWarning(UserWarning):
     """A release that is not private: seeded noise, or domains read from the private data."""
 
 _LOCK = threading.RLock()
-_COUNTER = iter(range(1, 1 << 62))
-_LOADED: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _CHILD = pa.struct([("code", pa.int32()), ("n", pa.int64())])
 
 
@@ -368,12 +367,7 @@ def load(con: Any) -> None:
     ledger.ensure_tables(con)
     ledger.register(con)
     evaluation.register(con)
-    with _LOCK:
-        n = _LOADED.get(con)
-        if n is None:
-            n = next(_COUNTER)
-            _register(con, n)
-            _LOADED[con] = n
+    n = register_udfs(con, "release", lambda n: _register(con, n))
     macros = fragments("macros.sql")
     con.execute(macros["release_macro"].substitute(generator=f"inftda_release_sql_{n}"))
     con.execute(macros["preview_macro"].substitute(generator=f"inftda_preview_sql_{n}"))
@@ -498,11 +492,11 @@ def _prepare(con: Any, source: object, columns: object, options: dict[str, Any])
     request = parse_request(source, list(columns) if isinstance(columns, tuple) else columns,
                             **options)
     plan = plan_domains(request, con, strict=True)
-    with _LOCK:
-        n = _LOADED.get(con)
+    n = registered(con, "release")
     if n is None:
         load(con)
-        n = _LOADED[con]
+        n = registered(con, "release")
+        assert n is not None
     return request, plan, UdfNames.numbered(n)
 
 

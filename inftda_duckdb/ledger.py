@@ -27,6 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from .accounting import epsilon_from_rho, rho_from_epsilon_delta
+from .connections import register_udfs
 from .errors import BudgetExceededError, InputError, InternalError, bad_argument
 from .exact import to_fraction, to_positive_fraction
 from .identifiers import literal, parse_qualified, quote
@@ -363,7 +364,13 @@ def _refusal(
 
 
 def set_budget(
-    con: Any, source: str, *, rho: object = None, epsilon: object = None, delta: object = None
+    con: Any,
+    source: str,
+    *,
+    rho: object = None,
+    epsilon: object = None,
+    delta: object = None,
+    context: tuple[str, str, str] | None = None,
 ) -> None:
     """Cap the total rho of all releases on ``source`` (exact; recorded with ``set_at``).
 
@@ -385,7 +392,7 @@ def set_budget(
         if delta is None:
             raise bad_argument("delta", delta, "is required with epsilon", fix)
         cap = rho_from_epsilon_delta(epsilon, delta)
-    key = canonical_source(con, source)
+    key = canonical_source(con, source, context)
     ensure_tables(con)
     _, budgets = _tables(con)
 
@@ -514,62 +521,56 @@ def budget_sql(con: Any, delta: object = DEFAULT_DELTA) -> str:
     return f"SELECT * FROM (VALUES {values}) AS t({', '.join(names)})"
 
 
-_COUNTER = iter(range(1, 1 << 62))
-_REGISTERED: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-
-
 def register(con: Any) -> None:
     """SQL side: ``inftda_budget(delta := 1e-6)`` and ``inftda_set_budget(source, rho := ...)``.
 
-    Python UDF names are instance-wide and only the connection that created one can remove it,
-    so each connection gets its own numbered UDFs (called through its TEMP macros, which are
-    per connection). Registering the same connection again only re-creates its macros.
+    The UDFs are numbered per connection (see :mod:`inftda_duckdb.connections`); registering the
+    same connection again only re-creates its macros. ``inftda_set_budget`` resolves the source
+    in the caller's context (current database, schema and search_path, passed by the macro),
+    exactly as a release does.
     """
-    with _LOCK:
-        n = _REGISTERED.get(con)
-        if n is None:
-            n = next(_COUNTER)
-            ref = weakref.ref(con)
+    ref = weakref.ref(con)
 
-            def live() -> Any:
-                c = ref()
-                if c is None:
-                    raise InputError("the connection that loaded inftda_duckdb is closed")
-                return c
+    def live() -> Any:
+        c = ref()
+        if c is None:
+            raise InputError("the connection that loaded inftda_duckdb is closed")
+        return c
 
-            def budget_text(delta: float | None) -> str:
-                return budget_sql(live(), delta)
+    def budget_text(delta: float | None) -> str:
+        return budget_sql(live(), delta)
 
-            def set_text(
-                source: str, rho: str | None, epsilon: str | None, delta: str | None
-            ) -> str:
-                # runs inside the caller's statement: only a fresh cursor may touch the database
-                with live().cursor() as cur:
-                    set_budget(cur, source, rho=rho, epsilon=epsilon, delta=delta)
-                    key = canonical_source(cur, source).lower()
-                    r = next(r for r in budget(cur).to_pylist() if r["source"].lower() == key)
-                return (
-                    f"{r['source']}: budget rho {r['budget_rho_exact']}, spent "
-                    f"{r['spent_rho_exact']}, remaining {r['remaining_rho_exact']}"
-                )
+    def set_text(
+        source: str,
+        rho: str | None,
+        epsilon: str | None,
+        delta: str | None,
+        db: str,
+        schema: str,
+        path: str,
+    ) -> str:
+        # runs inside the caller's statement: only a fresh cursor may touch the database
+        context = (db, schema, path)
+        with live().cursor() as cur:
+            set_budget(cur, source, rho=rho, epsilon=epsilon, delta=delta, context=context)
+            key = canonical_source(cur, source, context).lower()
+            r = next(r for r in budget(cur).to_pylist() if r["source"].lower() == key)
+        return (
+            f"{r['source']}: budget rho {r['budget_rho_exact']}, spent "
+            f"{r['spent_rho_exact']}, remaining {r['remaining_rho_exact']}"
+        )
 
-            con.create_function(
-                f"inftda_budget_sql_{n}",
-                budget_text,
-                ["DOUBLE"],
-                "VARCHAR",
-                side_effects=False,
-                null_handling="special",
-            )
-            con.create_function(
-                f"inftda_set_budget_udf_{n}",
-                set_text,
-                ["VARCHAR"] * 4,
-                "VARCHAR",
-                side_effects=True,
-                null_handling="special",
-            )
-            _REGISTERED[con] = n
+    def create(n: int) -> None:
+        con.create_function(
+            f"inftda_budget_sql_{n}", budget_text, ["DOUBLE"], "VARCHAR",
+            side_effects=False, null_handling="special",
+        )  # fmt: skip
+        con.create_function(
+            f"inftda_set_budget_udf_{n}", set_text, ["VARCHAR"] * 7, "VARCHAR",
+            side_effects=True, null_handling="special",
+        )  # fmt: skip
+
+    n = register_udfs(con, "ledger", create)
     con.execute(
         "CREATE OR REPLACE TEMP MACRO inftda_budget(delta := 1e-6) AS TABLE "
         f"SELECT * FROM query(inftda_budget_sql_{n}(delta))"
@@ -577,5 +578,6 @@ def register(con: Any) -> None:
     con.execute(
         "CREATE OR REPLACE TEMP MACRO inftda_set_budget(source, rho := NULL, epsilon := NULL, "
         f"delta := NULL) AS inftda_set_budget_udf_{n}(source::VARCHAR, rho::VARCHAR, "
-        "epsilon::VARCHAR, delta::VARCHAR)"
+        "epsilon::VARCHAR, delta::VARCHAR, current_database(), current_schema(), "
+        "current_setting('search_path'))"
     )

@@ -603,3 +603,25 @@ def test_register_twice_and_on_several_connections(tmp_path: Path) -> None:
     b.execute("SELECT inftda_set_budget('trips', rho := 4)").fetchall()
     assert b.execute("SELECT budget_rho_exact FROM inftda_budget()").fetchall() == [("4",)]
     b.close()
+
+
+def test_sql_set_budget_resolves_in_the_callers_context() -> None:
+    """After USE db2, inftda_set_budget('t') caps db2.main.t: the object a release then reads."""
+    from inftda_duckdb.extension import load, release
+
+    con = duckdb.connect()
+    load(con)
+    con.execute("ATTACH ':memory:' AS db2")
+    con.execute("CREATE TABLE db2.main.t AS SELECT (range % 3)::INTEGER AS x FROM range(300)")
+    con.execute("CREATE TABLE t AS SELECT 1 AS x")  # a namesake in the default database
+    con.execute("USE db2")
+    out = con.execute("SELECT inftda_set_budget('t', rho := 1)").fetchall()[0][0]
+    assert out.startswith("db2.main.t: budget rho 1")
+    release(con, "t", ["x"], rho="0.75", domains={"x": [0, 1, 2]})
+    with pytest.raises(BudgetExceededError):
+        release(con, "t", ["x"], rho="0.5", domains={"x": [0, 1, 2]})
+    with pytest.raises(duckdb.Error, match="refused"):
+        con.execute(
+            "SELECT * FROM inftda_release('t', ['x'], rho := 0.5, domains := {'x': [0, 1, 2]})"
+        ).fetchall()
+    con.close()

@@ -13,6 +13,7 @@ import pytest
 
 from inftda_duckdb import extension
 from inftda_duckdb.accounting import error_bound, plan_budget
+from inftda_duckdb.connections import registered
 from inftda_duckdb.errors import BudgetExceededError, InputError, InternalError
 from inftda_duckdb.extension import load, preview, release
 from inftda_duckdb.ledger import set_budget
@@ -485,7 +486,7 @@ def test_macro_parameters_match_the_python_options(con):
 
 
 def test_internal_udfs_refuse_junk_and_end_checks_totals(con):
-    n = extension._LOADED[con]
+    n = registered(con, "release")
     with pytest.raises(duckdb.Error, match="unknown or expired release id"):
         con.execute(
             f"SELECT inftda_level_{n}('nope', 1, 0, 5, NULL, NULL)"
