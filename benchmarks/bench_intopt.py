@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from results import write_section
+from results import cpu_model, write_section
 
 from inftda_duckdb.intopt import intopt, intopt_ragged
 
@@ -195,12 +195,7 @@ def main() -> None:
 
 
 def write_results(rows: list[tuple[str, str, str]], inftda_version: str) -> None:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_model()
     lines = [
         f"Command: `python benchmarks/bench_intopt.py` ({dt.date.today().isoformat()}). "
         f"Machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "

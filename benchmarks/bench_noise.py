@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import cryptography
 import numpy as np
-from results import write_section
+from results import cpu_model, write_section
 
 from inftda_duckdb import noise
 from inftda_duckdb.noise import DiscreteGaussian, add_noise
@@ -108,12 +108,7 @@ def main() -> None:
 
 
 def write_results(rows, mem, opendp_version, args) -> None:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_model()
     fmt = lambda r: f"{r / 1e6:.1f}M" if r >= 1e6 else f"{r / 1e3:.0f}k"  # noqa: E731
     table = [
         f"| {s} | {setup:.1f} | {fmt(ours)} | {fmt(peer) if peer else 'n/a'} | {fmt(ceil)} | "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -21,3 +22,13 @@ def write_section(name: str, body: list[str]) -> None:
         )
         lines = lines[:start] + new + ([""] if end < len(lines) else []) + lines[end:]
     RESULTS.write_text("\n".join(lines).rstrip() + "\n")
+
+
+def cpu_model() -> str:
+    """The CPU model from /proc/cpuinfo (else what platform knows)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = (line.split(":", 1)[1] for line in f if line.startswith("model name"))
+            return next(names).strip()
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()

@@ -35,7 +35,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
-from results import RESULTS, write_section
+from results import RESULTS, cpu_model, write_section
 
 from inftda_duckdb import accounting, extension, workloads
 from inftda_duckdb.errors import InputError
@@ -59,12 +59,8 @@ def log(msg: str) -> None:
 
 
 def machine() -> dict[str, str]:
-    cpu = "unknown"
+    cpu = cpu_model()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
         mem = next(x for x in Path("/proc/meminfo").read_text().splitlines() if "MemTotal" in x)
         mem_gb = f"{int(mem.split()[1]) / 1024**2:.1f} GiB"
     except (OSError, StopIteration):
