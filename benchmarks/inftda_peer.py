@@ -13,23 +13,13 @@ against the truth. OUT gets the timings of each step, the peak RSS and the error
 """
 
 import json
-import resource
 import sys
 import time
 
 import numpy as np
 import pandas as pd
 from InfTDA.mechanism import inf_tda
-
-
-def peak_rss_mb() -> float:
-    """This process's peak RSS since exec (VmHWM; ru_maxrss would include the forking parent)."""
-    with open("/proc/self/status") as f:
-        status = f.read().splitlines()
-    for line in status:
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+from results import peak_rss_mb
 
 
 def main() -> None:

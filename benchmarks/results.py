@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import resource
 from pathlib import Path
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -32,3 +33,16 @@ def cpu_model() -> str:
             return next(names).strip()
     except (OSError, StopIteration):
         return platform.processor() or platform.machine()
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS since exec (VmHWM; ru_maxrss would include the forking parent).
+
+    Standard library only: the inf-tda peer script imports it inside the peer's own venv.
+    """
+    with open("/proc/self/status") as f:
+        status = f.read().splitlines()
+    for line in status:
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -23,7 +23,6 @@ import datetime
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
-from results import RESULTS, cpu_model, write_section
+from results import RESULTS, cpu_model, peak_rss_mb, write_section
 
 from inftda_duckdb import accounting, extension, workloads
 from inftda_duckdb.errors import InputError
@@ -126,16 +125,6 @@ def fmt(x: float | None, digits: int = 2) -> str:
     return f"{x:.{digits}f}"
 
 
-def peak_rss_mb() -> float:
-    """This process's peak RSS since exec (VmHWM; ru_maxrss would include the forking parent)."""
-    with open("/proc/self/status") as f:
-        status = f.read().splitlines()
-    for line in status:
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 # ------------------------------------------------------------------------- worker (own process)
 def worker(spec: dict[str, Any]) -> None:
     """Time the bare leaf GROUP BY and the release in this fresh process; print JSON."""
@@ -143,8 +132,8 @@ def worker(spec: dict[str, Any]) -> None:
     extension.load(con)
     cols = ", ".join(f'"{c}"' for c in spec["columns"])
     group_s, release_s, nodes = [], [], 0
-    try:  # the release refuses some shapes (e.g. more columns than it supports): report that
-        extension.release(
+    def release() -> Any:
+        return extension.release(
             con,
             spec["source"],
             spec["columns"],
@@ -153,6 +142,9 @@ def worker(spec: dict[str, Any]) -> None:
             domains=spec.get("domains"),
             domain_tables=spec.get("domain_tables") or None,
         )
+
+    try:  # warm-up; the release refuses some shapes (e.g. too many columns): report that
+        release()
     except InputError as exc:
         print(json.dumps({"error": str(exc).split(". Fix")[0]}))
         return
@@ -164,15 +156,7 @@ def worker(spec: dict[str, Any]) -> None:
         group_s.append(time.perf_counter() - t)
     for _ in range(spec["repeat"]):
         t = time.perf_counter()
-        out = extension.release(
-            con,
-            spec["source"],
-            spec["columns"],
-            epsilon=spec["epsilon"],
-            delta=spec["delta"],
-            domains=spec.get("domains"),
-            domain_tables=spec.get("domain_tables") or None,
-        )
+        out = release()
         release_s.append(time.perf_counter() - t)
         nodes = out.num_rows
     rss = peak_rss_mb()
