@@ -15,19 +15,16 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import resource
 import time
 import warnings
-from pathlib import Path
 
 import duckdb
+from results import cpu_model, peak_rss_mb, write_section
 
 from inftda_duckdb.extension import _prepare, load
 from inftda_duckdb.sqlgen import render_release
 
 SIZES = (50, 20, 24, 10)
-RESULTS = Path(__file__).with_name("RESULTS.md")
-SECTION = "## bench_release.py"
 BEFORE = [
     "Before the second pass (commit 4826de8, same machine, 10M rows, best of 5, load ~1.5): "
     "ratio 2.10 (one-row) / 2.07 (CREATE TABLE AS) at 10M, 1.21 / 1.08 at 100M. Cumulative "
@@ -133,9 +130,7 @@ def run(rows: list[int], repeat: int, deep_rows: int, deep_size: int) -> list[st
     con = duckdb.connect()
     load(con)
     lines = [
-        SECTION,
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"Machine: {cpu_model()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, duckdb {duckdb.__version__}.",
         "",
     ]
@@ -143,7 +138,7 @@ def run(rows: list[int], repeat: int, deep_rows: int, deep_size: int) -> list[st
         lines += ratios(con, n, repeat)
     lines.append(deep_tree(con, deep_rows, deep_size))
     lines += ["", *BEFORE]
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = peak_rss_mb()
     con.close()
     lines += [
         "",
@@ -182,15 +177,6 @@ def deep_tree(con: duckdb.DuckDBPyConnection, rows: int, size: int) -> str:
     )
 
 
-def write_section(lines: list[str]) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
-    start = text.find(SECTION)
-    if start >= 0:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + text[end + 1 :] if end >= 0 else text[:start]
-    RESULTS.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000_000])
@@ -203,7 +189,7 @@ def main() -> None:
     lines = run(args.rows, args.repeat, args.deep_rows, args.deep_size)
     print("\n".join(lines))
     if not args.no_write:
-        write_section(lines)
+        write_section("bench_release.py", lines)
 
 
 if __name__ == "__main__":
