@@ -26,13 +26,12 @@ import uuid
 import warnings
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import evaluation, ledger
 from .accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
@@ -43,13 +42,9 @@ from .noise import DiscreteGaussian
 from .randomness import RandomSource
 from .request import ReleaseRequest, from_json, parse_request
 from .sqlgen import UdfNames, fragments, render_preview, render_release
-from .topdown import LevelNoise, release_level, release_root
+from .topdown import Allowed, Nodes, release_children, release_root
 
 MAX_LIVE_RELEASES = 64
-PRECOMPUTED_CELLS = 1 << 22
-"""A dense level with at most this many cells (int64, 32 MB) has its noise drawn in one go, in a
-background thread, as soon as its parents are known (when the level above completes): the
-draw overlaps DuckDB's work. Exactly the level's cells are drawn, each once."""
 DEFAULT_DELTA = 1e-6
 ORIGINS = ("python", "cli")  #: origins a Python caller may record (SQL releases record 'sql')
 
@@ -64,33 +59,21 @@ class NotPrivateWarning(UserWarning):
     """A release that is not private: seeded noise, or domains read from the private data."""
 
 _LOCK = threading.RLock()
-_CHILD = pa.struct([("code", pa.int32()), ("n", pa.int64())])
+_LEAVES = pa.struct([("k", pa.list_(pa.list_(pa.int32()))), ("n", pa.list_(pa.int64()))])
 
 
 @dataclass
 class _Release:
-    """What the level UDF needs: the random source and each level's noise and domain size,
-    plus per-level progress (parents, noised cells, released children, seconds so far)."""
+    """A release in progress: each level's random source, noise and domain size (and, for a
+    nested level, the earlier levels keying its allowed children), and the nodes released at
+    the last level done."""
 
-    source: RandomSource
-    levels: list[tuple[RandomSource, DiscreteGaussian, int, bool]]  # source, noise, |X_k|, nested
+    levels: list[tuple[RandomSource, DiscreteGaussian, int, tuple[int, ...] | None]]
     root: int
+    nodes: Nodes
     token: str | None = None
     progress: Progress | None = None
-    counts: list[list[float]] = field(default_factory=list)  # per level: parents, cells, kids, s
-    reported: set[int] = field(default_factory=set)
-    tables: dict[int, LevelNoise] = field(default_factory=dict)  # level -> noise drawn ahead
-
-    def draw_ahead(self, level: int, parents: int) -> None:
-        """Start drawing the noise of a dense level's ``parents * |X_k|`` cells."""
-        if level > len(self.levels):
-            return
-        lsource, dist, size, nested = self.levels[level - 1]
-        if nested or not 0 < parents * size <= PRECOMPUTED_CELLS:
-            return
-        table = LevelNoise(dist, lsource, parents * size)
-        self.tables[level] = table
-        threading.Thread(target=table.fill, daemon=True).start()
+    done: int = 0  #: levels released so far
 
 
 _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
@@ -159,9 +142,9 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
         )
         ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
     source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
-    nested = {k for nest in domains.nestings for k in nest.levels[1:]}
     levels = [
-        (source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]), sizes[k], k in nested)
+        (source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]), sizes[k],
+         None if (nest := domains.nested_parent(k)) is None else nest[1])
         for k in range(request.depth)
     ]
     root = release_root(n, plan, source)
@@ -170,133 +153,91 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
     if spec["origin"] == "sql" and not request.private:
         _LOG.warning("%s", _not_private_text(request))  # visible on stderr, even under -W error
     with _LOCK:
-        state = _Release(source, levels, root, token, _PROGRESS.get(token) if token else None)
-        state.counts = [[0, 0, 0, 0.0] for _ in range(request.depth)]
-        state.draw_ahead(1, 1)
+        state = _Release(levels, root, Nodes.root(root), token,
+                         _PROGRESS.get(token) if token else None)
         _RELEASES[rid] = state
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
     return {"rid": rid, "root": root}
 
 
-def _flat(arr: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, values) of an Arrow list column; NULL lists are empty."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
-    offsets = np.zeros(len(arr) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    values = arr.flatten().to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    return offsets, values
-
-
-def _flat_pairs(arr: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(offsets, codes, counts) of an Arrow LIST(STRUCT(c, n)) column; NULL lists are empty."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
-    offsets = np.zeros(len(arr) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    pairs = arr.flatten()
-    codes = pairs.field("c").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    counts = pairs.field("n").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    return offsets, codes, counts
-
-
-def _np(arr: Any) -> np.ndarray:
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    return arr.to_numpy(zero_copy_only=False)
-
-
-def _level(rid: Any, k: Any, pid: Any, n: Any, kids: Any, allowed: Any) -> pa.Array:
-    """One DuckDB batch of released parents of level k -> their released children (> 0)."""
-    if len(rid) == 0:
-        return pa.array([], type=pa.list_(_CHILD))
-    rid, k = _plain(rid), _plain(k)
-    first, level = rid[0].as_py(), k[0].as_py()
-    if not (pc.all(pc.equal(rid, first)).as_py() and pc.all(pc.equal(k, level)).as_py()):
-        raise InternalError("one batch mixes releases or levels")
+def _one(rid: Any, k: Any | None = None) -> tuple[_Release, int]:
+    """The release (and level) a one-row UDF call belongs to."""
+    rid = _plain(rid)
+    if len(rid) != 1:
+        raise InternalError(f"a release step got {len(rid)} rows, not one")
     with _LOCK:
-        state = _RELEASES.get(str(first))
+        state = _RELEASES.get(str(rid[0].as_py()))
     if state is None:
         raise InternalError("unknown or expired release id (more than 64 releases at once?)")
+    return state, 0 if k is None else int(_plain(k)[0].as_py())
+
+
+def _prefixes(arr: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(codes (N, width), counts) of a one-row LIST(STRUCT(k INTEGER[], n BIGINT)); NULL: none."""
+    pairs = _plain(arr).flatten()
+    codes = pairs.field("k").flatten().to_numpy(zero_copy_only=False)
+    counts = pairs.field("n").to_numpy(zero_copy_only=False)
+    if codes.shape[0] != width * counts.shape[0]:
+        raise InternalError("a level got prefixes of the wrong length")
+    return codes.reshape(-1, width), counts
+
+
+def _level(rid: Any, k: Any, kids: Any, allowed: Any, after: Any) -> pa.Array:
+    """Level k of a release (one call): the true counts of its prefixes -> its released nodes,
+    kept in the release state; returns how many (``after`` orders the calls in SQL)."""
+    state, level = _one(rid, k)
     try:
-        return _level_batch(state, int(level), pid, n, kids, allowed)
+        return _level_step(state, level, kids, allowed)
     except InftdaError as exc:
         _keep_error(state.token, exc)
         raise
 
 
-def _level_batch(state: _Release, level: int, pid: Any, n: Any, kids: Any,
-                 allowed: Any) -> pa.Array:
+def _level_step(state: _Release, level: int, kids: Any, allowed: Any) -> pa.Array:
     start = time.perf_counter()
-    lsource, dist, size, nested = state.levels[level - 1]
-    noise = state.tables.get(level, dist)
-    t_off, t_codes, t_counts = _flat_pairs(kids)
-    a_off: np.ndarray | None = None
-    a_codes: np.ndarray | None = None
-    if nested:
-        a_off, a_codes = _flat(allowed)
-    parents = _np(pid).astype(np.int64, copy=False)
-    out = release_level(
-        parents, _np(n).astype(np.int64, copy=False), t_off, t_codes, t_counts, size, noise,
-        lsource, a_off, a_codes,
-    )
-    children = pa.StructArray.from_arrays(
-        [pa.array(out.codes.astype(np.int32)), pa.array(out.counts)], fields=list(_CHILD)
-    )
-    result = pa.ListArray.from_arrays(pa.array(out.offsets.astype(np.int32)), children)
-    cells = parents.shape[0] * size if a_off is None else int(a_off[-1])
-    _count(state, level, parents.shape[0], cells, out.codes.shape[0],
-           time.perf_counter() - start)
-    return result
-
-
-def _count(state: _Release, level: int, parents: int, cells: int, kids: int,
-           seconds: float) -> None:
-    """Add one batch to the level's counts; report the level once all its parents are done
-    (level k's parents are level k-1's released children, final before level k starts)."""
-    with _LOCK:
-        row = state.counts[level - 1]
-        row[0] += parents
-        row[1] += cells
-        row[2] += kids
-        row[3] += seconds
-        expected = 1 if level == 1 else state.counts[level - 2][2]
-        done = row[0] == expected and level not in state.reported
-        if done:
-            state.reported.add(level)
-            state.draw_ahead(level + 1, int(row[2]))  # the next level's parents are known
-    if done:
-        _report(state, level)
-
-
-def _report(state: _Release, level: int) -> None:
+    if state.done != level - 1:
+        raise InternalError(f"level {level} ran after level {state.done}")
+    lsource, dist, _, nest = state.levels[level - 1]
+    codes, counts = _prefixes(kids, level)
+    rule = None if nest is None else Allowed(nest, _prefixes(allowed, len(nest) + 1)[0])
+    sizes = [size for _, _, size, _ in state.levels[:level]]
+    parents = int((state.nodes.counts > 0).sum())
+    nodes = release_children(state.nodes, codes, counts, sizes, dist, lsource, rule)
+    if int(nodes.counts.sum()) != state.root:
+        raise InternalError(f"level {level} released {int(nodes.counts.sum())} records, "
+                            f"not the root's {state.root}")
+    state.nodes, state.done = nodes, level
     if state.progress is not None:
-        p, c, _, sec = state.counts[level - 1]
-        state.progress(level, len(state.levels), int(p), int(c), float(sec))
+        state.progress(level, len(state.levels), parents, nodes.noised,
+                       time.perf_counter() - start)
+    return pa.array([nodes.counts.shape[0]], pa.int64())
 
 
 def _plain(arr: Any) -> Any:
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
-def _end(rid: str, sums: list[int]) -> bool:
-    """Final invariant: every level's released total equals the root; drop the state."""
+def _end(rid: Any, after: Any) -> pa.Array:
+    """The released leaves, as one row of column lists; drops the release state."""
+    state, _ = _one(rid)
     with _LOCK:
-        state = _RELEASES.pop(rid, None)
-    if state is None:
-        raise InternalError("unknown or expired release id at the end of a release")
-    if any(int(s) != state.root for s in sums):
-        err = InternalError(f"level totals {list(sums)} differ from the root {state.root}")
+        _RELEASES.pop(str(_plain(rid)[0].as_py()), None)
+    if state.done != len(state.levels):
+        err = InternalError(f"the release ended after {state.done} of {len(state.levels)} levels")
         _keep_error(state.token, err)
         raise err
-    for level in range(1, len(state.levels) + 1):  # levels without parents (a zero root)
-        if level not in state.reported:
-            state.reported.add(level)
-            _report(state, level)
-    return True
+    codes, counts = state.nodes.codes, state.nodes.counts
+    d, m = codes.shape[1], codes.shape[0]
+    columns = pa.ListArray.from_arrays(
+        pa.array(np.arange(d + 1, dtype=np.int32) * m), pa.array(codes.T.ravel())
+    )
+    leaves = pa.StructArray.from_arrays(
+        [pa.ListArray.from_arrays(pa.array(np.array([0, d], np.int32)), columns),
+         pa.ListArray.from_arrays(pa.array(np.array([0, m], np.int32)), pa.array(counts))],
+        fields=list(_LEAVES),
+    )
+    return leaves
 
 
 def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
@@ -447,16 +388,11 @@ def _register(con: Any, n: int) -> None:
         "STRUCT(rid VARCHAR, root BIGINT)",
         side_effects=True,
     )
-    fn(
-        names.level,
-        _level,
-        ["VARCHAR", "INTEGER", "BIGINT", "BIGINT", "STRUCT(c INTEGER, n BIGINT)[]", "INTEGER[]"],
-        "STRUCT(code INTEGER, n BIGINT)[]",
-        type="arrow",
-        side_effects=True,
-        null_handling="special",
-    )
-    fn(names.end, _end, ["VARCHAR", "BIGINT[]"], "BOOLEAN", side_effects=True)
+    prefixes = "STRUCT(k INTEGER[], n BIGINT)[]"
+    fn(names.level, _level, ["VARCHAR", "INTEGER", prefixes, prefixes, "BIGINT"], "BIGINT",
+       type="arrow", side_effects=True, null_handling="special")
+    fn(names.end, _end, ["VARCHAR", "BIGINT"], "STRUCT(k INTEGER[][], n BIGINT[])",
+       type="arrow", side_effects=True, null_handling="special")
     fn(names.preview, _preview_rows, ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
 
 

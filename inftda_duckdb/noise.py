@@ -36,6 +36,7 @@ import numpy as np
 
 from .errors import InternalError, bad_argument
 from .exact import to_positive_fraction
+from .parallel import PARALLEL_MIN, map_blocks, workers
 from .randomness import MAX_WIDTH, RandomSource, _as_ids
 
 MAX_SIGMA2 = Fraction(10**8)  #: larger variances are refused (a noise scale beyond 10**4)
@@ -183,8 +184,13 @@ class DiscreteGaussian:
                                "use RandomSource.secure()")
         u_ids = _as_ids(ids)
         out = np.empty(u_ids.size, dtype=np.int64)
-        for start in range(0, u_ids.size, _CHUNK):
-            out[start:start + _CHUNK] = self._sample_chunk(source, u_ids[start:start + _CHUNK])
+        threads = workers() if u_ids.size >= PARALLEL_MIN else 1
+        chunk = max(1, min(_CHUNK, -(-u_ids.size // threads)))
+
+        def fill(start: int) -> None:
+            out[start:start + chunk] = self._sample_chunk(source, u_ids[start:start + chunk])
+
+        map_blocks(fill, range(0, u_ids.size, chunk))  # ids address samples: any split works
         return out
 
     # --- stages ----------------------------------------------------------------------------

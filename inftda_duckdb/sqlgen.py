@@ -238,46 +238,41 @@ def render_release(
         codes_i = ", ".join(f"k{j}" for j in range(1, i + 1))
         ctes.append(_f("prefix", i=i, codes=codes_i, below=below))
     for i in range(1, d + 1):
-        pre = "leaf" if i == d else f"pre{i}"
         nested = plan.nested_parent(i - 1)
-        allowed, allowed_join = "NULL::INTEGER[]", ""
+        allowed = "NULL"
         if nested is not None:
-            _, parents = nested
-            keys = ", ".join(f"k{k + 1}" for k in parents)
-            ctes.append(_f("allowed", i=i, t=nested[0] + 1, parent_keys=keys))
-            on = " AND ".join(f"a.k{k + 1} = p.k{k + 1}" for k in parents)
-            allowed, allowed_join = "a.allowed", f"LEFT JOIN allowed{i} AS a ON {on}"
-        if i == 1:
-            ctes.append(_f("level_first", pre=pre, level=names.level, allowed=allowed,
-                           allowed_join=allowed_join))
-            continue
-        pcodes = ", ".join(f"k{j}" for j in range(1, i))
+            keys = ", ".join(f"k{k + 1}" for k in nested[1])
+            allowed = _f("allowed", i=i, t=nested[0] + 1, keys=keys)
         ctes.append(
             _f(
                 "level",
                 i=i,
-                prev=i - 1,
-                pre=pre,
                 level=names.level,
-                pcodes=pcodes,
-                pcodes_p=", ".join(f"p.k{j}" for j in range(1, i)),
-                kids_on=" AND ".join(f"c.k{j} = p.k{j}" for j in range(1, i)),
+                codes=", ".join(f"k{j}" for j in range(1, i + 1)),
+                pre="leaf" if i == d else f"pre{i}",
                 allowed=allowed,
-                allowed_join=allowed_join,
+                after="0::BIGINT" if i == 1 else f"(SELECT r FROM rel{i - 1})",
             )
         )
-    sums = ", ".join(f"(SELECT coalesce(sum(n), 0) FROM rel{i})::BIGINT" for i in range(1, d + 1))
-    ctes.append(_f("end", end=names.end, level_sums=sums))
-    decoded = ", ".join(f"d{i}.v AS {quote(c)}" for i, c in enumerate(request.columns, 1))
-    decode_joins = " ".join(f"JOIN dom{i} AS d{i} ON r.k{i} = d{i}.code" for i in range(1, d + 1))
+    ctes.append(
+        _f(
+            "end",
+            end=names.end,
+            d=d,
+            lists=", ".join(
+                f"(SELECT list(v ORDER BY code) FROM dom{i}) AS l{i}" for i in range(1, d + 1)
+            ),
+            unnest=", ".join(f"unnest(e.e.k[{i}]) AS k{i}" for i in range(1, d + 1)),
+        )
+    )
+    decoded = ", ".join(
+        f"dl.l{i}[r.k{i} + 1] AS {quote(c)}" for i, c in enumerate(request.columns, 1)
+    )
     if request.output == "counts":
-        final = _f("final_counts", d=d, decoded=decoded, decode_joins=decode_joins)
+        final = _f("final_counts", decoded=decoded)
     else:
         final = _f(
-            "final_rows",
-            d=d,
-            decoded=decoded,
-            decode_joins=decode_joins,
+            "final_rows", decoded=decoded,
             decoded_names=", ".join(quote(c) for c in request.columns),
         )
     return "WITH\n" + ",\n".join(ctes) + "\n" + final

@@ -13,54 +13,22 @@ Parent ids are ranks of the parents in lexicographic code order within their lev
 
 from __future__ import annotations
 
-import threading
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from .accounting import BudgetPlan
-from .errors import InternalError, bad_argument
+from .errors import InftdaError, InternalError, bad_argument
 from .intopt import intopt, intopt_ragged
 from .noise import DiscreteGaussian
+from .parallel import PARALLEL_MIN, map_blocks, workers
 from .randomness import RandomSource
 
 IntArray = npt.NDArray[np.int64]
 
 BLOCK_CELLS = 1 << 20
 """Cells noised and optimised per block: bounds the temporary memory to ~100 MB."""
-
-
-class LevelNoise:
-    """The noise of a level's cells ``0..cells-1``, drawn in one call (e.g. in a background
-    thread while the engine prepares the level) and gathered by cell id.
-
-    Values are those of ``dist.sample(source, ids)`` (counter-addressed noise), so using the
-    table changes nothing but the time; ids past the table are drawn on demand.
-    """
-
-    def __init__(self, dist: DiscreteGaussian, source: RandomSource, cells: int) -> None:
-        self.dist, self.source, self.cells = dist, source, int(cells)
-        self.sigma2 = dist.sigma2
-        self._table: IntArray | None = None
-        self._ready = threading.Event()
-
-    def fill(self) -> None:
-        """Draw the whole table (call once)."""
-        try:
-            self._table = self.dist.sample(self.source, np.arange(self.cells, dtype=np.uint64))
-        except Exception:  # sample() then draws directly (and raises in the caller's thread)
-            self._table = None
-        finally:
-            self._ready.set()
-
-    def sample(self, source: RandomSource, ids: np.ndarray) -> IntArray:
-        if source is self.source and ids.size:
-            self._ready.wait()
-            table = self._table
-            if table is not None and int(ids.max()) < self.cells:
-                return table[ids.astype(np.intp, copy=False)]
-        return self.dist.sample(source, ids)
 
 
 class LevelOutput(NamedTuple):
@@ -74,7 +42,7 @@ class LevelOutput(NamedTuple):
 def release_level(
     parent_ids: npt.ArrayLike,
     totals: npt.ArrayLike,
-    true_offsets: npt.ArrayLike,
+    true_rows: npt.ArrayLike,
     true_codes: npt.ArrayLike,
     true_counts: npt.ArrayLike,
     domain_size: int,
@@ -85,39 +53,32 @@ def release_level(
 ) -> LevelOutput:
     """Algorithm 1, lines 4-9, for a batch of parents of one level.
 
-    ``totals[p]`` is parent p's released count c; its true children are the sparse pairs
-    ``(true_codes, true_counts)[true_offsets[p]:true_offsets[p+1]]`` (codes in any order, zeros
+    ``totals[p]`` is parent p's released count c; its true children are the sparse triples
+    ``(true_rows, true_codes, true_counts)`` with ``true_rows == p`` (any order, zeros
     implied). Every child in the domain (``domain_size`` codes, or for a nested level the
     parent's ``allowed_codes`` row) gets N_Z(0, sigma2) noise (line 5), IntOpt against c (line
     6), and the children released > 0 are returned with their codes ascending (lines 7-9).
     """
     pid = np.asarray(parent_ids, dtype=np.int64)
     c = np.asarray(totals, dtype=np.int64)
-    t_off = np.asarray(true_offsets, dtype=np.int64)
+    t_rows = np.asarray(true_rows, dtype=np.int64)
     t_codes = np.asarray(true_codes, dtype=np.int64)
     t_counts = np.asarray(true_counts, dtype=np.int64)
     m = int(domain_size)
-    noise = sigma2 if isinstance(sigma2, DiscreteGaussian | LevelNoise) else None
-    noise = noise or DiscreteGaussian(sigma2)
+    noise = sigma2 if isinstance(sigma2, DiscreteGaussian) else DiscreteGaussian(sigma2)
     n_par = pid.shape[0]
     if n_par == 0:
         empty = np.zeros(0, np.int64)
         return LevelOutput(np.zeros(1, np.int64), empty, empty)
+    if not t_rows.shape == t_codes.shape == t_counts.shape or c.shape != pid.shape:
+        raise InternalError("release_level got arrays of mismatched lengths")
     if c.min() < 0 or (t_codes.size and (t_codes.min() < 0 or t_codes.max() >= m)):
         raise InternalError("release_level got a negative total or a child code outside 0..m-1")
+    if t_rows.size and (t_rows.min() < 0 or t_rows.max() >= n_par):
+        raise InternalError("release_level got a true child of no parent in the batch")
     if (int(pid.max()) + 1) * m > 1 << 64 or pid.min() < 0:
         # ids are ranks of released parents, so pid < #parents and pid * m + j fits 64 bits
         raise InternalError(f"cell ids overflow 64 bits (parent id {int(pid.max())} x {m})")
-    t_rows = np.repeat(np.arange(n_par), np.diff(t_off))
-    keys = t_rows * m + t_codes
-    if keys.size > 1 and not (np.diff(keys) > 0).all() and np.unique(keys).size != keys.size:
-        # a repeated (parent, code) pair would keep one count and drop the other: unbounded
-        # sensitivity for a caller that passes non-aggregated pairs
-        raise bad_argument(
-            "true_codes", "a child code repeated under one parent",
-            "must list each child of a parent at most once",
-            "aggregate the true counts by (parent, child) before calling release_level",
-        )
     if t_counts.size and t_counts.min() < 0:
         raise bad_argument("true_counts", int(t_counts.min()), "must be >= 0",
                            "pass the true (non-negative) child counts")
@@ -128,6 +89,16 @@ def release_level(
     return _ragged(pid, c, t_rows, t_codes, t_counts, m, noise, source, a_off, a_codes)
 
 
+def _repeated_child() -> InftdaError:
+    # a repeated (parent, code) pair would keep one count and drop the other: unbounded
+    # sensitivity for a caller that passes non-aggregated pairs
+    return bad_argument(
+        "true_codes", "a child code repeated under one parent",
+        "must list each child of a parent at most once",
+        "aggregate the true counts by (parent, child) before calling release_level",
+    )
+
+
 def _dense(
     pid: IntArray,
     c: IntArray,
@@ -135,29 +106,41 @@ def _dense(
     t_codes: IntArray,
     t_counts: IntArray,
     m: int,
-    noise: DiscreteGaussian | LevelNoise,
+    noise: DiscreteGaussian,
     source: RandomSource,
 ) -> LevelOutput:
-    rows_out: list[IntArray] = []
-    codes_out: list[IntArray] = []
-    counts_out: list[IntArray] = []
+    n_par = pid.shape[0]
     step = max(1, BLOCK_CELLS // max(m, 1))
-    bounds = np.searchsorted(t_rows, np.arange(0, pid.shape[0] + step, step))
+    if n_par * m >= PARALLEL_MIN:  # at least a block per thread
+        step = min(step, -(-n_par // workers()))
+    if n_par > step:  # several blocks: group the true children by block
+        blk = t_rows // step
+        # a stable sort of small integers is a radix sort: O(n)
+        order = np.argsort(blk.astype(np.uint16) if n_par // step < 1 << 16 else blk,
+                           kind="stable")
+        t_rows, t_codes, t_counts = t_rows[order], t_codes[order], t_counts[order]
+        bounds = np.searchsorted(t_rows, np.arange(0, n_par + step, step))
+    else:
+        bounds = np.array([0, t_rows.shape[0]])
     cells = np.arange(m, dtype=np.uint64)
-    for b, lo in enumerate(range(0, pid.shape[0], step)):
-        hi = min(lo + step, pid.shape[0])
+
+    def block(b: int) -> tuple[IntArray, IntArray, IntArray]:
+        lo = b * step
+        hi = min(lo + step, n_par)
         x = np.zeros((hi - lo, m), dtype=np.int64)  # densify: zero children are implied
         s, e = bounds[b], bounds[b + 1]
         x[t_rows[s:e] - lo, t_codes[s:e]] = t_counts[s:e]
+        if int(x.sum()) != int(t_counts[s:e].sum()):  # a pair repeated with a count > 0
+            raise _repeated_child()
         ids = (pid[lo:hi].astype(np.uint64)[:, None] * np.uint64(m) + cells).ravel()
         x += noise.sample(source, ids).reshape(x.shape)  # line 5
         y = intopt(x, c[lo:hi])  # line 6
         _check(y.sum(axis=1), c[lo:hi], y)
         r, j = np.nonzero(y > 0)  # lines 7-8, row-major: codes ascending per parent
-        rows_out.append(r + lo)
-        codes_out.append(j.astype(np.int64))
-        counts_out.append(y[r, j])
-    return _pack(pid.shape[0], rows_out, codes_out, counts_out)
+        return r + lo, j.astype(np.int64), y[r, j]
+
+    rows, codes, counts = zip(*map_blocks(block, range(len(bounds) - 1)), strict=True)
+    return _pack(n_par, list(rows), list(codes), list(counts))
 
 
 def _ragged(
@@ -167,7 +150,7 @@ def _ragged(
     t_codes: IntArray,
     t_counts: IntArray,
     m: int,
-    noise: DiscreteGaussian | LevelNoise,
+    noise: DiscreteGaussian,
     source: RandomSource,
     a_off: IntArray,
     a_codes: IntArray,
@@ -183,6 +166,8 @@ def _ragged(
     if t_key.size and (pos.max() >= a_key.shape[0] or (a_key[pos] != t_key).any()):
         raise InternalError("a true child of a nested level is not among the allowed children")
     values[pos] = t_counts
+    if int(values.sum()) != int(t_counts.sum()):  # a pair repeated with a count > 0
+        raise _repeated_child()
     ids = pid[a_rows].astype(np.uint64) * np.uint64(m) + a_codes.astype(np.uint64)
     values += noise.sample(source, ids)  # line 5
     y = intopt_ragged(values, a_off, c)  # line 6
@@ -217,57 +202,149 @@ def release_root(n: int, plan: BudgetPlan, source: RandomSource) -> int:
     return max(0, int(n) + int(z[0]))
 
 
+class Nodes(NamedTuple):
+    """The nodes released at one level, in lexicographic code order: row ``i`` has the codes
+    ``codes[i]`` (one column per level so far) and the released count ``counts[i]`` (> 0, the
+    root excepted). A node's row is its id: the address of its children's noise."""
+
+    codes: npt.NDArray[np.int32]
+    counts: IntArray
+    noised: int = 0  #: cells noised to release this level (every child of every parent)
+
+    @classmethod
+    def root(cls, count: int) -> Nodes:
+        return cls(np.zeros((1, 0), np.int32), np.array([count], np.int64))
+
+
+class Allowed(NamedTuple):
+    """A nested level's public children: ``codes[:, -1]`` may follow a parent whose codes at
+    the levels ``levels`` (0-based) are ``codes[:, :-1]`` (rows of a public domain table)."""
+
+    levels: tuple[int, ...]
+    codes: IntArray
+
+
+def release_children(
+    parents: Nodes,
+    true_codes: npt.ArrayLike,
+    true_counts: npt.ArrayLike,
+    sizes: list[int] | tuple[int, ...],
+    sigma2: object,
+    source: RandomSource,
+    allowed: Allowed | None = None,
+) -> Nodes:
+    """Algorithm 1, lines 3-9, for a whole level k = ``len(sizes)``.
+
+    ``true_codes`` (N, k) and ``true_counts`` are the true counts of the level's prefixes (the
+    non-zero ones suffice, in any order, each once); ``parents`` are the nodes released at
+    level k-1. Parents released 0 are pruned with their branch (line 3); the children of the
+    others are noised, optimised and kept when > 0 by :func:`release_level`, whose parent ids
+    are the parents' rows (with the zero-count parents left out).
+    """
+    k = len(sizes)
+    keep = parents.counts > 0
+    if not keep.all():
+        parents = Nodes(parents.codes[keep], parents.counts[keep])
+    codes = np.asarray(true_codes, dtype=np.int64).reshape(-1, k)
+    counts = np.asarray(true_counts, dtype=np.int64)
+    rows = _find_rows(parents.codes, codes[:, :-1], sizes[:-1])
+    found = rows >= 0  # true children of pruned parents are not noised
+    a_args: tuple[IntArray, IntArray] | tuple[()] = ()
+    noised = parents.counts.shape[0] * int(sizes[-1])
+    if allowed is not None:
+        a_args = _allowed_children(parents.codes, allowed, sizes)
+        noised = int(a_args[0][-1])
+    out = release_level(
+        np.arange(parents.counts.shape[0]), parents.counts, rows[found], codes[found, -1],
+        counts[found], int(sizes[-1]), sigma2, source, *a_args,
+    )
+    parent_rows = np.repeat(np.arange(parents.counts.shape[0]), np.diff(out.offsets))
+    child_codes = np.empty((parent_rows.shape[0], k), np.int32)
+    child_codes[:, :-1] = parents.codes[parent_rows]
+    child_codes[:, -1] = out.codes
+    return Nodes(child_codes, out.counts, noised)
+
+
+Sizes = list[int] | tuple[int, ...]
+
+
+def _keys(a: np.ndarray, b: np.ndarray, sizes: Sizes) -> tuple[IntArray, IntArray, int]:
+    """Order-preserving int64 keys of the rows of two code matrices with the same columns, and
+    their span: mixed radix over the domain sizes, re-ranked (jointly) before it would overflow."""
+    ka = np.zeros(a.shape[0], np.int64)
+    kb = np.zeros(b.shape[0], np.int64)
+    span = 1
+    for j, m in enumerate(sizes):
+        if span * int(m) >= 1 << 62:  # deep trees with big domains: rank the keys so far
+            u, inv = np.unique(np.concatenate([ka, kb]), return_inverse=True)
+            ka, kb, span = inv[: ka.shape[0]], inv[ka.shape[0] :], u.shape[0]
+        ka = ka * int(m) + a[:, j]
+        kb = kb * int(m) + b[:, j]
+        span *= int(m)
+    return ka, kb, span
+
+
+def _find_rows(sorted_codes: np.ndarray, codes: np.ndarray, sizes: Sizes) -> IntArray:
+    """Row of each row of ``codes`` in ``sorted_codes`` (distinct rows in lexicographic order),
+    -1 where absent."""
+    if sorted_codes.shape[0] == 0:
+        return np.full(codes.shape[0], -1, np.int64)
+    keys, wanted, span = _keys(sorted_codes, codes, sizes)
+    if span <= 8 * (keys.shape[0] + wanted.shape[0]) + 1024:  # a lookup table: O(n)
+        table = np.full(span, -1, np.int64)
+        table[keys] = np.arange(keys.shape[0])
+        return table[wanted]
+    rows = np.searchsorted(keys, wanted)
+    rows[rows == keys.shape[0]] = 0
+    return np.where(keys[rows] == wanted, rows, -1)
+
+
+def _allowed_children(parent_codes: np.ndarray, allowed: Allowed,
+                      sizes: Sizes) -> tuple[IntArray, IntArray]:
+    """(offsets, codes) of each parent's allowed children, codes ascending."""
+    lv = list(allowed.levels)
+    table = np.asarray(allowed.codes, dtype=np.int64).reshape(-1, len(lv) + 1)
+    key_sizes = [sizes[i] for i in lv]
+    t_keys, p_keys, _ = _keys(table[:, :-1], parent_codes[:, lv], key_sizes)
+    order = np.lexsort((table[:, -1], t_keys))
+    t_keys, children = t_keys[order], table[order, -1]
+    lo = np.searchsorted(t_keys, p_keys, side="left")
+    hi = np.searchsorted(t_keys, p_keys, side="right")
+    offsets = np.zeros(p_keys.shape[0] + 1, np.int64)
+    np.cumsum(hi - lo, out=offsets[1:])
+    # positions lo..hi-1 of every parent, concatenated
+    pos = np.arange(offsets[-1]) - np.repeat(offsets[:-1] - lo, hi - lo)
+    return offsets, children[pos]
+
+
 def release_tree(
     leaf_codes: npt.ArrayLike,
     leaf_counts: npt.ArrayLike,
     domain_sizes: list[int] | tuple[int, ...],
     plan: BudgetPlan,
     source: RandomSource,
+    allowed: dict[int, Allowed] | None = None,
 ) -> tuple[IntArray, IntArray]:
-    """The whole of Algorithm 1 in memory over a product domain: returns (codes (M, d), counts).
+    """The whole of Algorithm 1 in memory: returns the released leaves (codes (M, d), counts).
 
     ``leaf_codes`` (N, d) are the codes of the non-zero leaves (any order, no repeats) and
-    ``leaf_counts`` their true counts. The result lists the released leaves in code order and
-    equals the DuckDB release with the same source (same ids, same level keys).
+    ``leaf_counts`` their true counts; ``allowed[k]`` lists the public children of a nested
+    level k (0-based). The result lists the released leaves in code order and equals the
+    DuckDB release with the same source (same ids, same level keys).
     """
-    codes = np.asarray(leaf_codes, dtype=np.int64).reshape(-1, len(domain_sizes))
-    counts = np.asarray(leaf_counts, dtype=np.int64)
     d = len(domain_sizes)
-    order = np.lexsort(codes.T[::-1]) if codes.shape[0] else np.zeros(0, np.int64)
-    codes, counts = codes[order], counts[order]
-    rel_codes = np.zeros((1, 0), dtype=np.int64)  # level 0: the root
+    codes = np.asarray(leaf_codes, dtype=np.int64).reshape(-1, d)
+    counts = np.asarray(leaf_counts, dtype=np.int64)
     root = release_root(int(counts.sum()), plan, source)
-    rel_n = np.array([root], dtype=np.int64)
+    nodes = Nodes.root(root)
     for k in range(1, d + 1):
-        keep = rel_n > 0  # parents released 0 are pruned with their branch
-        rel_codes, rel_n = rel_codes[keep], rel_n[keep]
-        # true children of each released parent at level k (prefix counts from the leaves)
+        # true counts of the level's prefixes (what the SQL gets from its GROUP BY queries)
         pref, inv = np.unique(codes[:, :k], axis=0, return_inverse=True)
-        pref_n = np.bincount(inv.ravel(), weights=counts, minlength=pref.shape[0]).astype(np.int64)
-        m = int(domain_sizes[k - 1])
-        # ranks of the parents' prefixes in lexicographic order (no overflow on deep trees)
-        _, rank = np.unique(np.vstack([rel_codes, pref[:, : k - 1]]), axis=0, return_inverse=True)
-        rank = rank.ravel()
-        par_key, child_par = rank[: rel_n.shape[0]], rank[rel_n.shape[0] :]
-        row = np.searchsorted(par_key, child_par)
-        found = row < par_key.shape[0]
-        found[found] = par_key[row[found]] == child_par[found]
-        row, pref, pref_n = row[found], pref[found], pref_n[found]
-        t_off = np.zeros(rel_n.shape[0] + 1, np.int64)
-        np.cumsum(np.bincount(row, minlength=rel_n.shape[0]), out=t_off[1:])
-        out = release_level(
-            np.arange(rel_n.shape[0]),
-            rel_n,
-            t_off,
-            pref[:, k - 1],
-            pref_n,
-            m,
-            plan.level_sigma2[k - 1],
-            source.derive(k),
+        pref_n = np.bincount(inv.ravel(), weights=counts, minlength=pref.shape[0])
+        nodes = release_children(
+            nodes, pref, pref_n.astype(np.int64), list(domain_sizes[:k]),
+            plan.level_sigma2[k - 1], source.derive(k), (allowed or {}).get(k - 1),
         )
-        parent_rows = np.repeat(np.arange(rel_n.shape[0]), np.diff(out.offsets))
-        rel_codes = np.column_stack([rel_codes[parent_rows], out.codes])
-        rel_n = out.counts
-        if int(rel_n.sum()) != root:
-            raise InternalError(f"level {k} released {int(rel_n.sum())} records, not {root}")
-    return rel_codes, rel_n
+        if int(nodes.counts.sum()) != root:
+            raise InternalError(f"level {k} released {int(nodes.counts.sum())} records, not {root}")
+    return nodes.codes.astype(np.int64), nodes.counts

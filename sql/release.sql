@@ -86,13 +86,6 @@ nest$t AS MATERIALIZED (
 -- @nest_ok
 nestok$t AS (SELECT DISTINCT $nest_keys, true AS ok FROM nest$t WHERE NOT defect)
 
--- @allowed
--- allowed children of level $i under the prefix of domain table $t's earlier columns
-allowed$i AS MATERIALIZED (
-    SELECT $parent_keys, list(k$i ORDER BY k$i)::INTEGER[] AS allowed
-    FROM (SELECT DISTINCT $parent_keys, k$i FROM nest$t WHERE NOT defect) GROUP BY ALL
-)
-
 -- @leaf_coded
 -- raw leaves joined to their domains: NULL code = NULL or undeclared value
 leaf_coded AS MATERIALIZED (
@@ -160,45 +153,30 @@ leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 -- true counts of the $i-prefixes, from the (i+1)-prefixes (each level aggregates the one below)
 pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM $below GROUP BY ALL)
 
--- @level_first
--- level 1 (Algorithm 1, lines 4-9): the root's children
-kids1 AS (SELECT list({'c': k1, 'n': n}) AS kids FROM $pre),
-out1 AS (
-    SELECT unnest($level(b.b.rid, 1, 0::BIGINT, b.b.root, kids1.kids, $allowed)) AS u
-    FROM inftda_b AS b CROSS JOIN kids1 $allowed_join
-),
-rel1 AS MATERIALIZED (SELECT 0::BIGINT AS ppid, u.code AS k1, u.n AS n FROM out1)
-
 -- @level
--- level $i (Algorithm 1, lines 4-9): released parents (ids = rank in code order, i.e. in the
--- order of (parent's id, code)), their sparse true children as (code, count) pairs, noise on
--- every child of the domain, IntOpt, children released > 0
-kids$i AS (
-    SELECT $pcodes, list({'c': k$i, 'n': n}) AS kids FROM $pre GROUP BY ALL
-),
-par$i AS (
-    SELECT $pcodes, n, (row_number() OVER (ORDER BY ppid, k$prev) - 1)::BIGINT AS pid FROM rel$prev
-),
-out$i AS (
-    SELECT $pcodes_p, p.pid, unnest($level(b.b.rid, $i, p.pid, p.n, c.kids, $allowed)) AS u
-    FROM par$i AS p CROSS JOIN inftda_b AS b LEFT JOIN kids$i AS c ON $kids_on $allowed_join
-),
-rel$i AS MATERIALIZED (SELECT $pcodes, pid AS ppid, u.code AS k$i, u.n AS n FROM out$i)
+-- level $i (Algorithm 1, lines 3-9) in one UDF call: the true counts of the level's prefixes as
+-- one list (the released parents are the previous level's result, kept in the release state);
+-- every child of every released parent is noised, IntOpt, children released > 0 are kept
+rel$i AS MATERIALIZED (
+    SELECT $level(b.b.rid, $i, (SELECT list({'k': [$codes], 'n': n}) FROM $pre), $allowed, $after) AS r
+    FROM inftda_b AS b
+)
+
+-- @allowed
+(SELECT list({'k': [$keys, k$i], 'n': 0}) FROM (SELECT DISTINCT $keys, k$i FROM nest$t WHERE NOT defect))
 
 -- @end
--- invariant: every level releases exactly the root's total (then the release state is dropped)
-inftda_e AS MATERIALIZED (SELECT $end(b.b.rid, [$level_sums]) AS ok FROM inftda_b AS b)
+-- the released leaves as one row of lists (each level's total was checked against the root)
+inftda_e AS MATERIALIZED (SELECT $end(b.b.rid, (SELECT r FROM rel$d)) AS e FROM inftda_b AS b),
+-- each column's public values in code order: decoding is a list lookup
+inftda_dl AS MATERIALIZED (SELECT $lists),
+inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)
 
 -- @final_counts
--- decode to the columns' own values and types; (parent id, code) order = code order
-SELECT $decoded, r.n AS "count"
-FROM rel$d AS r $decode_joins CROSS JOIN inftda_e AS e
-WHERE e.ok
-ORDER BY r.ppid, r.k$d
+-- decode to the columns' own values and types, in code order
+SELECT $decoded, r.n AS "count" FROM inftda_r AS r CROSS JOIN inftda_dl AS dl
 
 -- @final_rows
 SELECT $decoded_names FROM (
-    SELECT $decoded, r.ppid AS inftda_p, r.k$d AS inftda_k, unnest(range(r.n)) AS inftda_i
-    FROM rel$d AS r $decode_joins CROSS JOIN inftda_e AS e
-    WHERE e.ok
-) ORDER BY inftda_p, inftda_k
+    SELECT $decoded, unnest(range(r.n)) AS inftda_i FROM inftda_r AS r CROSS JOIN inftda_dl AS dl
+)

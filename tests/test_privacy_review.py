@@ -19,7 +19,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from inftda_duckdb import extension
+from inftda_duckdb import topdown
 from inftda_duckdb.accounting import (
     epsilon_from_rho,
     error_bound,
@@ -42,13 +42,13 @@ COUNTIES = sorted({c for cs in GEO.values() for c in cs})
 
 
 class Recorder:
-    """Wraps DiscreteGaussian.sample and extension.release_level to see every noise draw."""
+    """Wraps DiscreteGaussian.sample and topdown.release_level to see every noise draw."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.samples: list[tuple[bytes, bool, Fraction, np.ndarray]] = []
         self.levels: list[dict[str, Any]] = []
         original_sample = DiscreteGaussian.sample
-        original_level = extension.release_level
+        original_level = topdown.release_level
 
         def sample(dist: DiscreteGaussian, source: RandomSource, ids: np.ndarray) -> np.ndarray:
             ids_arr = np.asarray(ids).astype(np.uint64)
@@ -75,7 +75,7 @@ class Recorder:
             return out
 
         monkeypatch.setattr(DiscreteGaussian, "sample", sample)
-        monkeypatch.setattr(extension, "release_level", level)
+        monkeypatch.setattr(topdown, "release_level", level)
 
 
 @pytest.fixture
@@ -401,9 +401,9 @@ def test_finding4_a_budget_too_small_to_sample_is_refused_before_charging(geo_co
 def test_finding5_release_level_refuses_duplicate_child_codes() -> None:
     src = RandomSource.from_seed(3)
     with pytest.raises(InputError, match="must list each child of a parent at most once"):
-        release_level([0], [100], [0, 2], [0, 0], [50, 30], 2, "1/1000", src.derive(1))
+        release_level([0], [100], [0, 0], [0, 0], [50, 30], 2, "1/1000", src.derive(1))
     with pytest.raises(InputError, match="true_counts"):
-        release_level([0], [100], [0, 1], [0], [-5], 2, "1/1000", src.derive(1))
+        release_level([0], [100], [0], [0], [-5], 2, "1/1000", src.derive(1))
     # unsorted but distinct codes are fine
-    out = release_level([0], [100], [0, 2], [1, 0], [30, 70], 2, "1/1000", src.derive(1))
+    out = release_level([0], [100], [0, 0], [1, 0], [30, 70], 2, "1/1000", src.derive(1))
     assert out.counts.sum() == 100

@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from inftda_duckdb import extension
@@ -17,8 +18,9 @@ from inftda_duckdb.connections import registered
 from inftda_duckdb.errors import BudgetExceededError, InputError, InternalError
 from inftda_duckdb.extension import load, preview, release
 from inftda_duckdb.ledger import set_budget
+from inftda_duckdb.noise import DiscreteGaussian
 from inftda_duckdb.randomness import RandomSource
-from inftda_duckdb.topdown import release_tree
+from inftda_duckdb.topdown import Nodes, release_tree
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
 
@@ -488,16 +490,25 @@ def test_macro_parameters_match_the_python_options(con):
 def test_internal_udfs_refuse_junk_and_end_checks_totals(con):
     n = registered(con, "release")
     with pytest.raises(duckdb.Error, match="unknown or expired release id"):
-        con.execute(
-            f"SELECT inftda_level_{n}('nope', 1, 0, 5, NULL, NULL)"
-        ).fetchall()
+        con.execute(f"SELECT inftda_level_{n}('nope', 1, NULL, NULL, 0)").fetchall()
     with pytest.raises(duckdb.Error, match="unknown or expired release id"):
-        con.execute(f"SELECT inftda_end_{n}('nope', [1])").fetchall()
+        con.execute(f"SELECT inftda_end_{n}('nope', 1)").fetchall()
+    # levels run in order, each releases the root's total, and a release ends after its last
     source = RandomSource.from_seed(1)
-    extension._RELEASES["r"] = extension._Release(source, [], 10)
-    with pytest.raises(InternalError, match=r"level totals \[10, 9\] differ from the root 10"):
-        extension._end("r", [10, 9])
+    level = (source.derive(1), DiscreteGaussian(1), 3, None)
+    kids = pa.array([[{"k": [0], "n": 10}]], type=pa.list_(
+        pa.struct([("k", pa.list_(pa.int32())), ("n", pa.int64())])))
+    rid = pa.array(["r"])
+    extension._RELEASES["r"] = extension._Release([level, level], 10, Nodes.root(10))
+    with pytest.raises(InternalError, match="level 2 ran after level 0"):
+        extension._level(rid, pa.array([2]), kids, None, None)
+    with pytest.raises(InternalError, match="ended after 0 of 2 levels"):
+        extension._end(rid, None)
     assert "r" not in extension._RELEASES
+    extension._RELEASES["r"] = extension._Release([level], 9, Nodes.root(10))
+    with pytest.raises(InternalError, match="level 1 released 10 records, not the root's 9"):
+        extension._level(rid, pa.array([1]), kids, None, None)
+    extension._RELEASES.pop("r")
 
 
 def test_concurrent_releases_on_cursors(trips):
@@ -628,17 +639,27 @@ def test_sql_not_private_release_says_so_once(trips, caplog, recwarn):
     assert not [r for r in caplog.records if r.name == "inftda_duckdb"]
 
 
-def test_level_noise_table_equals_direct_draws():
-    # the precomputed table is only a faster route to the same counter-addressed values
+def test_splitting_work_across_threads_changes_nothing(monkeypatch):
+    # noise is addressed by cell id and IntOpt works row by row: the thread count (and so the
+    # blocks a level is cut into) only changes the time
+    from inftda_duckdb import noise, parallel, topdown
     from inftda_duckdb.noise import DiscreteGaussian
-    from inftda_duckdb.topdown import LevelNoise
 
     src = RandomSource.from_seed(9).derive(4)
-    dist = DiscreteGaussian(3)
-    table = LevelNoise(dist, src, 1000)
-    table.fill()
-    ids = np.array([0, 999, 5, 5, 1000, 123456], dtype=np.uint64)  # the last two: past the table
-    assert table.sample(src, ids).tolist() == dist.sample(src, ids).tolist()
-    other = RandomSource.from_seed(10).derive(4)  # another source is never served from the table
-    assert table.sample(other, ids[:3]).tolist() == dist.sample(other, ids[:3]).tolist()
-    assert table.sample(src, ids[:3]).tolist() != dist.sample(other, ids[:3]).tolist()
+    ids = np.arange(200_000, dtype=np.uint64)
+    rng = np.random.default_rng(3)
+    truth = rng.integers(0, 4, size=(20_000, 7))
+    rows, codes = np.nonzero(truth)
+    args = (np.arange(20_000), truth.sum(1), rows, codes, truth[rows, codes], 7, 3, src)
+    results = []
+    for w in (1, 2, 5):
+        for mod in (noise, parallel, topdown):
+            monkeypatch.setattr(mod, "workers", lambda w=w: w)
+        out = topdown.release_level(*args)
+        results.append((DiscreteGaussian(3).sample(src, ids), out.offsets, out.codes, out.counts))
+    for other in results[1:]:
+        for a, b in zip(results[0], other, strict=True):
+            assert np.array_equal(a, b)
+    assert not np.array_equal(results[0][0], DiscreteGaussian(3).sample(src.derive(1), ids))
+
+
