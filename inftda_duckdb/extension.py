@@ -173,14 +173,18 @@ def _one(rid: Any, k: Any | None = None) -> tuple[_Release, int]:
     return state, 0 if k is None else int(_plain(k)[0].as_py())
 
 
-def _prefixes(arr: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """(codes (N, width), counts) of a one-row LIST(STRUCT(k INTEGER[], n BIGINT)); NULL: none."""
-    pairs = _plain(arr).flatten()
-    codes = pairs.field("k").flatten().to_numpy(zero_copy_only=False)
-    counts = pairs.field("n").to_numpy(zero_copy_only=False)
-    if codes.shape[0] != width * counts.shape[0]:
+def _prefixes(arr: Any, width: int) -> np.ndarray:
+    """(N, width) codes of a STRUCT(k INTEGER[], n BIGINT[]) row: ``k`` holds the codes column
+    after column (NULL: none)."""
+    k = _plain(arr).field("k")
+    codes = k.flatten().to_numpy(zero_copy_only=False)
+    if codes.shape[0] % max(width, 1):
         raise InternalError("a level got prefixes of the wrong length")
-    return codes.reshape(-1, width), counts
+    return codes.reshape(width, -1).T
+
+
+def _counts(arr: Any) -> np.ndarray:
+    return _plain(arr).field("n").flatten().to_numpy(zero_copy_only=False)
 
 
 def _level(rid: Any, k: Any, kids: Any, allowed: Any, after: Any) -> pa.Array:
@@ -199,8 +203,10 @@ def _level_step(state: _Release, level: int, kids: Any, allowed: Any) -> pa.Arra
     if state.done != level - 1:
         raise InternalError(f"level {level} ran after level {state.done}")
     lsource, dist, _, nest = state.levels[level - 1]
-    codes, counts = _prefixes(kids, level)
-    rule = None if nest is None else Allowed(nest, _prefixes(allowed, len(nest) + 1)[0])
+    codes, counts = _prefixes(kids, level), _counts(kids)
+    if codes.shape[0] != counts.shape[0]:
+        raise InternalError("a level got different numbers of prefixes and counts")
+    rule = None if nest is None else Allowed(nest, _prefixes(allowed, len(nest) + 1))
     sizes = [size for _, _, size, _ in state.levels[:level]]
     parents = int((state.nodes.counts > 0).sum())
     nodes = release_children(state.nodes, codes, counts, sizes, dist, lsource, rule)
@@ -215,7 +221,9 @@ def _level_step(state: _Release, level: int, kids: Any, allowed: Any) -> pa.Arra
 
 
 def _plain(arr: Any) -> Any:
-    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    if isinstance(arr, pa.ChunkedArray):
+        return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+    return arr
 
 
 def _end(rid: Any, after: Any) -> pa.Array:
@@ -388,7 +396,7 @@ def _register(con: Any, n: int) -> None:
         "STRUCT(rid VARCHAR, root BIGINT)",
         side_effects=True,
     )
-    prefixes = "STRUCT(k INTEGER[], n BIGINT)[]"
+    prefixes = "STRUCT(k INTEGER[], n BIGINT[])"
     fn(names.level, _level, ["VARCHAR", "INTEGER", prefixes, prefixes, "BIGINT"], "BIGINT",
        type="arrow", side_effects=True, null_handling="special")
     fn(names.end, _end, ["VARCHAR", "BIGINT"], "STRUCT(k INTEGER[][], n BIGINT[])",

@@ -184,6 +184,12 @@ def _nest_checks(plan: DomainPlan, data: bool) -> str:
     return ",\n".join(items)
 
 
+def _lists(columns: list[str]) -> str:
+    """One INTEGER list of the columns' values, column after column. Built by one aggregate
+    with the counts' list, so every list follows the same row order."""
+    return " || ".join(f"list({c})" for c in columns)
+
+
 def render_release(
     request: ReleaseRequest,
     plan: DomainPlan,
@@ -241,14 +247,14 @@ def render_release(
         nested = plan.nested_parent(i - 1)
         allowed = "NULL"
         if nested is not None:
-            keys = ", ".join(f"k{k + 1}" for k in nested[1])
-            allowed = _f("allowed", i=i, t=nested[0] + 1, keys=keys)
+            keys = [f"k{k + 1}" for k in (*nested[1], i - 1)]
+            allowed = _f("allowed", t=nested[0] + 1, keys=", ".join(keys), klists=_lists(keys))
         ctes.append(
             _f(
                 "level",
                 i=i,
                 level=names.level,
-                codes=", ".join(f"k{j}" for j in range(1, i + 1)),
+                lists=_f("prefix_lists", klists=_lists([f"k{j}" for j in range(1, i + 1)])),
                 pre="leaf" if i == d else f"pre{i}",
                 allowed=allowed,
                 after="0::BIGINT" if i == 1 else f"(SELECT r FROM rel{i - 1})",

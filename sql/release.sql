@@ -155,15 +155,18 @@ pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM $below GROUP BY ALL)
 
 -- @level
 -- level $i (Algorithm 1, lines 3-9) in one UDF call: the true counts of the level's prefixes as
--- one list (the released parents are the previous level's result, kept in the release state);
--- every child of every released parent is noised, IntOpt, children released > 0 are kept
+-- column lists (the released parents are the previous level's result, kept in the release
+-- state); every child of every released parent is noised, IntOpt, children released > 0 kept
 rel$i AS MATERIALIZED (
-    SELECT $level(b.b.rid, $i, (SELECT list({'k': [$codes], 'n': n}) FROM $pre), $allowed, $after) AS r
+    SELECT $level(b.b.rid, $i, (SELECT $lists FROM $pre), $allowed, $after) AS r
     FROM inftda_b AS b
 )
 
+-- @prefix_lists
+{'k': $klists, 'n': list(n)}
+
 -- @allowed
-(SELECT list({'k': [$keys, k$i], 'n': 0}) FROM (SELECT DISTINCT $keys, k$i FROM nest$t WHERE NOT defect))
+(SELECT {'k': $klists, 'n': []::BIGINT[]} FROM (SELECT DISTINCT $keys FROM nest$t WHERE NOT defect))
 
 -- @end
 -- the released leaves as one row of lists (each level's total was checked against the root)
