@@ -220,7 +220,10 @@ def render_release(
         [f"k{i} IS NOT NULL" for i in range(1, d + 1)]
         + [f"nok{t} IS NOT NULL" for t in range(1, len(plan.nestings) + 1)]
     )
-    stats = ",\n    ".join(_f("datastat", i=i) for i in range(1, d + 1))
+    # an ENUM column's values all have a code: only NULLs can be missing
+    stats = ",\n    ".join(
+        _f("datastat_enum" if i in enum else "datastat", i=i) for i in range(1, d + 1)
+    )
     if request.privacy_unit is not None:
         stats += ",\n    coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit"
     totals = "'stats': (SELECT s FROM datastats AS s),"

@@ -124,10 +124,14 @@ datastats AS MATERIALIZED (
     FROM leaf_coded
 )
 
+-- @datastat_enum
+coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
+    0::BIGINT AS unknown$i, []::VARCHAR[] AS examples$i
+
 -- @datastat
 coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
     coalesce(sum(n) FILTER (r$i IS NOT NULL AND k$i IS NULL), 0)::BIGINT AS unknown$i,
-    list_sort(list_distinct(list(r$i::VARCHAR) FILTER (r$i IS NOT NULL AND k$i IS NULL)))[1:5]
+    list_sort(list_distinct(list(r$i) FILTER (r$i IS NOT NULL AND k$i IS NULL)))[1:5]::VARCHAR[]
         AS examples$i
 
 -- @nest_check
