@@ -76,7 +76,8 @@ def _ctes_public(request: ReleaseRequest, plan: DomainPlan) -> list[str]:
         if dom.kind == "list":
             ctes.append(_f("dom_list", i=i, labels=_labels(dom.labels)))
         elif dom.kind == "enum":
-            ctes.append(_f("dom_enum", i=i, name=f"dom{i}_l"))
+            fragment = "dom_known_enum" if dom.known_enum else "dom_enum"
+            ctes.append(_f(fragment, i=i, name=f"dom{i}_l"))
         elif dom.kind == "table":
             table = quote_qualified(plan.nestings[dom.table].table)
             ctes.append(_f("dom_enum", i=i, name=f"dom{i}_e"))
@@ -157,7 +158,10 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
 
 
 def _column_checks(plan: DomainPlan) -> str:
-    return ",\n".join(_f("column_check", i=i) for i in range(1, len(plan.columns) + 1))
+    return ",\n".join(
+        _f("column_check_enum" if c.known_enum and c.kind == "enum" else "column_check", i=i)
+        for i, c in enumerate(plan.columns, 1)
+    )
 
 
 def _nest_checks(plan: DomainPlan, data: bool) -> str:

@@ -55,6 +55,14 @@ $name AS MATERIALIZED (
     ) AS l CROSS JOIN typed AS t
 )
 
+-- @dom_known_enum
+-- ENUM labels of level $i (the catalog showed an ENUM when the statement was generated)
+$name AS MATERIALIZED (
+    SELECT l.label, (l.i - 1)::INTEGER AS code, try(cast_to_type(l.label, t.v$i)) AS v
+    FROM (SELECT unnest(enum_range(v$i)) AS label, generate_subscripts(enum_range(v$i), 1) AS i
+          FROM typed) AS l CROSS JOIN typed AS t
+)
+
 -- @dom_table
 -- level $i's domain from a public domain table: the ENUM labels if the column is an ENUM (the
 -- table then only nests), else the distinct values of the table's column, sorted
@@ -114,6 +122,11 @@ checks AS (SELECT to_json({$totals
          'bad_examples': (list(d.label) FILTER (d.v IS NULL))[1:5],
          'dups': count(d.v) - count(DISTINCT d.v)}
  FROM typed AS t LEFT JOIN dom${i}_l AS d ON true)
+
+-- @column_check_enum
+-- level $i's ENUM labels: valid and distinct by construction
+(SELECT {'type': typeof(v$i), 'size': len(enum_range(v$i)), 'bad': 0,
+         'bad_examples': []::VARCHAR[], 'dups': 0} FROM typed)
 
 -- @datastats
 -- one pass over the coded leaves: rows, rows kept, and per column NULLs and undeclared values
