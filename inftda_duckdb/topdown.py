@@ -1,13 +1,17 @@
-"""InfTDA's top-down loop (paper, Algorithm 1, left column) over batches of parents.
+"""InfTDA's top-down loop (paper, Algorithm 1, left column), one whole level at a time.
 
-Engine-agnostic: numpy only (no DuckDB). :func:`release_level` runs lines 4-9 for a batch of
-released parents of one level; the DuckDB extension calls it from an Arrow UDF on each batch,
-and :func:`release_tree` runs the whole algorithm in memory (the reference the SQL release must
-reproduce exactly under a seed, and a release for other engines).
+Engine-agnostic: numpy only (no DuckDB). :func:`release_children` runs lines 3-9 for a level:
+it matches the true counts of the level's prefixes (any order, zeros implied) to the nodes
+released at the level above and calls :func:`release_level`, which noises every child of every
+parent, runs IntOpt and keeps the children released > 0, in blocks of about ``BLOCK_CELLS`` cells
+(bounded memory; blocks run on a thread per core). The DuckDB extension calls it once per level
+with the prefix counts of DuckDB's GROUP BY queries; :func:`release_tree` runs the whole
+algorithm from the leaves in memory (the reference the SQL release must reproduce exactly under a
+seed, and a release for other engines).
 
 Noise is addressed, not streamed: the child with code ``j`` of the parent with id ``p`` at a
 level with ``m`` children per parent has cell id ``p * m + j``, and level ``k`` draws from
-``source.derive(k)``. A release therefore gives the same result on any batching of parents.
+``source.derive(k)``. A release therefore gives the same result on any split into blocks.
 Parent ids are ranks of the parents in lexicographic code order within their level.
 """
 

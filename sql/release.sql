@@ -6,9 +6,10 @@
 -- k1..kd, each column's public domain, the release spec (JSON, including the budget) and the
 -- per-connection UDF names.
 -- Cost: ONE scan of the source (the leaf-level GROUP BY; a privacy unit adds a window over it),
--- then work proportional to the number of distinct leaves plus the noised cells (every child of
--- every released parent). Privacy: each execution is a NEW release with fresh noise and is
--- charged to the ledger by inftda_begin (once per execution, before any noise is drawn).
+-- then GROUP BY queries over the distinct leaves for the prefix counts and one UDF call per level
+-- (work proportional to the level's prefixes plus its noised cells: every child of every released
+-- parent). Privacy: each execution is a NEW release with fresh noise and is charged to the ledger
+-- by inftda_begin (once per execution, before any noise is drawn).
 
 -- @typed
 -- one row of typed NULLs, one per hierarchy column: gives cast_to_type() and typeof() the
