@@ -146,3 +146,26 @@ def test_release_tree_add_remove_and_empty():
     empty = release_tree(np.zeros((0, 2)), np.zeros(0), [3, 3], plan_budget(2, rho=1),
                          RandomSource.from_seed(1))
     assert empty[0].shape == (0, 2) and empty[1].shape == (0,)
+
+
+@pytest.mark.parametrize("sizes", [[3, 4, 5], [10**7] * 5, [2**40, 3, 2**40]])
+def test_parents_found_by_codes_even_past_int64(sizes):
+    # mixed-radix keys, re-ranked before they would overflow (products up to 1e35 here)
+    rng = np.random.default_rng(7)
+    pool = np.column_stack([rng.integers(0, min(s, 6), 400) for s in sizes])
+    parents = np.unique(pool, axis=0)  # distinct, lexicographic
+    wanted = np.vstack([parents[rng.integers(0, len(parents), 300)],
+                        np.column_stack([rng.integers(0, min(s, 6), 50) for s in sizes])])
+    rows = topdown._find_rows(parents, wanted, sizes)
+    index = {tuple(r): i for i, r in enumerate(parents.tolist())}
+    assert rows.tolist() == [index.get(tuple(r), -1) for r in wanted.tolist()]
+    assert (rows == -1).any() and (rows >= 0).any()
+
+
+def test_allowed_children_follow_the_domain_table():
+    # parents (a, b); children c allowed under a only (a nested level keyed by level 0)
+    table = np.array([[0, 4], [1, 2], [0, 1], [2, 0], [1, 3], [0, 2]])
+    parents = np.array([[0, 0], [0, 5], [1, 1], [2, 9]], dtype=np.int32)
+    offsets, codes = topdown._allowed_children(parents, topdown.Allowed((0,), table), [3, 10, 5])
+    got = [codes[offsets[i]:offsets[i + 1]].tolist() for i in range(4)]
+    assert got == [[1, 2, 4], [1, 2, 4], [2, 3], [0]]
