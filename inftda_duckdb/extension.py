@@ -164,13 +164,14 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
     return {"rid": rid, "root": root}
 
 
-def _one(rid: Any, k: Any | None = None) -> tuple[_Release, int]:
-    """The release (and level) a one-row UDF call belongs to."""
+def _one(rid: Any, k: Any | None = None, *, drop: bool = False) -> tuple[_Release, int]:
+    """The release (and level) a one-row UDF call belongs to; ``drop`` forgets the release."""
     rid = _plain(rid)
     if len(rid) != 1:
         raise InternalError(f"a release step got {len(rid)} rows, not one")
     with _LOCK:
-        state = _RELEASES.get(str(rid[0].as_py()))
+        key = str(rid[0].as_py())
+        state = _RELEASES.pop(key, None) if drop else _RELEASES.get(key)
     if state is None:
         raise InternalError("unknown or expired release id (more than 64 releases at once?)")
     return state, 0 if k is None else int(_plain(k)[0].as_py())
@@ -231,9 +232,7 @@ def _plain(arr: Any) -> Any:
 
 def _end(rid: Any, after: Any) -> pa.Array:
     """The released leaves, as one row of column lists; drops the release state."""
-    state, _ = _one(rid)
-    with _LOCK:
-        _RELEASES.pop(str(_plain(rid)[0].as_py()), None)
+    state, _ = _one(rid, drop=True)
     if state.done != len(state.levels):
         err = InternalError(f"the release ended after {state.done} of {len(state.levels)} levels")
         _keep_error(state.token, err)
