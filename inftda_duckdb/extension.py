@@ -62,7 +62,6 @@ class NotPrivateWarning(UserWarning):
     """A release that is not private: seeded noise, or domains read from the private data."""
 
 _LOCK = threading.RLock()
-_LEAVES = pa.struct([("k", pa.list_(pa.list_(pa.int32()))), ("n", pa.list_(pa.int64()))])
 
 
 @dataclass
@@ -239,15 +238,14 @@ def _end(rid: Any, after: Any) -> pa.Array:
         raise err
     codes, counts = state.nodes.codes, state.nodes.counts
     d, m = codes.shape[1], codes.shape[0]
-    columns = pa.ListArray.from_arrays(
-        pa.array(np.arange(d + 1, dtype=np.int32) * m), pa.array(codes.T.ravel())
+    # 64-bit offsets: d x m codes in one list may pass 2**31 (DuckDB reads them as LIST)
+    lists = pa.LargeListArray.from_arrays
+    columns = lists(pa.array(np.arange(d + 1, dtype=np.int64) * m), pa.array(codes.T.ravel()))
+    return pa.StructArray.from_arrays(
+        [lists(pa.array(np.array([0, d], np.int64)), columns),
+         lists(pa.array(np.array([0, m], np.int64)), pa.array(counts))],
+        names=["k", "n"],
     )
-    leaves = pa.StructArray.from_arrays(
-        [pa.ListArray.from_arrays(pa.array(np.array([0, d], np.int32)), columns),
-         pa.ListArray.from_arrays(pa.array(np.array([0, m], np.int32)), pa.array(counts))],
-        fields=list(_LEAVES),
-    )
-    return leaves
 
 
 def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
