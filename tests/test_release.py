@@ -516,6 +516,12 @@ def test_internal_udfs_refuse_junk_and_end_checks_totals(con):
     extension._RELEASES["r"] = extension._Release([level], 9, Nodes.root(10))
     with pytest.raises(InternalError, match="level 1 released 10 records, not the root's 9"):
         extension._level(rid, pa.array([1]), kids, None, None)
+    bad = pa.array([{"k": [0, 1], "n": [10]}], type=kids.type)  # two codes, one count
+    with pytest.raises(InternalError, match="different numbers of prefixes and counts"):
+        extension._level(rid, pa.array([1]), bad, None, None)
+    odd = pa.array([{"k": [0, 1, 2], "n": [1]}], type=kids.type)  # 3 codes for 2 columns
+    with pytest.raises(InternalError, match="prefixes of the wrong length"):
+        extension._prefixes(odd, 2)
     extension._RELEASES.pop("r")
 
 

@@ -103,6 +103,8 @@ def test_internal_errors():
         release_level([0, 1], [3, 0], [0], [1], [3], 5, 1, src, [0, 1, 1], [1])
     with pytest.raises(InternalError, match="no parent"):
         release_level([0], [3], [1], [1], [3], 5, 1, src)
+    with pytest.raises(InternalError, match="mismatched lengths"):
+        release_level([0], [3], [0, 0], [1], [3], 5, 1, src)
 
 
 def test_zero_children_get_noise():
