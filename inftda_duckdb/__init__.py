@@ -17,7 +17,6 @@ Map of the package (the folder listing reads like the algorithm):
 - ``intopt``       the paper's IntOpt over a whole level (dense and ragged)
 - ``accounting``   rho / (epsilon, delta), the per-level split, sensitivity, Theorem 1 bound
 - ``topdown``      Algorithm 1 a level at a time (numpy only: any engine can drive it)
-- ``parallel``     blocks of numpy work on a thread per core
 - ``request``      every release argument parsed and validated in one place
 - ``domain``       public domains: ENUM labels, explicit lists, nested domain tables
 - ``identifiers``  quoting of table and column names

@@ -177,13 +177,13 @@ def _one(rid: Any, k: Any | None = None, *, drop: bool = False) -> tuple[_Releas
 
 
 def _prefixes(arr: Any, width: int) -> np.ndarray:
-    """(N, width) codes of a STRUCT(k INTEGER[], n BIGINT[]) row: ``k`` holds the codes column
-    after column (NULL: none)."""
+    """(width, N) codes of a STRUCT(k INTEGER[], n BIGINT[]) row: ``k`` holds the codes column
+    after column (NULL: none), so each level's codes are one contiguous row."""
     k = _plain(arr).field("k")
     codes = k.flatten().to_numpy(zero_copy_only=False)
     if codes.shape[0] % max(width, 1):
         raise InternalError("a level got prefixes of the wrong length")
-    return codes.reshape(width, -1).T
+    return codes.reshape(width, -1)
 
 
 def _counts(arr: Any) -> np.ndarray:
@@ -207,7 +207,7 @@ def _level_step(state: _Release, level: int, kids: Any, allowed: Any) -> pa.Arra
         raise InternalError(f"level {level} ran after level {state.done}")
     lsource, dist, _, nest = state.levels[level - 1]
     codes, counts = _prefixes(kids, level), _counts(kids)
-    if codes.shape[0] != counts.shape[0]:
+    if codes.shape[1] != counts.shape[0]:
         raise InternalError("a level got different numbers of prefixes and counts")
     rule = None if nest is None else Allowed(nest, _prefixes(allowed, len(nest) + 1))
     sizes = [size for _, _, size, _ in state.levels[:level]]
@@ -237,10 +237,10 @@ def _end(rid: Any, after: Any) -> pa.Array:
         _keep_error(state.token, err)
         raise err
     codes, counts = state.nodes.codes, state.nodes.counts
-    d, m = codes.shape[1], codes.shape[0]
+    d, m = codes.shape
     # 64-bit offsets: d x m codes in one list may pass 2**31 (DuckDB reads them as LIST)
     lists = pa.LargeListArray.from_arrays
-    columns = lists(pa.array(np.arange(d + 1, dtype=np.int64) * m), pa.array(codes.T.ravel()))
+    columns = lists(pa.array(np.arange(d + 1, dtype=np.int64) * m), pa.array(codes.ravel()))
     return pa.StructArray.from_arrays(
         [lists(pa.array(np.array([0, d], np.int64)), columns),
          lists(pa.array(np.array([0, m], np.int64)), pa.array(counts))],

@@ -36,7 +36,6 @@ import numpy as np
 
 from .errors import InternalError, bad_argument
 from .exact import to_positive_fraction
-from .parallel import PARALLEL_MIN, map_blocks, workers
 from .randomness import MAX_WIDTH, RandomSource, _as_ids
 
 MAX_SIGMA2 = Fraction(10**8)  #: larger variances are refused (a noise scale beyond 10**4)
@@ -45,7 +44,7 @@ _WORDS = 2  # words per trial (one AES block): magnitude (+ sign in its low bit)
 _BITS = 63  # decision bits per word: the top 63 bits; bit 0 of word 0 is the sign
 _BUCKET_BITS = (10, 16)  # the magnitude is looked up by the top K bits of its word, K in this range
 _SPAN = 16  # the magnitude table covers x < 16 t: overflow probability exp(-16) per trial
-_CHUNK = 1 << 20  # samples per internal batch (bounds temporary memory)
+_CHUNK = 1 << 16  # samples per internal batch (cache-sized temporaries)
 _INT64_MAX = (1 << 63) - 1
 _NOISE_BOUND = 1 << 40  # add_noise refuses counts within this of the int64 limits
 
@@ -184,13 +183,8 @@ class DiscreteGaussian:
                                "use RandomSource.secure()")
         u_ids = _as_ids(ids)
         out = np.empty(u_ids.size, dtype=np.int64)
-        threads = workers() if u_ids.size >= PARALLEL_MIN else 1
-        chunk = max(1, min(_CHUNK, -(-u_ids.size // threads)))
-
-        def fill(start: int) -> None:
-            out[start:start + chunk] = self._sample_chunk(source, u_ids[start:start + chunk])
-
-        map_blocks(fill, range(0, u_ids.size, chunk))  # ids address samples: any split works
+        for start in range(0, u_ids.size, _CHUNK):  # ids address samples: any split works
+            out[start:start + _CHUNK] = self._sample_chunk(source, u_ids[start:start + _CHUNK])
         return out
 
     # --- stages ----------------------------------------------------------------------------

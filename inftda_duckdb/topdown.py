@@ -3,11 +3,11 @@
 Engine-agnostic: numpy only (no DuckDB). :func:`release_children` runs lines 3-9 for a level:
 it matches the true counts of the level's prefixes (any order, zeros implied) to the nodes
 released at the level above and calls :func:`release_level`, which noises every child of every
-parent, runs IntOpt and keeps the children released > 0, in blocks of about ``BLOCK_CELLS`` cells
-(bounded memory; blocks run on a thread per core). The DuckDB extension calls it once per level
-with the prefix counts of DuckDB's GROUP BY queries; :func:`release_tree` runs the whole
-algorithm from the leaves in memory (the reference the SQL release must reproduce exactly under a
-seed, and a release for other engines).
+parent, runs IntOpt and keeps the children released > 0, in cache-sized blocks of about
+``BLOCK_CELLS`` cells (a level is densified ``DENSE_CELLS`` cells at a time: bounded memory).
+The DuckDB extension calls it once per level with the prefix counts of DuckDB's GROUP BY
+queries; :func:`release_tree` runs the whole algorithm from the leaves in memory (the reference
+the SQL release must reproduce exactly under a seed, and a release for other engines).
 
 Noise is addressed, not streamed: the child with code ``j`` of the parent with id ``p`` at a
 level with ``m`` children per parent has cell id ``p * m + j``, and level ``k`` draws from
@@ -26,13 +26,15 @@ from .accounting import BudgetPlan
 from .errors import InftdaError, InternalError, bad_argument
 from .intopt import intopt, intopt_ragged
 from .noise import DiscreteGaussian
-from .parallel import PARALLEL_MIN, map_blocks, workers
 from .randomness import RandomSource
 
 IntArray = npt.NDArray[np.int64]
 
-BLOCK_CELLS = 1 << 20
-"""Cells noised and optimised per block: bounds the temporary memory to ~100 MB."""
+DENSE_CELLS = 1 << 22
+"""Cells densified at once (zero children filled in): bounds the level's memory to ~40 MB."""
+BLOCK_CELLS = 1 << 16
+"""Cells noised and optimised per block: cache-sized temporaries (large fresh temporaries cost
+page faults on every call; measured in benchmarks/RESULTS.md)."""
 
 
 class LevelOutput(NamedTuple):
@@ -114,36 +116,36 @@ def _dense(
     source: RandomSource,
 ) -> LevelOutput:
     n_par = pid.shape[0]
-    step = max(1, BLOCK_CELLS // max(m, 1))
-    if n_par * m >= PARALLEL_MIN:  # at least a block per thread
-        step = min(step, -(-n_par // workers()))
-    if n_par > step:  # several blocks: group the true children by block
-        blk = t_rows // step
+    span = max(1, DENSE_CELLS // max(m, 1))  # parents densified at once (bounded memory)
+    if n_par > span:  # several spans: group the true children by span
+        grp = t_rows // span
         # a stable sort of small integers is a radix sort: O(n)
-        order = np.argsort(blk.astype(np.uint16) if n_par // step < 1 << 16 else blk,
+        order = np.argsort(grp.astype(np.uint16) if n_par // span < 1 << 16 else grp,
                            kind="stable")
         t_rows, t_codes, t_counts = t_rows[order], t_codes[order], t_counts[order]
-        bounds = np.searchsorted(t_rows, np.arange(0, n_par + step, step))
+        bounds = np.searchsorted(t_rows, np.arange(0, n_par + span, span))
     else:
         bounds = np.array([0, t_rows.shape[0]])
+    step = max(1, BLOCK_CELLS // max(m, 1))
     cells = np.arange(m, dtype=np.uint64)
-
-    def block(b: int) -> tuple[IntArray, IntArray, IntArray]:
-        lo = b * step
-        hi = min(lo + step, n_par)
-        x = np.zeros((hi - lo, m), dtype=np.int64)  # densify: zero children are implied
-        s, e = bounds[b], bounds[b + 1]
-        x[t_rows[s:e] - lo, t_codes[s:e]] = t_counts[s:e]
-        if int(x.sum()) != int(t_counts[s:e].sum()):  # a pair repeated with a count > 0
+    parts = []
+    for s0 in range(0, n_par, span):
+        s1 = min(s0 + span, n_par)
+        x = np.zeros((s1 - s0, m), dtype=np.int64)  # densify: zero children are implied
+        a, b = bounds[s0 // span], bounds[s0 // span + 1]
+        x[t_rows[a:b] - s0, t_codes[a:b]] = t_counts[a:b]
+        if int(x.sum()) != int(t_counts[a:b].sum()):  # a pair repeated with a count > 0
             raise _repeated_child()
-        ids = (pid[lo:hi].astype(np.uint64)[:, None] * np.uint64(m) + cells).ravel()
-        x += noise.sample(source, ids).reshape(x.shape)  # line 5
-        y = intopt(x, c[lo:hi])  # line 6
-        _check(y.sum(axis=1), c[lo:hi], y)
-        r, j = np.nonzero(y > 0)  # lines 7-8, row-major: codes ascending per parent
-        return r + lo, j.astype(np.int64), y[r, j]
-
-    rows, codes, counts = zip(*map_blocks(block, range(len(bounds) - 1)), strict=True)
+        for lo in range(0, s1 - s0, step):  # cache-sized blocks, in place
+            hi = min(lo + step, s1 - s0)
+            ids = pid[s0 + lo:s0 + hi].astype(np.uint64)[:, None] * np.uint64(m) + cells
+            block = x[lo:hi]
+            block += noise.sample(source, ids.ravel()).reshape(block.shape)  # line 5
+            block[...] = intopt(block, c[s0 + lo:s0 + hi])  # line 6
+        _check(x.sum(axis=1), c[s0:s1], x)
+        r, j = np.nonzero(x > 0)  # lines 7-8, row-major: codes ascending per parent
+        parts.append((r + s0, j, x[r, j]))
+    rows, codes, counts = zip(*parts, strict=True)
     return _pack(n_par, list(rows), list(codes), list(counts))
 
 
@@ -207,9 +209,10 @@ def release_root(n: int, plan: BudgetPlan, source: RandomSource) -> int:
 
 
 class Nodes(NamedTuple):
-    """The nodes released at one level, in lexicographic code order: row ``i`` has the codes
-    ``codes[i]`` (one column per level so far) and the released count ``counts[i]`` (> 0, the
-    root excepted). A node's row is its id: the address of its children's noise."""
+    """The nodes released at one level, in lexicographic code order: node ``i`` has the codes
+    ``codes[:, i]`` (one row per level so far: levels are rows, so a level's codes are one
+    contiguous array) and the released count ``counts[i]`` (> 0, the root excepted). A node's
+    index is its id: the address of its children's noise."""
 
     codes: npt.NDArray[np.int32]
     counts: IntArray
@@ -217,12 +220,13 @@ class Nodes(NamedTuple):
 
     @classmethod
     def root(cls, count: int) -> Nodes:
-        return cls(np.zeros((1, 0), np.int32), np.array([count], np.int64))
+        return cls(np.zeros((0, 1), np.int32), np.array([count], np.int64))
 
 
 class Allowed(NamedTuple):
-    """A nested level's public children: ``codes[:, -1]`` may follow a parent whose codes at
-    the levels ``levels`` (0-based) are ``codes[:, :-1]`` (rows of a public domain table)."""
+    """A nested level's public children: ``codes[-1]`` may follow a parent whose codes at the
+    levels ``levels`` (0-based) are ``codes[:-1]`` (one row per level; columns are the rows of
+    a public domain table)."""
 
     levels: tuple[int, ...]
     codes: IntArray
@@ -239,33 +243,37 @@ def release_children(
 ) -> Nodes:
     """Algorithm 1, lines 3-9, for a whole level k = ``len(sizes)``.
 
-    ``true_codes`` (N, k) and ``true_counts`` are the true counts of the level's prefixes (the
-    non-zero ones suffice, in any order, each once); ``parents`` are the nodes released at
-    level k-1. Parents released 0 are pruned with their branch (line 3); the children of the
-    others are noised, optimised and kept when > 0 by :func:`release_level`, whose parent ids
-    are the parents' rows (with the zero-count parents left out).
+    ``true_codes`` (k, N) (one row per level) and ``true_counts`` (N,) are the true counts of
+    the level's prefixes (the non-zero ones suffice, in any order, each once); ``parents`` are
+    the nodes released at level k-1. Parents released 0 are pruned with their branch (line 3);
+    the children of the others are noised, optimised and kept when > 0 by
+    :func:`release_level`, whose parent ids are the parents' indices (with the zero-count
+    parents left out).
     """
     k = len(sizes)
     keep = parents.counts > 0
     if not keep.all():
-        parents = Nodes(parents.codes[keep], parents.counts[keep])
-    codes = np.asarray(true_codes, dtype=np.int64).reshape(-1, k)
+        parents = Nodes(parents.codes[:, keep], parents.counts[keep])
+    codes = np.asarray(true_codes).reshape(k, -1)
     counts = np.asarray(true_counts, dtype=np.int64)
-    rows = _find_rows(parents.codes, codes[:, :-1], sizes[:-1])
+    n_par = parents.counts.shape[0]
+    rows = _find_rows(parents.codes, codes[:-1], sizes[:-1])
     found = rows >= 0  # true children of pruned parents are not noised
     a_args: tuple[IntArray, IntArray] | tuple[()] = ()
-    noised = parents.counts.shape[0] * int(sizes[-1])
+    noised = n_par * int(sizes[-1])
     if allowed is not None:
         a_args = _allowed_children(parents.codes, allowed, sizes)
         noised = int(a_args[0][-1])
+    if not found.all():
+        rows, codes, counts = rows[found], codes[:, found], counts[found]
     out = release_level(
-        np.arange(parents.counts.shape[0]), parents.counts, rows[found], codes[found, -1],
-        counts[found], int(sizes[-1]), sigma2, source, *a_args,
+        np.arange(n_par), parents.counts, rows, codes[-1], counts, int(sizes[-1]), sigma2,
+        source, *a_args,
     )
-    parent_rows = np.repeat(np.arange(parents.counts.shape[0]), np.diff(out.offsets))
-    child_codes = np.empty((parent_rows.shape[0], k), np.int32)
-    child_codes[:, :-1] = parents.codes[parent_rows]
-    child_codes[:, -1] = out.codes
+    child_codes = np.empty((k, out.codes.shape[0]), np.int32)
+    parent_rows = np.repeat(np.arange(n_par), np.diff(out.offsets))
+    np.take(parents.codes, parent_rows, axis=1, out=child_codes[:-1])
+    child_codes[-1] = out.codes
     return Nodes(child_codes, out.counts, noised)
 
 
@@ -273,26 +281,28 @@ Sizes = list[int] | tuple[int, ...]
 
 
 def _keys(a: np.ndarray, b: np.ndarray, sizes: Sizes) -> tuple[IntArray, IntArray, int]:
-    """Order-preserving int64 keys of the rows of two code matrices with the same columns, and
+    """Order-preserving int64 keys of the columns of two code matrices (one row per level), and
     their span: mixed radix over the domain sizes, re-ranked (jointly) before it would overflow."""
-    ka = np.zeros(a.shape[0], np.int64)
-    kb = np.zeros(b.shape[0], np.int64)
+    ka = np.zeros(a.shape[1], np.int64)
+    kb = np.zeros(b.shape[1], np.int64)
     span = 1
     for j, m in enumerate(sizes):
         if span * int(m) >= 1 << 62:  # deep trees with big domains: rank the keys so far
             u, inv = np.unique(np.concatenate([ka, kb]), return_inverse=True)
             ka, kb, span = inv[: ka.shape[0]], inv[ka.shape[0] :], u.shape[0]
-        ka = ka * int(m) + a[:, j]
-        kb = kb * int(m) + b[:, j]
+        ka *= int(m)  # in place: fresh temporaries cost page faults
+        ka += a[j]
+        kb *= int(m)
+        kb += b[j]
         span *= int(m)
     return ka, kb, span
 
 
 def _find_rows(sorted_codes: np.ndarray, codes: np.ndarray, sizes: Sizes) -> IntArray:
-    """Row of each row of ``codes`` in ``sorted_codes`` (distinct rows in lexicographic order),
-    -1 where absent."""
-    if sorted_codes.shape[0] == 0:
-        return np.full(codes.shape[0], -1, np.int64)
+    """Index of each column of ``codes`` among the columns of ``sorted_codes`` (distinct, in
+    lexicographic order; one row per level), -1 where absent."""
+    if sorted_codes.shape[1] == 0:
+        return np.full(codes.shape[1], -1, np.int64)
     keys, wanted, span = _keys(sorted_codes, codes, sizes)
     if span <= 8 * (keys.shape[0] + wanted.shape[0]) + 1024:  # a lookup table: O(n)
         table = np.full(span, -1, np.int64)
@@ -307,11 +317,11 @@ def _allowed_children(parent_codes: np.ndarray, allowed: Allowed,
                       sizes: Sizes) -> tuple[IntArray, IntArray]:
     """(offsets, codes) of each parent's allowed children, codes ascending."""
     lv = list(allowed.levels)
-    table = np.asarray(allowed.codes, dtype=np.int64).reshape(-1, len(lv) + 1)
+    table = np.asarray(allowed.codes, dtype=np.int64).reshape(len(lv) + 1, -1)
     key_sizes = [sizes[i] for i in lv]
-    t_keys, p_keys, _ = _keys(table[:, :-1], parent_codes[:, lv], key_sizes)
-    order = np.lexsort((table[:, -1], t_keys))
-    t_keys, children = t_keys[order], table[order, -1]
+    t_keys, p_keys, _ = _keys(table[:-1], parent_codes[lv], key_sizes)
+    order = np.lexsort((table[-1], t_keys))
+    t_keys, children = t_keys[order], table[-1, order]
     lo = np.searchsorted(t_keys, p_keys, side="left")
     hi = np.searchsorted(t_keys, p_keys, side="right")
     offsets = np.zeros(p_keys.shape[0] + 1, np.int64)
@@ -333,8 +343,8 @@ def release_tree(
 
     ``leaf_codes`` (N, d) are the codes of the non-zero leaves (any order, no repeats) and
     ``leaf_counts`` their true counts; ``allowed[k]`` lists the public children of a nested
-    level k (0-based). The result lists the released leaves in code order and equals the
-    DuckDB release with the same source (same ids, same level keys).
+    level k (0-based). The result lists the released leaves in code order (codes (M, d), one
+    row per leaf) and equals the DuckDB release with the same source (same ids, same level keys).
     """
     d = len(domain_sizes)
     codes = np.asarray(leaf_codes, dtype=np.int64).reshape(-1, d)
@@ -346,9 +356,9 @@ def release_tree(
         pref, inv = np.unique(codes[:, :k], axis=0, return_inverse=True)
         pref_n = np.bincount(inv.ravel(), weights=counts, minlength=pref.shape[0])
         nodes = release_children(
-            nodes, pref, pref_n.astype(np.int64), list(domain_sizes[:k]),
+            nodes, pref.T, pref_n.astype(np.int64), list(domain_sizes[:k]),
             plan.level_sigma2[k - 1], source.derive(k), (allowed or {}).get(k - 1),
         )
         if int(nodes.counts.sum()) != root:
             raise InternalError(f"level {k} released {int(nodes.counts.sum())} records, not {root}")
-    return nodes.codes.astype(np.int64), nodes.counts
+    return nodes.codes.T.astype(np.int64), nodes.counts

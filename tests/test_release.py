@@ -653,10 +653,10 @@ def test_sql_not_private_release_says_so_once(trips, caplog, recwarn):
     assert not [r for r in caplog.records if r.name == "inftda_duckdb"]
 
 
-def test_splitting_work_across_threads_changes_nothing(monkeypatch):
-    # noise is addressed by cell id and IntOpt works row by row: the thread count (and so the
-    # blocks a level is cut into) only changes the time
-    from inftda_duckdb import noise, parallel, topdown
+def test_splitting_work_into_blocks_changes_nothing(monkeypatch):
+    # noise is addressed by cell id and IntOpt works row by row: how a level is cut into
+    # blocks (and densified spans) only changes the time
+    from inftda_duckdb import noise, topdown
     from inftda_duckdb.noise import DiscreteGaussian
 
     src = RandomSource.from_seed(9).derive(4)
@@ -664,11 +664,14 @@ def test_splitting_work_across_threads_changes_nothing(monkeypatch):
     rng = np.random.default_rng(3)
     truth = rng.integers(0, 4, size=(20_000, 7))
     rows, codes = np.nonzero(truth)
+    order = rng.permutation(rows.shape[0])  # true children in any order
+    rows, codes = rows[order], codes[order]
     args = (np.arange(20_000), truth.sum(1), rows, codes, truth[rows, codes], 7, 3, src)
     results = []
-    for w in (1, 2, 5):
-        for mod in (noise, parallel, topdown):
-            monkeypatch.setattr(mod, "workers", lambda w=w: w)
+    for block, dense, chunk in ((1 << 16, 1 << 22, 1 << 16), (70, 7_000, 999), (7, 7, 1)):
+        monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
+        monkeypatch.setattr(topdown, "DENSE_CELLS", dense)
+        monkeypatch.setattr(noise, "_CHUNK", chunk)
         out = topdown.release_level(*args)
         results.append((DiscreteGaussian(3).sample(src, ids), out.offsets, out.codes, out.counts))
     for other in results[1:]:

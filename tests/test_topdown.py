@@ -64,6 +64,8 @@ def test_same_result_under_any_batching_and_block_size(monkeypatch):
     assert (np.vstack(parts) == whole).all()
     monkeypatch.setattr(topdown, "BLOCK_CELLS", 20)
     assert (dense(release_level(pid, truth.sum(1), *sparse(truth), 9, 2, src), 9) == whole).all()
+    monkeypatch.setattr(topdown, "DENSE_CELLS", 50)  # densified a few parents at a time
+    assert (dense(release_level(pid, truth.sum(1), *sparse(truth), 9, 2, src), 9) == whole).all()
     other = dense(release_level(pid, truth.sum(1), *sparse(truth), 9, 2,
                                 RandomSource.from_seed(10)), 9)
     assert (other != whole).any()
@@ -157,7 +159,7 @@ def test_parents_found_by_codes_even_past_int64(sizes):
     pool = np.column_stack([rng.integers(0, min(s, 6), 400) for s in sizes])
     parents = np.unique(pool[:20], axis=0)  # distinct, lexicographic
     wanted = np.vstack([parents[rng.integers(0, len(parents), 300)], pool[20:]])
-    rows = topdown._find_rows(parents, wanted, sizes)
+    rows = topdown._find_rows(parents.T, wanted.T, sizes)
     index = {tuple(r): i for i, r in enumerate(parents.tolist())}
     assert rows.tolist() == [index.get(tuple(r), -1) for r in wanted.tolist()]
     assert (rows == -1).any() and (rows >= 0).any()
@@ -167,6 +169,7 @@ def test_allowed_children_follow_the_domain_table():
     # parents (a, b); children c allowed under a only (a nested level keyed by level 0)
     table = np.array([[0, 4], [1, 2], [0, 1], [2, 0], [1, 3], [0, 2]])
     parents = np.array([[0, 0], [0, 5], [1, 1], [2, 9]], dtype=np.int32)
-    offsets, codes = topdown._allowed_children(parents, topdown.Allowed((0,), table), [3, 10, 5])
+    offsets, codes = topdown._allowed_children(parents.T, topdown.Allowed((0,), table.T),
+                                               [3, 10, 5])
     got = [codes[offsets[i]:offsets[i + 1]].tolist() for i in range(4)]
     assert got == [[1, 2, 4], [1, 2, 4], [2, 3], [0]]
