@@ -143,10 +143,12 @@ def _dense(
             block += noise.sample(source, ids.ravel()).reshape(block.shape)  # line 5
             block[...] = intopt(block, c[s0 + lo:s0 + hi])  # line 6
         _check(x.sum(axis=1), c[s0:s1], x)
-        r, j = np.nonzero(x > 0)  # lines 7-8, row-major: codes ascending per parent
-        parts.append((r + s0, j, x[r, j]))
-    rows, codes, counts = zip(*parts, strict=True)
-    return _pack(n_par, list(rows), list(codes), list(counts))
+        keep = x > 0  # lines 7-8, row-major: codes ascending per parent
+        codes = np.flatnonzero(keep)
+        codes %= m
+        parts.append((np.count_nonzero(keep, axis=1), codes, x[keep]))
+    per_row, codes, counts = zip(*parts, strict=True)
+    return _pack(list(per_row), list(codes), list(counts))
 
 
 def _ragged(
@@ -179,7 +181,8 @@ def _ragged(
     y = intopt_ragged(values, a_off, c)  # line 6
     _check(np.add.reduceat(y, a_off[:-1]) if y.size else np.zeros(0, np.int64), c, y)
     keep = y > 0  # lines 7-8
-    return _pack(pid.shape[0], [a_rows[keep]], [a_codes[keep]], [y[keep]])
+    per_row = np.bincount(a_rows[keep], minlength=pid.shape[0])
+    return _pack([per_row], [a_codes[keep]], [y[keep]])
 
 
 def _check(sums: IntArray, c: IntArray, y: IntArray) -> None:
@@ -187,17 +190,15 @@ def _check(sums: IntArray, c: IntArray, y: IntArray) -> None:
         raise InternalError("IntOpt returned children that do not sum to the parent or are < 0")
 
 
-def _pack(
-    n_par: int, rows: list[IntArray], codes: list[IntArray], counts: list[IntArray]
-) -> LevelOutput:
-    r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    offsets = np.zeros(n_par + 1, dtype=np.int64)
-    np.cumsum(np.bincount(r, minlength=n_par), out=offsets[1:])
-    return LevelOutput(
-        offsets,
-        np.concatenate(codes) if codes else np.zeros(0, np.int64),
-        np.concatenate(counts) if counts else np.zeros(0, np.int64),
-    )
+def _pack(per_row: list[IntArray], codes: list[IntArray], counts: list[IntArray]) -> LevelOutput:
+    """LevelOutput from consecutive parts: children per parent, their codes and counts."""
+    def cat(parts: list[IntArray]) -> IntArray:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    sizes = cat(per_row)
+    offsets = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return LevelOutput(offsets, cat(codes), cat(counts))
 
 
 def release_root(n: int, plan: BudgetPlan, source: RandomSource) -> int:
