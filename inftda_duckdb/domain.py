@@ -16,6 +16,8 @@ turns the data check row computed in SQL into clear errors before anything is ch
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +39,7 @@ class ColumnDomain:
     table: int = -1  # kind 'table': index into DomainPlan.nestings
     table_column: str = ""  # kind 'table': the column's name in that table
     known_enum: bool = False  # kind 'enum' and the catalog showed an ENUM: code = enum_code(v)
+    size: int | None = None  # |X_k| when known at planning time (lists, ENUMs seen in the catalog)
 
 
 @dataclass(frozen=True)
@@ -62,10 +65,19 @@ class DomainPlan:
                 return t, nest.levels[: nest.levels.index(level)]
         return None
 
+    def key_sizes(self, level: int) -> list[int] | None:
+        """The domain sizes of levels 1..``level`` when all were known at planning time and
+        their product is below 2**62: the level's prefixes then travel as one mixed-radix
+        BIGINT key each (the order of the codes), else as one list of codes per column."""
+        sizes = [c.size for c in self.columns[:level]]
+        if any(s is None for s in sizes) or math.prod(s for s in sizes if s) >= 1 << 62:
+            return None
+        return [int(s) for s in sizes if s is not None]
+
     def to_json(self) -> dict[str, Any]:
         """What inftda_begin needs to interpret the checks (labels stay in the SQL)."""
         return {
-            "columns": [[c.column, c.kind] for c in self.columns],
+            "columns": [[c.column, c.kind, c.size] for c in self.columns],
             "nestings": [[list(n.table), list(n.levels), list(n.names)] for n in self.nestings],
             "source": list(self.source),
             "shadow": self.shadow,
@@ -74,7 +86,7 @@ class DomainPlan:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DomainPlan:
         return cls(
-            tuple(ColumnDomain(c, k) for c, k in data["columns"]),
+            tuple(ColumnDomain(c, k, size=(size or [None])[0]) for c, k, *size in data["columns"]),
             tuple(Nesting(tuple(t), tuple(lv), tuple(nm)) for t, lv, nm in data["nestings"]),
             tuple(data.get("source") or ("", "", "")),
             data.get("shadow"),
@@ -168,7 +180,8 @@ def plan_domains(
     columns = []
     for k, col in enumerate(request.columns):
         if col in request.domains:
-            columns.append(ColumnDomain(col, "list", labels=request.domains[col]))
+            labels = request.domains[col]
+            columns.append(ColumnDomain(col, "list", labels=labels, size=len(labels)))
         elif k in owner:
             nest = nestings[owner[k]]
             name = nest.names[nest.levels.index(k)]
@@ -179,8 +192,12 @@ def plan_domains(
             typ = types.get(col.lower())
             if typ is not None and not typ.startswith("ENUM("):
                 raise no_domain(col, typ)
-            columns.append(ColumnDomain(col, "enum", known_enum=typ is not None))
+            size = None if typ is None else len(_ENUM_LABEL.findall(typ))
+            columns.append(ColumnDomain(col, "enum", known_enum=typ is not None, size=size))
     return DomainPlan(tuple(columns), tuple(nestings), resolved, shadow)
+
+
+_ENUM_LABEL = re.compile(r"'((?:[^']|'')*)'")  # one label of an ENUM type's name (as in SQL)
 
 
 def _source_fix() -> str:
@@ -284,6 +301,12 @@ def _check_domain(col: str, dom: ColumnDomain, c: dict[str, Any]) -> None:
         )
     if c["size"] == 0 and dom.kind != "data":
         raise InputError(f"the domain of column {col!r} is empty. Fix: declare its values")
+    if dom.size is not None and c["size"] != dom.size:
+        raise InputError(
+            f"the domain of column {col!r} has {c['size']} values, but had {dom.size} when the "
+            "statement was planned (the column's type changed in between). Fix: run the "
+            "statement again"
+        )
 
 
 def _check_nesting(request: ReleaseRequest, nest: Nesting, c: dict[str, Any]) -> None:

@@ -177,10 +177,14 @@ def _one(rid: Any, k: Any | None = None, *, drop: bool = False) -> tuple[_Releas
 
 
 def _prefixes(arr: Any, width: int) -> np.ndarray:
-    """(width, N) codes of a STRUCT(k INTEGER[], n BIGINT[]) row: ``k`` holds the codes column
-    after column (NULL: none), so each level's codes are one contiguous row."""
-    k = _plain(arr).field("k")
-    codes = k.flatten().to_numpy(zero_copy_only=False)
+    """The true prefixes in a STRUCT(k INTEGER[], key BIGINT[], n BIGINT[]) row: their
+    mixed-radix keys (N,) when ``key`` is set, else (width, N) codes (``k`` holds the codes
+    column after column, so each level's codes are one contiguous row; NULL: none)."""
+    row = _plain(arr)
+    key = row.field("key")
+    if key.null_count == 0:
+        return key.flatten().to_numpy(zero_copy_only=False)
+    codes = row.field("k").flatten().to_numpy(zero_copy_only=False)
     if codes.shape[0] % max(width, 1):
         raise InternalError("a level got prefixes of the wrong length")
     return codes.reshape(width, -1)
@@ -207,7 +211,7 @@ def _level_step(state: _Release, level: int, kids: Any, allowed: Any) -> pa.Arra
         raise InternalError(f"level {level} ran after level {state.done}")
     lsource, dist, _, nest = state.levels[level - 1]
     codes, counts = _prefixes(kids, level), _counts(kids)
-    if codes.shape[1] != counts.shape[0]:
+    if codes.shape[-1] != counts.shape[0]:
         raise InternalError("a level got different numbers of prefixes and counts")
     rule = None if nest is None else Allowed(nest, _prefixes(allowed, len(nest) + 1))
     sizes = [size for _, _, size, _ in state.levels[:level]]
@@ -396,7 +400,7 @@ def _register(con: Any, n: int) -> None:
         "STRUCT(rid VARCHAR, root BIGINT)",
         side_effects=True,
     )
-    prefixes = "STRUCT(k INTEGER[], n BIGINT[])"
+    prefixes = "STRUCT(k INTEGER[], key BIGINT[], n BIGINT[])"
     fn(names.level, _level, ["VARCHAR", "INTEGER", prefixes, prefixes, "BIGINT"], "BIGINT",
        type="arrow", side_effects=True, null_handling="special")
     fn(names.end, _end, ["VARCHAR", "BIGINT"], "STRUCT(k INTEGER[][], n BIGINT[])",

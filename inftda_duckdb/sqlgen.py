@@ -194,6 +194,18 @@ def _lists(columns: list[str]) -> str:
     return " || ".join(f"list({c})" for c in columns)
 
 
+def _prefix_lists(plan: DomainPlan, i: int) -> str:
+    """The true counts of level i's prefixes as one struct of lists: mixed-radix keys when the
+    plan knows the sizes (:meth:`DomainPlan.key_sizes`), else the codes column after column."""
+    sizes = plan.key_sizes(i)
+    if sizes is None:
+        return _f("prefix_lists", klists=_lists([f"k{j}" for j in range(1, i + 1)]))
+    key = "k1::BIGINT"
+    for j in range(2, i + 1):
+        key = f"({key} * {sizes[j - 1]} + k{j})"
+    return _f("prefix_keys", key=key)
+
+
 def render_release(
     request: ReleaseRequest,
     plan: DomainPlan,
@@ -261,7 +273,7 @@ def render_release(
                 "level",
                 i=i,
                 level=names.level,
-                lists=_f("prefix_lists", klists=_lists([f"k{j}" for j in range(1, i + 1)])),
+                lists=_prefix_lists(plan, i),
                 pre="leaf" if i == d else f"pre{i}",
                 allowed=allowed,
                 after="0::BIGINT" if i == 1 else f"(SELECT r FROM rel{i - 1})",

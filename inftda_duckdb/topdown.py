@@ -17,6 +17,7 @@ Parent ids are ranks of the parents in lexicographic code order within their lev
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -245,7 +246,9 @@ def release_children(
     """Algorithm 1, lines 3-9, for a whole level k = ``len(sizes)``.
 
     ``true_codes`` (k, N) (one row per level) and ``true_counts`` (N,) are the true counts of
-    the level's prefixes (the non-zero ones suffice, in any order, each once); ``parents`` are
+    the level's prefixes (the non-zero ones suffice, in any order, each once); when the product
+    of ``sizes`` is below 2**62 the prefixes may come as their mixed-radix keys (N,) instead
+    (``((c1 * s2 + c2) * s3 + c3)...``, the lexicographic order of the codes); ``parents`` are
     the nodes released at level k-1. Parents released 0 are pruned with their branch (line 3);
     the children of the others are noised, optimised and kept when > 0 by
     :func:`release_level`, whose parent ids are the parents' indices (with the zero-count
@@ -255,10 +258,19 @@ def release_children(
     keep = parents.counts > 0
     if not keep.all():
         parents = Nodes(parents.codes[:, keep], parents.counts[keep])
-    codes = np.asarray(true_codes).reshape(k, -1)
+    codes = np.asarray(true_codes)
     counts = np.asarray(true_counts, dtype=np.int64)
     n_par = parents.counts.shape[0]
-    rows = _find_rows(parents.codes, codes[:-1], sizes[:-1])
+    if codes.ndim == 1 and k > 1:  # mixed-radix keys
+        if math.prod(int(m) for m in sizes) >= 1 << 62:
+            raise InternalError("prefix keys for domains whose product passes 2**62")
+        parent_keys, last = np.divmod(codes.astype(np.int64, copy=False), int(sizes[-1]))
+        own, _, span = _keys(parents.codes, parents.codes[:, :0], sizes[:-1])
+        rows = _lookup(own, parent_keys, span)
+    else:
+        codes = codes.reshape(k, -1)
+        last = codes[-1]
+        rows = _find_rows(parents.codes, codes[:-1], sizes[:-1])
     found = rows >= 0  # true children of pruned parents are not noised
     a_args: tuple[IntArray, IntArray] | tuple[()] = ()
     noised = n_par * int(sizes[-1])
@@ -266,10 +278,10 @@ def release_children(
         a_args = _allowed_children(parents.codes, allowed, sizes)
         noised = int(a_args[0][-1])
     if not found.all():
-        rows, codes, counts = rows[found], codes[:, found], counts[found]
+        rows, last, counts = rows[found], last[found], counts[found]
     out = release_level(
-        np.arange(n_par), parents.counts, rows, codes[-1], counts, int(sizes[-1]), sigma2,
-        source, *a_args,
+        np.arange(n_par), parents.counts, rows, last, counts, int(sizes[-1]), sigma2, source,
+        *a_args,
     )
     child_codes = np.empty((k, out.codes.shape[0]), np.int32)
     parent_rows = np.repeat(np.arange(n_par), np.diff(out.offsets))
@@ -302,9 +314,16 @@ def _keys(a: np.ndarray, b: np.ndarray, sizes: Sizes) -> tuple[IntArray, IntArra
 def _find_rows(sorted_codes: np.ndarray, codes: np.ndarray, sizes: Sizes) -> IntArray:
     """Index of each column of ``codes`` among the columns of ``sorted_codes`` (distinct, in
     lexicographic order; one row per level), -1 where absent."""
-    if sorted_codes.shape[1] == 0:
-        return np.full(codes.shape[1], -1, np.int64)
-    keys, wanted, span = _keys(sorted_codes, codes, sizes)
+    return _lookup(*_keys(sorted_codes, codes, sizes))
+
+
+def _lookup(keys: IntArray, wanted: IntArray, span: int) -> IntArray:
+    """Index of each of ``wanted`` in the ascending distinct ``keys`` (all in [0, span)), -1
+    where absent."""
+    if keys.shape[0] == 0:
+        return np.full(wanted.shape[0], -1, np.int64)
+    if wanted.size and (int(wanted.min()) < 0 or int(wanted.max()) >= span):
+        raise InternalError("a prefix key outside its domain")
     if span <= 8 * (keys.shape[0] + wanted.shape[0]) + 1024:  # a lookup table: O(n)
         table = np.full(span, -1, np.int64)
         table[keys] = np.arange(keys.shape[0])

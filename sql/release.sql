@@ -173,7 +173,7 @@ pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM $below GROUP BY ALL)
 
 -- @level
 -- level $i (Algorithm 1, lines 3-9) in one UDF call: the true counts of the level's prefixes as
--- column lists (the released parents are the previous level's result, kept in the release
+-- lists (keys or codes; the released parents are the previous level's result, kept in the release
 -- state); every child of every released parent is noised, IntOpt, children released > 0 kept
 rel$i AS MATERIALIZED (
     SELECT $level(b.b.rid, $i, (SELECT $lists FROM $pre), $allowed, $after) AS r
@@ -181,10 +181,16 @@ rel$i AS MATERIALIZED (
 )
 
 -- @prefix_lists
-{'k': $klists, 'n': list(n)}
+{'k': $klists, 'key': NULL::BIGINT[], 'n': list(n)}
+
+-- @prefix_keys
+-- domain sizes known when planned and their product below 2**62: one mixed-radix key per prefix
+-- (two lists travel instead of one per column: measured ~15 ms less at 240k leaves)
+{'k': NULL::INTEGER[], 'key': list($key), 'n': list(n)}
 
 -- @allowed
-(SELECT {'k': $klists, 'n': []::BIGINT[]} FROM (SELECT DISTINCT $keys FROM nest$t WHERE NOT defect))
+(SELECT {'k': $klists, 'key': NULL::BIGINT[], 'n': []::BIGINT[]}
+ FROM (SELECT DISTINCT $keys FROM nest$t WHERE NOT defect))
 
 -- @end
 -- the released leaves as one row of lists (each level's total was checked against the root)

@@ -33,7 +33,15 @@ def test_precedence(db):
     assert p.columns[2].labels == tuple(str(h) for h in range(24))
     assert [c.kind for c in plan(db, ["state"]).columns] == ["enum"]
     assert [c.kind for c in plan(db, ["v"], domain_from_data=True).columns] == ["data"]
-    assert DomainPlan.from_json(json.loads(json.dumps(p.to_json()))).nestings == p.nestings
+    again = DomainPlan.from_json(json.loads(json.dumps(p.to_json())))
+    assert again.nestings == p.nestings
+    assert [c.size for c in again.columns] == [c.size for c in p.columns] == [None, None, 24, 1]
+    # sizes known when planned (lists, ENUMs in the catalog): prefixes travel as keys
+    assert p.key_sizes(2) is None and again.key_sizes(1) is None
+    assert plan(db, ["state", "hour"], domains={"hour": range(24)}).key_sizes(2) == [2, 24]
+    huge = DomainPlan.from_json({"columns": [["a", "list", 2**31], ["b", "list", 2**31]],
+                                 "nestings": []})
+    assert huge.key_sizes(1) == [2**31] and huge.key_sizes(2) is None  # 2**62: codes lists
 
 
 def test_catalog_errors(db):
@@ -70,11 +78,12 @@ def checks(**column):
         ({"dups": 1}, "lists 1 values twice"),
         ({"nulls": 4}, "column 'a' of t is NULL in 4 rows. Fix: filter"),
         ({"unknown": 5, "examples": ["7"]}, r"5 rows with values outside .*\['7'\]"),
+        ({"size": 4}, "has 4 values, but had 3 when the statement was planned"),
     ],
 )
 def test_check_row_errors(column, message):
     request = parse_request("t", ["a"], rho=1)
-    p = DomainPlan.from_json({"columns": [["a", "enum" if "type" in column else "list"]],
+    p = DomainPlan.from_json({"columns": [["a", "enum" if "type" in column else "list", 3]],
                               "nestings": []})
     with pytest.raises(InputError, match=message):
         raise_for_checks(request, p, json.dumps(checks(**column)))

@@ -84,13 +84,23 @@ def test_sql_and_python_equal_numpy_reference(trips, neighbours):
     assert all(r[-1] > 0 for r in sql)
 
 
-def test_seeded_release_same_under_any_batching_and_equal_to_numpy(con):
+@pytest.mark.parametrize("keys", [True, False])
+def test_seeded_release_same_under_any_batching_and_equal_to_numpy(con, monkeypatch, keys):
     # 200,000 leaves, 40,000 parents at level 2: DuckDB aggregates the lists a level gets on
     # several threads (the code and count lists must stay aligned) and batches differ; the
-    # result does not change and equals the in-memory reference
+    # result does not change and equals the in-memory reference, whether the prefixes travel
+    # as mixed-radix keys (domain sizes known when planned) or as codes
+    from inftda_duckdb.domain import DomainPlan
+    from inftda_duckdb.sqlgen import render_release
+
+    if not keys:
+        monkeypatch.setattr(DomainPlan, "key_sizes", lambda self, level: None)
     con.execute(
         "CREATE TABLE big AS SELECT i % 40000 AS a, (i // 40000) % 5 AS b FROM range(400000) t(i)"
     )
+    request, plan_, names = extension._prepare(
+        con, "big", ["a", "b"], {"rho": 1, "domains": {"a": range(40000), "b": range(5)}})
+    assert ("'key': list(" in render_release(request, plan_, names, "sql")) == keys
     q = (
         "SELECT * FROM inftda_release('big', ['a', 'b'], rho := 5, "
         "domains := {'a': range(40000), 'b': range(5)}, seed := 3)"
@@ -504,8 +514,9 @@ def test_internal_udfs_refuse_junk_and_end_checks_totals(con):
     # levels run in order, each releases the root's total, and a release ends after its last
     source = RandomSource.from_seed(1)
     level = (source.derive(1), DiscreteGaussian(1), 3, None)
-    kids = pa.array([{"k": [0], "n": [10]}],
-                    type=pa.struct([("k", pa.list_(pa.int32())), ("n", pa.list_(pa.int64()))]))
+    kids = pa.array([{"k": [0], "key": None, "n": [10]}],
+                    type=pa.struct([("k", pa.list_(pa.int32())), ("key", pa.list_(pa.int64())),
+                                    ("n", pa.list_(pa.int64()))]))
     rid = pa.array(["r"])
     extension._RELEASES["r"] = extension._Release([level, level], 10, Nodes.root(10))
     with pytest.raises(InternalError, match="level 2 ran after level 0"):
@@ -516,10 +527,10 @@ def test_internal_udfs_refuse_junk_and_end_checks_totals(con):
     extension._RELEASES["r"] = extension._Release([level], 9, Nodes.root(10))
     with pytest.raises(InternalError, match="level 1 released 10 records, not the root's 9"):
         extension._level(rid, pa.array([1]), kids, None, None)
-    bad = pa.array([{"k": [0, 1], "n": [10]}], type=kids.type)  # two codes, one count
+    bad = pa.array([{"k": [0, 1], "key": None, "n": [10]}], type=kids.type)  # 2 codes, 1 count
     with pytest.raises(InternalError, match="different numbers of prefixes and counts"):
         extension._level(rid, pa.array([1]), bad, None, None)
-    odd = pa.array([{"k": [0, 1, 2], "n": [1]}], type=kids.type)  # 3 codes for 2 columns
+    odd = pa.array([{"k": [0, 1, 2], "key": None, "n": [1]}], type=kids.type)  # 3 codes, 2 cols
     with pytest.raises(InternalError, match="prefixes of the wrong length"):
         extension._prefixes(odd, 2)
     extension._RELEASES.pop("r")

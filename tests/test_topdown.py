@@ -173,3 +173,34 @@ def test_allowed_children_follow_the_domain_table():
                                                [3, 10, 5])
     got = [codes[offsets[i]:offsets[i + 1]].tolist() for i in range(4)]
     assert got == [[1, 2, 4], [1, 2, 4], [2, 3], [0]]
+
+
+def test_prefixes_as_keys_equal_prefixes_as_codes():
+    # the SQL sends a level's prefixes as mixed-radix keys when the sizes are known
+    rng = np.random.default_rng(8)
+    sizes = [4, 3, 5]
+    leaves = np.unique(rng.integers(0, 3, size=(60, 3)), axis=0)  # codes < every size
+    counts = rng.integers(1, 9, leaves.shape[0])
+    plan = plan_budget(3, rho=2)
+    nodes = topdown.Nodes.root(int(counts.sum()))
+    for k in range(1, 4):
+        pref, inv = np.unique(leaves[:, :k], axis=0, return_inverse=True)
+        n = np.bincount(inv.ravel(), weights=counts).astype(np.int64)
+        keys = np.zeros(pref.shape[0], np.int64)
+        for j in range(k):
+            keys = keys * sizes[j] + pref[:, j]
+        src = RandomSource.from_seed(k)
+        by_codes = topdown.release_children(nodes, pref.T, n, sizes[:k], plan.level_sigma2[k - 1],
+                                            src)
+        by_keys = topdown.release_children(nodes, keys[::-1], n[::-1], sizes[:k],
+                                           plan.level_sigma2[k - 1], src)
+        assert np.array_equal(by_codes.codes, by_keys.codes)
+        assert np.array_equal(by_codes.counts, by_keys.counts)
+        nodes = by_keys
+    level1 = topdown.Nodes(np.array([[0, 1, 2]], np.int32), np.array([2, 2, 1]))
+    with pytest.raises(InternalError, match="prefix key outside its domain"):
+        topdown.release_children(level1, np.array([0, 12]), np.array([2, 3]), [3, 4], 1,
+                                 RandomSource.from_seed(1))
+    with pytest.raises(InternalError, match="passes 2\\*\\*62"):
+        topdown.release_children(level1, np.array([0, 1]), np.array([2, 3]), [2**31, 2**31], 1,
+                                 RandomSource.from_seed(1))
