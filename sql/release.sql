@@ -173,8 +173,10 @@ pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM $below GROUP BY ALL)
 
 -- @level
 -- level $i (Algorithm 1, lines 3-9) in one UDF call: the true counts of the level's prefixes as
--- lists (keys or codes; the released parents are the previous level's result, kept in the release
--- state); every child of every released parent is noised, IntOpt, children released > 0 kept
+-- lists (the released parents are the previous level's result, kept in the release state);
+-- every child of every released parent is noised, IntOpt, children released > 0 kept. When the
+-- domain sizes were known when planned (product < 2**62) each prefix travels as one mixed-radix
+-- key ((k1 * s2 + k2) * s3 + ...): two lists instead of one per column, ~9 ms less at 240k leaves
 rel$i AS MATERIALIZED (
     SELECT $level(b.b.rid, $i, (SELECT $lists FROM $pre), $allowed, $after) AS r
     FROM inftda_b AS b
@@ -184,8 +186,6 @@ rel$i AS MATERIALIZED (
 {'k': $klists, 'key': NULL::BIGINT[], 'n': list(n)}
 
 -- @prefix_keys
--- domain sizes known when planned and their product below 2**62: one mixed-radix key per prefix
--- (two lists travel instead of one per column: measured ~15 ms less at 240k leaves)
 {'k': NULL::INTEGER[], 'key': list($key), 'n': list(n)}
 
 -- @allowed
