@@ -45,6 +45,18 @@ _BITS = 63  # decision bits per word: the top 63 bits; bit 0 of word 0 is the si
 _BUCKET_BITS = (10, 16)  # the magnitude is looked up by the top K bits of its word, K in this range
 _SPAN = 16  # the magnitude table covers x < 16 t: overflow probability exp(-16) per trial
 _CHUNK = 1 << 16  # samples per internal batch (cache-sized temporaries)
+_TRIAL_WORK = 1 << 12  # trials per round at least, once few samples are pending (see below)
+_MAX_TRIALS = 64  # trials per pending sample per round at most
+
+Counter = int | np.ndarray  # one counter for a batch of words, or one per word (uint64)
+
+
+def _at(counter: Counter, i: int | np.integer) -> int:
+    return counter if isinstance(counter, int) else int(counter[i])
+
+
+def _sub(counter: Counter, idx: np.ndarray) -> Counter:
+    return counter if isinstance(counter, int) else counter[idx]
 _INT64_MAX = (1 << 63) - 1
 _NOISE_BOUND = 1 << 40  # add_noise refuses counts within this of the int64 limits
 
@@ -211,7 +223,7 @@ class DiscreteGaussian:
             gs = still
         return count
 
-    def _count(self, source: RandomSource, ids: np.ndarray, counter: int,
+    def _count(self, source: RandomSource, ids: np.ndarray, counter: Counter,
                u: np.ndarray) -> np.ndarray:
         """Geometric stage: ``#{x in 1..L : U < exp(-x/t)}`` for first words ``u``, exactly."""
         geom, t = self._tab.geom, self._tab.t
@@ -223,10 +235,10 @@ class DiscreteGaussian:
             left = int(np.searchsorted(geom, u[i], side="left"))
             first = int(x[i]) + 1
             gs = [Fraction(v, t) for v in range(first, first + int(right[i]) - left)]
-            x[i] += self._refine(source, int(ids[i]), counter, 0, int(u[i]), gs)
+            x[i] += self._refine(source, int(ids[i]), _at(counter, i), 0, int(u[i]), gs)
         return x
 
-    def _geometric(self, source: RandomSource, ids: np.ndarray, counter: int,
+    def _geometric(self, source: RandomSource, ids: np.ndarray, counter: Counter,
                    w0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Word -> ``#{x in 1..L : U < exp(-x/t)}`` (bucket lookup, exact search if unsure),
         and the indices where it is ``L`` (table overflow)."""
@@ -234,22 +246,24 @@ class DiscreteGaussian:
         x = np.take(tab.bucket, (w0 >> np.uint64(64 - tab.kbits)).view(np.int64))
         unsure = np.flatnonzero(x < 0)
         if unsure.size:
-            x[unsure] = found = self._count(source, ids[unsure], counter, self._top(w0[unsure]))
+            x[unsure] = found = self._count(source, ids[unsure], _sub(counter, unsure),
+                                            self._top(w0[unsure]))
             return x, unsure[found == tab.geom.size]
         return x, unsure
 
-    def _magnitude(self, source: RandomSource, ids: np.ndarray, rnd: int,
+    def _magnitude(self, source: RandomSource, ids: np.ndarray, base: Counter,
                    w0: np.ndarray) -> np.ndarray:
-        """Geometric magnitude, P(X >= x) = exp(-x/t); table overflow continues memorylessly."""
-        base = rnd << _STAGE_BITS
+        """Geometric magnitude, P(X >= x) = exp(-x/t); table overflow continues memorylessly
+        (``base``: the trials' counters, ``round << 15``)."""
         x, over = self._geometric(source, ids, base, w0)
         stage = 1
         while over.size:
             if stage >= 1 << _STAGE_BITS:
                 raise InternalError("geometric overflow ran out of counters")
             sub = ids[over]
-            more, again = self._geometric(source, sub, base | stage,
-                                          source._pairs(sub, base | stage, 0, 1)[:, 0])
+            counter = _sub(base, over) | stage
+            more, again = self._geometric(source, sub, counter,
+                                          source._pairs(sub, counter, 0, 1)[:, 0])
             x[over] += more
             over = over[again]
             stage += 1
@@ -261,9 +275,20 @@ class DiscreteGaussian:
         pending: np.ndarray | None = None  # indices into ids still pending (None: all)
         pids, rnd = ids, 0
         while pids.size:
-            counter = rnd << _STAGE_BITS
-            words = source._pairs(pids, counter, 0, 1)
-            x = self._magnitude(source, pids, rnd, words[:, 0])
+            # k trials per pending sample at once (k > 1 once few are pending: fewer rounds of
+            # numpy calls); trial j is round rnd + j, with that round's words and decisions, and
+            # the first accepted trial is the sample: the one-trial-per-round result, exactly
+            k = max(1, min(_MAX_TRIALS, _TRIAL_WORK // pids.size))
+            if rnd + k >= 1 << 32:
+                raise InternalError("discrete Gaussian sampler did not terminate")
+            counter: Counter = rnd << _STAGE_BITS
+            tid = pids
+            if k > 1:
+                tid = np.repeat(pids, k)
+                rounds = np.arange(rnd, rnd + k, dtype=np.uint64) << np.uint64(_STAGE_BITS)
+                counter = np.tile(rounds, pids.size)
+            words = source._pairs(tid, counter, 0, 1)
+            x = self._magnitude(source, tid, counter, words[:, 0])
             sign = (words[:, 0] & np.uint64(1)).view(np.int64)  # 1: negative
             a = self._top(words[:, 1])
             thr = np.take(tab.acc, x, mode="clip")  # thresholds are 0 past the table's end
@@ -271,20 +296,25 @@ class DiscreteGaussian:
             rejected = x < sign  # x == 0 and negative: the discrete Laplace counts 0 once
             for i in np.flatnonzero(a == thr):  # probability 2**-63 each
                 if not rejected[i]:
-                    accept[i] = self._refine(source, int(pids[i]), counter, 1, int(a[i]),
+                    accept[i] = self._refine(source, int(tid[i]), _at(counter, i), 1, int(a[i]),
                                              [tab.acc_g(int(x[i]))]) == 1
             accept &= ~rejected
-            done = np.flatnonzero(accept)
-            value, negative = x[done], -sign[done]
+            if k == 1:
+                done = pick = np.flatnonzero(accept)
+                left = np.flatnonzero(~accept)
+            else:
+                trials = accept.reshape(pids.size, k)
+                hit = trials.any(axis=1)
+                done = np.flatnonzero(hit)
+                pick = done * k + trials[done].argmax(axis=1)  # the first accepted trial
+                left = np.flatnonzero(~hit)
+            value, negative = x[pick], -sign[pick]
             value ^= negative
             value -= negative  # -value where negative
             out[done if pending is None else pending[done]] = value
-            left = np.flatnonzero(~accept)
             pending = left if pending is None else pending[left]
             pids = pids[left]
-            rnd += 1
-            if rnd >= 1 << 32:
-                raise InternalError("discrete Gaussian sampler did not terminate")
+            rnd += k
         return out
 
     def _geometric_stage(self, source: RandomSource, ids: np.ndarray) -> np.ndarray:

@@ -132,11 +132,17 @@ class RandomSource:
         out = self._pairs(_as_ids(ids), int(counter), 0, (int(width) + 1) // 2)
         return out[:, :width] if width % 2 else out
 
-    def _pairs(self, ids: np.ndarray, counter: int, pair0: int, npairs: int) -> np.ndarray:
-        """Words ``2*pair0 .. 2*(pair0+npairs)-1`` for uint64 ``ids``: uint64 (n, 2*npairs)."""
+    def _pairs(self, ids: np.ndarray, counter: int | np.ndarray, pair0: int,
+               npairs: int) -> np.ndarray:
+        """Words ``2*pair0 .. 2*(pair0+npairs)-1`` for uint64 ``ids``: uint64 (n, 2*npairs).
+        ``counter``: one for all ids, or a uint64 array with one per id."""
         blocks = np.empty((ids.size, npairs, 2), dtype="<u8")
         blocks[:, :, 0] = ids[:, None]
-        blocks[:, :, 1] = (counter << 16) + pair0 + np.arange(npairs, dtype=np.uint64)
+        pairs = np.uint64(pair0) + np.arange(npairs, dtype=np.uint64)
+        if isinstance(counter, np.ndarray):
+            blocks[:, :, 1] = (counter.astype(np.uint64) << np.uint64(16))[:, None] + pairs
+        else:
+            blocks[:, :, 1] = (counter << 16) + pairs
         out = _aes_ecb(self._key, blocks).reshape(ids.size, 2 * npairs)
         return out if out.dtype.isnative else out.astype(np.uint64)
 

@@ -145,9 +145,9 @@ def _dense(
             block[...] = intopt(block, c[s0 + lo:s0 + hi])  # line 6
         _check(x.sum(axis=1), c[s0:s1], x)
         keep = x > 0  # lines 7-8, row-major: codes ascending per parent
-        codes = np.flatnonzero(keep)
-        codes %= m
-        parts.append((np.count_nonzero(keep, axis=1), codes, x[keep]))
+        kept = np.flatnonzero(keep)
+        kept %= m
+        parts.append((np.count_nonzero(keep, axis=1), kept, x[keep]))
     per_row, codes, counts = zip(*parts, strict=True)
     return _pack(list(per_row), list(codes), list(counts))
 

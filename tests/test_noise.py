@@ -194,3 +194,17 @@ def test_concurrent_threads_get_the_addressed_samples():
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda p: dist.sample(source, p), parts))
     assert np.array_equal(np.concatenate(got), dist.sample(source, np.arange(400_000)))
+
+
+@pytest.mark.parametrize("kw", [{}, {"_word_bits": 8}, {"_span": 1}])
+def test_several_trials_per_round_give_the_one_trial_result(monkeypatch, kw):
+    # once few samples are pending, a round draws k trials of each (trial j = round r + j) and
+    # keeps the first accepted: exactly the one-trial-per-round sample, ties and overflows too
+    dist = DiscreteGaussian(Fraction(800, 37), **kw)
+    ids = np.arange(3000, dtype=np.uint64) * 7919
+    runs = []
+    for work in (0, noise._TRIAL_WORK, 1 << 30):  # k = 1 always; the default; k = 64 always
+        monkeypatch.setattr(noise, "_TRIAL_WORK", work)
+        runs.append(dist.sample(RandomSource.from_seed(5), ids))
+    assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
+    assert not np.array_equal(runs[0], dist.sample(RandomSource.from_seed(6), ids))
