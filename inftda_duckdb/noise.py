@@ -20,7 +20,9 @@ sample refine both sides exactly. One trial of round ``r`` uses one AES block (c
   ``exp(-g) < 2**-63``).
 
 Refinement word ``k >= 1`` of primary word ``w`` is word ``2 k + w`` of the same counter.
-Rounds run over the still-pending samples of a block. The number of trials of a rejection sampler
+Rounds run over the still-pending samples of a block; once few are pending, a round draws the
+next k trials of each at once (trial j is round r + j, the first accepted one is kept: the same
+sample as one trial per round, in fewer numpy calls). The number of trials of a rejection sampler
 is independent of the value it returns, and every pending sample does the same work per round
 (the refinement and overflow paths, probability < 1e-6 per sample, excepted).
 """
