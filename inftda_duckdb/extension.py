@@ -12,9 +12,10 @@ Random UDFs are registered with ``side_effects=True``; each runs once per execut
 one-row MATERIALIZED CTE. ``inftda_begin`` turns the data checks into errors, charges the ledger,
 draws the key and keeps the release state in a small process registry, keyed by a fresh release
 id; ``inftda_level`` (one Arrow call per level) takes the level's true prefix counts as lists
-(mixed-radix keys, or codes column after column), releases the level's nodes from the previous level's (kept in the state) and returns
-their number, which the next level's call takes as an argument (so DuckDB runs the levels in
-order); ``inftda_end`` returns the released leaves as one row of lists and drops the state.
+(mixed-radix keys, or codes column after column), releases the level's nodes from the previous
+level's (kept in the state) and returns their number, which the next level's call takes as an
+argument (so DuckDB runs the levels in order); ``inftda_end`` returns the released leaves as one
+row of lists and drops the state.
 """
 
 from __future__ import annotations
