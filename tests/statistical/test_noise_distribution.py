@@ -225,7 +225,10 @@ def test_short_words_take_the_rare_paths_and_stay_exact(sigma2, bits, n, monkeyp
         return refine(self, *args)
 
     def counting_geometric(self, source, ids, counter, w0):
-        calls["overflow"] += ids.size if counter & 0x7FFF else 0
+        # counter: one for the batch, or one per word (several trials per round); stage bits
+        # set = a table overflow continuing
+        stage = np.broadcast_to(np.asarray(counter, dtype=np.uint64) & np.uint64(0x7FFF), ids.shape)
+        calls["overflow"] += int(np.count_nonzero(stage))
         return geometric(self, source, ids, counter, w0)
 
     monkeypatch.setattr(DiscreteGaussian, "_refine", counting_refine)
