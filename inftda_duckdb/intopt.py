@@ -238,10 +238,13 @@ class _Rows:
         return a.max(axis=1) if self.m is not None else np.maximum.reduceat(a, self.starts)
 
     def cumsum(self, a: Any) -> Any:
+        # one cumsum over all rows, minus what the rows before contributed (twice as fast as
+        # cumsum(axis=1) on short rows); int64 wrap-around cancels in the difference: each
+        # row's true prefix sums fit in int64
+        total = np.cumsum(a.reshape(-1)).reshape(a.shape)
         if self.m is not None:
-            return a.cumsum(axis=1)
-        # int64 wrap-around cancels in the difference: each row's true prefix sums fit in int64.
-        total = np.cumsum(a)
+            total -= total[:, :1] - a[:, :1]
+            return total
         return total - (total - a)[self.starts][self.row]
 
     def remaining(self) -> Any:
