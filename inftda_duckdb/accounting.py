@@ -34,6 +34,7 @@ __all__ = [
     "level_table",
     "plan_budget",
     "rho_from_epsilon_delta",
+    "total_rho",
 ]
 
 NEIGHBOURS = ("substitute", "add_remove")
@@ -149,7 +150,7 @@ def plan_budget(
         raise bad_argument(
             "max_rows_per_unit", m, "must be an integer >= 1", "pass e.g. max_rows_per_unit := 1"
         )
-    total = _total_rho(rho, epsilon, delta)
+    total = total_rho(rho, epsilon, delta)
     parts = depth + 1 if neighbours == "add_remove" else depth
     weights = _weights(level_weights, parts, neighbours)
     shares = tuple(total * w / sum(weights) for w in weights)
@@ -172,7 +173,9 @@ def plan_budget(
     )
 
 
-def _total_rho(rho: object, epsilon: object, delta: object) -> Fraction:
+def total_rho(rho: object, epsilon: object, delta: object) -> Fraction:
+    """The total budget as an exact rho: ``rho``, or (``epsilon``, ``delta``) converted; exactly
+    one of the two forms, else an InputError naming what is missing or extra."""
     if rho is not None:
         if epsilon is not None or delta is not None:
             raise bad_argument(

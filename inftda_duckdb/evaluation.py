@@ -32,18 +32,15 @@ import weakref
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
+from .accounting import BudgetPlan, error_bound, total_rho
 from .connections import register_udfs
 from .errors import InputError, bad_argument
-from .exact import to_positive_fraction
 from .identifiers import literal, parse_qualified, quote, quote_qualified
-
-if TYPE_CHECKING:
-    from .accounting import BudgetPlan
 
 #: Columns of the result, in order.
 RESULT_COLUMNS = (
@@ -253,8 +250,6 @@ def bounds(
     """Theorem 1's bound per level from the public cell counts (None where unknown or no budget)."""
     if rho is None and plan is None:
         return [None] * len(cells)
-    from .accounting import error_bound
-
     known = 0
     while known < len(cells) and cells[known] is not None:
         known += 1
@@ -271,14 +266,10 @@ def bounds(
 
 
 def _rho(rho: object, epsilon: object, delta: object) -> Fraction | None:
-    if epsilon is None and delta is None:
-        return None if rho is None else to_positive_fraction(rho, "rho", "pass e.g. rho=0.5")
-    if rho is not None or epsilon is None or delta is None:
-        raise bad_argument("rho", rho, "and (epsilon, delta) are exclusive; both epsilon and delta "
-                           "are needed", "pass rho=..., or epsilon=... and delta=...")  # fmt: skip
-    from .accounting import rho_from_epsilon_delta
-
-    return rho_from_epsilon_delta(epsilon, delta)
+    """The budget the bound is computed for (None: no bound), read as a release reads it."""
+    if rho is None and epsilon is None and delta is None:
+        return None
+    return total_rho(rho, epsilon, delta)
 
 
 def _with_bound(metrics: pa.Table, bound: list[float | None]) -> pa.Table:

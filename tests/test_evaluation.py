@@ -182,7 +182,8 @@ def test_values_outside_the_declared_domain_are_refused(con):
         ({"domain_tables": 7}, "unsupported"),
         ({"beta": 1.5}, "beta"),
         ({"rho": -1}, "rho"),
-        ({"rho": 1, "epsilon": 1, "delta": 1e-6}, "exclusive"),
+        ({"rho": 1, "epsilon": 1, "delta": 1e-6}, "must not be combined"),
+        ({"epsilon": 1}, "delta is required"),
     ],
 )
 def test_bad_arguments(con, kwargs, match):
