@@ -49,6 +49,8 @@ _SPAN = 16  # the magnitude table covers x < 16 t: overflow probability exp(-16)
 _CHUNK = 1 << 16  # samples per internal batch (cache-sized temporaries)
 _TRIAL_WORK = 1 << 12  # trials per round at least, once few samples are pending (see below)
 _MAX_TRIALS = 64  # trials per pending sample per round at most
+_INT64_MAX = (1 << 63) - 1
+_NOISE_BOUND = 1 << 40  # add_noise refuses counts within this of the int64 limits
 
 Counter = int | np.ndarray  # one counter for a batch of words, or one per word (uint64)
 
@@ -59,8 +61,6 @@ def _at(counter: Counter, i: int | np.integer) -> int:
 
 def _sub(counter: Counter, idx: np.ndarray) -> Counter:
     return counter if isinstance(counter, int) else counter[idx]
-_INT64_MAX = (1 << 63) - 1
-_NOISE_BOUND = 1 << 40  # add_noise refuses counts within this of the int64 limits
 
 
 def _exp_interval(g: Fraction, prec: int) -> tuple[int, int]:

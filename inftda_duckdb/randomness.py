@@ -138,11 +138,8 @@ class RandomSource:
         ``counter``: one for all ids, or a uint64 array with one per id."""
         blocks = np.empty((ids.size, npairs, 2), dtype="<u8")
         blocks[:, :, 0] = ids[:, None]
-        pairs = np.uint64(pair0) + np.arange(npairs, dtype=np.uint64)
-        if isinstance(counter, np.ndarray):
-            blocks[:, :, 1] = (counter.astype(np.uint64) << np.uint64(16))[:, None] + pairs
-        else:
-            blocks[:, :, 1] = (counter << 16) + pairs
+        high = np.asarray(counter, dtype=np.uint64).reshape(-1, 1) << np.uint64(16)
+        blocks[:, :, 1] = high + np.uint64(pair0) + np.arange(npairs, dtype=np.uint64)
         out = _aes_ecb(self._key, blocks).reshape(ids.size, 2 * npairs)
         return out if out.dtype.isnative else out.astype(np.uint64)
 
