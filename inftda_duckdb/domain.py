@@ -25,6 +25,7 @@ from .errors import InputError, InternalError, bad_argument
 from .identifiers import quote_qualified
 from .ledger import resolve_source, source_key
 from .request import ReleaseRequest
+from .topdown import MAX_KEY_SPAN
 
 KINDS = ("list", "table", "enum", "data")
 
@@ -70,9 +71,10 @@ class DomainPlan:
         their product is below 2**62: the level's prefixes then travel as one mixed-radix
         BIGINT key each (the order of the codes), else as one list of codes per column."""
         sizes = [c.size for c in self.columns[:level]]
-        if any(s is None for s in sizes) or math.prod(s for s in sizes if s) >= 1 << 62:
+        known = [s for s in sizes if s is not None]
+        if len(known) < len(sizes) or math.prod(known) >= MAX_KEY_SPAN:
             return None
-        return [int(s) for s in sizes if s is not None]
+        return known
 
     def to_json(self) -> dict[str, Any]:
         """What inftda_begin needs to interpret the checks (labels stay in the SQL)."""

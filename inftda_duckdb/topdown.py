@@ -31,6 +31,10 @@ from .randomness import RandomSource
 
 IntArray = npt.NDArray[np.int64]
 
+MAX_KEY_SPAN = 1 << 62
+"""Mixed-radix keys of prefixes stay below this (int64 with room): the SQL sends keys only for
+domains whose product is below it; :func:`_keys` re-ranks before passing it."""
+
 DENSE_CELLS = 1 << 22
 """Cells densified at once (zero children filled in): bounds the level's memory to ~40 MB."""
 BLOCK_CELLS = 1 << 16
@@ -264,7 +268,7 @@ def release_children(
     counts = np.asarray(true_counts, dtype=np.int64)
     n_par = parents.counts.shape[0]
     if codes.ndim == 1 and k > 1:  # mixed-radix keys
-        if math.prod(int(m) for m in sizes) >= 1 << 62:
+        if math.prod(int(m) for m in sizes) >= MAX_KEY_SPAN:
             raise InternalError("prefix keys for domains whose product passes 2**62")
         parent_keys, last = np.divmod(codes.astype(np.int64, copy=False), int(sizes[-1]))
         own, _, span = _keys(parents.codes, parents.codes[:, :0], sizes[:-1])
@@ -302,7 +306,7 @@ def _keys(a: np.ndarray, b: np.ndarray, sizes: Sizes) -> tuple[IntArray, IntArra
     kb = np.zeros(b.shape[1], np.int64)
     span = 1
     for j, m in enumerate(sizes):
-        if span * int(m) >= 1 << 62:  # deep trees with big domains: rank the keys so far
+        if span * int(m) >= MAX_KEY_SPAN:  # deep trees with big domains: rank the keys so far
             u, inv = np.unique(np.concatenate([ka, kb]), return_inverse=True)
             ka, kb, span = inv[: ka.shape[0]], inv[ka.shape[0] :], u.shape[0]
         ka *= int(m)  # in place: fresh temporaries cost page faults
