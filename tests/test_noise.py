@@ -11,7 +11,7 @@ import pytest
 
 from inftda_duckdb import noise
 from inftda_duckdb.errors import InputError
-from inftda_duckdb.noise import DiscreteGaussian, add_noise, exp_floor, sample
+from inftda_duckdb.noise import DiscreteGaussian, add_noise, sample
 from inftda_duckdb.randomness import RandomSource
 
 SIGMA2S = [Fraction(1, 100), Fraction(1, 2), Fraction(2, 3), 4, 6, 40, 400, Fraction(800, 37),
@@ -31,8 +31,29 @@ def decimal_exp_floor(g: Fraction, bits: int) -> int:
     raise AssertionError("undecided")
 
 
-def threshold(g: Fraction, bits: int) -> int:
-    return min(decimal_exp_floor(g, bits), 2**bits - 1) if g else 2**bits - 1
+def decimal_cdf_floors(sigma2: Fraction, bits: int, count: int) -> list[int]:
+    """floor(F(a) * 2**bits) for a < count, F the distribution function of |N_Z(0, sigma2)|, with
+    the decimal module (correctly rounded exp; the terms left out weigh < 10**-digits)."""
+    for digits in (60, 120, 400):
+        with localcontext() as ctx:
+            ctx.prec = digits + 10
+            big = math.isqrt(int(5 * digits * sigma2) + 1) + count + 3
+            w = [(Decimal(-y * y * sigma2.denominator) / Decimal(2 * sigma2.numerator)).exp()
+                 for y in range(big + 1)]
+            z = w[0] + 2 * sum(w[1:])
+            out, c, scale = [], w[0], Decimal(2) ** bits
+            for a in range(count):
+                if a:
+                    c += 2 * w[a]
+                v = c / z * scale
+                f = int(v)
+                margin = Decimal(10) ** (len(str(f)) - digits + 5)
+                if not ((f == 0 or v - f > margin) and f + 1 - v > margin):
+                    break
+                out.append(f)
+            if len(out) == count:
+                return out
+    raise AssertionError("undecided")
 
 
 @pytest.mark.parametrize("bad", [0, -1, Fraction(-1, 3), float("nan"), float("inf"), "-inf",
@@ -54,55 +75,80 @@ def test_sigma2_is_taken_exactly():
 
 
 @pytest.mark.parametrize("g", [Fraction(0), Fraction(1, 3), Fraction(1, 1001), Fraction(355, 113),
-                               Fraction(10**6 + 1, 7), Fraction(-1, 2)])
+                               Fraction(10**6 + 1, 7)])
 @pytest.mark.parametrize("bits", [8, 63, 200])
-def test_exp_floor_matches_an_independent_decimal_computation(g, bits):
-    if g < 0:  # exp(1/2) > 1: checks the reciprocal path of the interval code
-        lo, hi = noise._exp_interval(g, bits)
-        assert lo <= decimal_exp_floor(g, bits) <= hi <= lo + 8
-        return
-    expected = 2**bits if g == 0 else decimal_exp_floor(g, bits)
-    assert exp_floor(g, bits) == expected
+def test_exp_interval_brackets_an_independent_decimal_computation(g, bits):
+    lo, hi = noise._exp_interval(g, bits)
+    exact = 2**bits if g == 0 else decimal_exp_floor(g, bits)
+    assert lo <= exact <= hi <= lo + 8
+
+
+@pytest.mark.parametrize("sigma2", [Fraction(1, 100), Fraction(1, 2), Fraction(4), Fraction(400),
+                                    Fraction(10**6)])
+def test_cdf_sums_bracket_z_and_c(sigma2):
+    # the interval sums contain the decimal values of C(a) and Z, and are tight
+    prec, guard = 63 + noise._guard(sigma2), noise._guard(sigma2)
+    clo, chi, zlo, zhi = noise._cdf_sums(sigma2, prec, 1 << (guard - 32))
+    with localcontext() as ctx:
+        ctx.prec = 80
+        s = Decimal(sigma2.numerator) / Decimal(sigma2.denominator)
+        big = math.isqrt(int(400 * sigma2) + 1) + 3
+        w = [(Decimal(-y * y) / (2 * s)).exp() for y in range(big + 1)]
+        scale = Decimal(2) ** prec  # exact: < 80 digits
+        z = (w[0] + 2 * sum(w[1:])) * scale
+        assert zlo <= z <= zhi and zhi - zlo < 2 ** (prec - 90)
+        for a in {0, 1, len(clo) // 2, len(clo) - 1}:
+            assert clo[a] <= (w[0] + 2 * sum(w[1:a + 1])) * scale <= chi[a]
+
+
+@pytest.mark.parametrize(("sigma2", "a"), [
+    (Fraction(4), 0), (Fraction(4), 3), (Fraction(1, 100), 0), (Fraction(800, 37), 11),
+    (Fraction(400), 150)])
+@pytest.mark.parametrize("bits", [8, 63, 126, 200])
+def test_cdf_floor_matches_an_independent_decimal_computation(sigma2, a, bits):
+    assert noise.cdf_floor(sigma2, a, bits) == decimal_cdf_floors(sigma2, bits, a + 1)[a]
 
 
 @pytest.mark.parametrize("sigma2", SIGMA2S)
 @pytest.mark.parametrize("bits", [63, 12, 8])
 def test_threshold_tables_match_exact_recomputation(sigma2, bits):
     if sigma2 == 10**6 and bits == 63:
-        pytest.skip("covered by a sparse check below (table of 16k + 10k entries)")
-    tab = noise._tables(Fraction(sigma2), bits, noise._SPAN)
+        pytest.skip("covered by a sparse check below (a table of 9k entries)")
     s = Fraction(sigma2)
-    t = math.isqrt(s.numerator // s.denominator) + 1
-    assert t == tab.t and t - 1 <= math.sqrt(s) < t
-    geom = [int(v) for v in tab.geom[::-1]]  # x = 1..L
-    assert geom == [threshold(Fraction(x, t), bits) for x in range(1, len(geom) + 1)]
-    # the table ends at 16 t or where the next threshold would be 0 (then overflow restarts it)
-    assert len(geom) == noise._SPAN * t or threshold(Fraction(len(geom) + 1, t), bits) == 0
-    c = s / t
-    acc = [int(v) for v in tab.acc]
-    assert acc == [threshold((y - c) ** 2 / (2 * s), bits) for y in range(len(acc))]
-    assert acc[-1] == 0 and len(acc) - 1 > c  # every later threshold is 0 too (decreasing)
+    tab = noise._tables(s, bits)
+    cdf = [int(v) for v in tab.cdf]
+    assert cdf == decimal_cdf_floors(s, bits, len(cdf))
+    # the table ends at the first threshold 2**bits - 1 (all later ones equal it)
+    assert cdf[-1] == 2**bits - 1 and (len(cdf) == 1 or cdf[-2] < 2**bits - 1)
     # bucket lookup: a bucket has a value only if every word in it has that magnitude
-    k = tab.kbits
-    table = tab.geom
-    assert len(tab.bucket) == 2**k and np.all(tab.bucket < table.size)  # overflow: searched
+    k, table = tab.kbits, tab.cdf
+    assert len(tab.bucket) == 2**k and np.all(tab.bucket < table.size)
     for h in np.flatnonzero(tab.bucket >= 0)[:: max(1, len(tab.bucket) // 4096)]:
         lo_word, hi_word = h << (bits - k), ((h + 1) << (bits - k)) - 1
         for word in (lo_word, hi_word):
-            assert tab.bucket[h] == table.size - np.searchsorted(table, np.uint64(word), "right")
+            assert tab.bucket[h] == np.searchsorted(table, np.uint64(word), "left")
+            assert word not in cdf  # no tie to refine
     assert np.all(tab.bucket[(table >> np.uint64(bits - k)).astype(np.intp)] == -1)
 
 
-def test_large_sigma2_tables_match_on_a_sample_of_entries():
+def test_large_sigma2_table_matches_on_a_sample_of_entries():
     s = Fraction(10**6)
-    tab = noise._tables(s, 63, noise._SPAN)
-    t, c = tab.t, s / tab.t
-    size = tab.geom.size
-    assert t == 1001 and size == noise._SPAN * t
-    for x in (1, 2, 500, 1001, 7777, size):
-        assert int(tab.geom[size - x]) == threshold(Fraction(x, t), 63)
-    for y in (0, 1, 998, 999, 1000, 5000, tab.acc.size - 2, tab.acc.size - 1):
-        assert int(tab.acc[y]) == threshold((y - c) ** 2 / (2 * s), 63)
+    table = noise._tables(s, 63).cdf
+    exact = decimal_cdf_floors(s, 63, table.size)
+    for a in (0, 1, 500, 1000, 5000, table.size - 2, table.size - 1):
+        assert int(table[a]) == exact[a]
+    assert int(table[-1]) == 2**63 - 1 > int(table[-2])
+
+
+def test_tiny_sigma2_needs_no_huge_precision():
+    # rho = 1e6 on 3 levels: F(0) = 1 - 2**-240000, whose floor is decided by F < 1 alone
+    s = Fraction(3, 10**6)
+    assert noise._tables(s, 63).cdf.tolist() == [2**63 - 1]
+    assert noise.cdf_floor(s, 0, 200) == 2**200 - 1
+    for bits in (63, 8):  # 8 bits: the word 255 (1 in 256) is refined on further words
+        samples = DiscreteGaussian(s, _word_bits=bits).sample(RandomSource.from_seed(1),
+                                                              np.arange(10**5))
+        assert not samples.any()
 
 
 @pytest.mark.parametrize("bits", [63, 8])
@@ -194,17 +240,3 @@ def test_concurrent_threads_get_the_addressed_samples():
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda p: dist.sample(source, p), parts))
     assert np.array_equal(np.concatenate(got), dist.sample(source, np.arange(400_000)))
-
-
-@pytest.mark.parametrize("kw", [{}, {"_word_bits": 8}, {"_span": 1}])
-def test_several_trials_per_round_give_the_one_trial_result(monkeypatch, kw):
-    # once few samples are pending, a round draws k trials of each (trial j = round r + j) and
-    # keeps the first accepted: exactly the one-trial-per-round sample, ties and overflows too
-    dist = DiscreteGaussian(Fraction(800, 37), **kw)
-    ids = np.arange(3000, dtype=np.uint64) * 7919
-    runs = []
-    for work in (0, noise._TRIAL_WORK, 1 << 30):  # k = 1 always; the default; k = 64 always
-        monkeypatch.setattr(noise, "_TRIAL_WORK", work)
-        runs.append(dist.sample(RandomSource.from_seed(5), ids))
-    assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
-    assert not np.array_equal(runs[0], dist.sample(RandomSource.from_seed(6), ids))

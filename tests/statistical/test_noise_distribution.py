@@ -1,4 +1,4 @@
-"""Goodness of fit of the noise against the exact discrete Gaussian law, stage by stage.
+"""Goodness of fit of the noise against the exact discrete Gaussian law, rare paths forced too.
 
 The reference laws are computed here, independently of inftda_duckdb.noise, with the decimal module
 (50 significant digits, correctly rounded exp). Chi-square p-values come from a small regularised
@@ -71,19 +71,6 @@ def gaussian_pmf(sigma2: Fraction) -> tuple[np.ndarray, np.ndarray]:
         p = [float(v / z) for v in w]
     values = np.arange(-big, big + 1)
     return values, np.array([p[abs(int(y))] for y in values])
-
-
-@cache
-def geometric_pmf(t: int) -> tuple[np.ndarray, np.ndarray]:
-    """P(X = x) = (1 - r) r**x, r = exp(-1/t), for x < 60 t (mass beyond < e**-60)."""
-    with localcontext() as ctx:
-        ctx.prec = 50
-        r = (Decimal(-1) / Decimal(t)).exp()
-        p, q = [], 1 - r
-        for _ in range(60 * t):
-            p.append(float(q))
-            q *= r
-    return np.arange(60 * t), np.array(p)
 
 
 def chi_square(samples: np.ndarray, values: np.ndarray,
@@ -190,57 +177,32 @@ def test_mean_zero_and_exact_variance(sigma2):
         assert not ok(rounded) or sigma2 < Fraction(1, 10)
 
 
-# --- stages on their own -------------------------------------------------------------------------
-@pytest.mark.statistical
-@pytest.mark.parametrize(("sigma2", "bits"), [(Fraction(1, 2), 63), (Fraction(4), 63),
-                                              (Fraction(400), 63), (Fraction(10**6), 63),
-                                              (Fraction(4), 8), (Fraction(40), 12)], ids=str)
-def test_geometric_stage_fits_its_pmf(sigma2, bits):
-    dist = DiscreteGaussian(sigma2, _word_bits=bits)
-    t = dist._tab.t
-    n = 10**6 if bits == 63 else 200_000  # short words resolve many ties in Python
-    source, ids = RandomSource.from_seed(4), np.arange(n, dtype=np.uint64)
-    values, probs = geometric_pmf(t)
-    assert chi_square(dist._geometric_stage(source, ids), values, probs)[2] > ALPHA
-    # negative controls: the table without its memoryless overflow, and the scale of 2 sigma
-    truncated = dist._geometric(source, ids, 0, source._pairs(ids, 0, 0, 1)[:, 0])[0]
-    if bits == 8:  # overflow has probability ~2**-8 here, visible in 1e6 draws
-        assert chi_square(truncated, values, probs)[2] < ALPHA
-    wrong = DiscreteGaussian(sigma2 * 4, _word_bits=bits)
-    assert wrong._tab.t > t
-    assert chi_square(wrong._geometric_stage(source, ids), values, probs)[2] < ALPHA
-
-
-# --- rare paths forced: 8- and 12-bit words make ties and table overflow common -------------------
+# --- rare paths forced: 8- and 12-bit words make ties and the end of the table common ----------
 @pytest.mark.statistical
 @pytest.mark.parametrize(("sigma2", "bits", "n"), [
     (Fraction(1, 2), 8, 200_000), (Fraction(4), 8, 200_000), (Fraction(40), 8, 200_000),
     (Fraction(6), 12, 400_000), (Fraction(800, 37), 12, 400_000)], ids=str)
 def test_short_words_take_the_rare_paths_and_stay_exact(sigma2, bits, n, monkeypatch):
-    calls = {"refine": 0, "overflow": 0}
-    refine, geometric = DiscreteGaussian._refine, DiscreteGaussian._geometric
+    calls = {"refine": 0, "end": 0}
+    refine = DiscreteGaussian._refine
 
-    def counting_refine(self, *args):
+    def counting_refine(self, source, id_, u, a):
         calls["refine"] += 1
-        return refine(self, *args)
-
-    def counting_geometric(self, source, ids, counter, w0):
-        # counter: one for the batch, or one per word (several trials per round); stage bits
-        # set = a table overflow continuing
-        stage = np.broadcast_to(np.asarray(counter, dtype=np.uint64) & np.uint64(0x7FFF), ids.shape)
-        calls["overflow"] += int(np.count_nonzero(stage))
-        return geometric(self, source, ids, counter, w0)
+        calls["end"] += u == 2**bits - 1  # a word past the table's last threshold
+        return refine(self, source, id_, u, a)
 
     monkeypatch.setattr(DiscreteGaussian, "_refine", counting_refine)
-    monkeypatch.setattr(DiscreteGaussian, "_geometric", counting_geometric)
     samples = draw(sigma2, n, seed=5, _word_bits=bits)
-    assert calls["refine"] > n / 2**bits and calls["overflow"] > n / 2**(bits + 4)
+    # each of the table's distinct thresholds is hit with probability 2**-bits per sample: the
+    # counts are Poisson with means >= 97, so half the mean is missed with probability < 1e-6
+    distinct = np.unique(DiscreteGaussian(sigma2, _word_bits=bits)._tab.cdf).size
+    assert calls["refine"] > n * distinct / 2**bits / 2 and calls["end"] > n / 2**bits / 2
     assert fits(samples, sigma2)
 
 
 @pytest.mark.statistical
 def test_negative_control_short_words_without_exact_ties_fail(monkeypatch):
-    # Resolving every 8-bit tie as "reject" (i.e. using the truncated thresholds as if exact)
+    # Resolving every 8-bit tie as "U < F(a)" (i.e. using the truncated thresholds as if exact)
     # biases the law: the same test must reject it.
-    monkeypatch.setattr(DiscreteGaussian, "_refine", lambda self, *args: 0)
+    monkeypatch.setattr(DiscreteGaussian, "_refine", lambda self, source, id_, u, a: a)
     assert not fits(draw(Fraction(4), 10**6, seed=5, _word_bits=8), Fraction(4))
