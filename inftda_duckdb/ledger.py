@@ -107,9 +107,9 @@ def _default_database(con: Any) -> str:
         return str(cur.execute("SELECT current_database()").fetchall()[0][0])
 
 
-def _tables(con: Any) -> tuple[str, str]:
-    db = quote(_default_database(con))
-    return f"{db}.main.{LEDGER}", f"{db}.main.{BUDGETS}"
+def _tables(db: str) -> tuple[str, str]:
+    """The ledger's and the budgets' qualified names in database ``db``."""
+    return f"{quote(db)}.main.{LEDGER}", f"{quote(db)}.main.{BUDGETS}"
 
 
 def _missing_tables(cur: Any, db: str) -> list[str]:
@@ -128,7 +128,7 @@ def ensure_tables(con: Any) -> None:
         missing = _missing_tables(cur, db)
         if not missing:
             return
-        ledger, budgets = _tables(con)
+        ledger, budgets = _tables(db)
         try:
             if LEDGER in missing:
                 cur.execute(_LEDGER_DDL.format(t=ledger))
@@ -248,13 +248,6 @@ def _validate(c: Charge) -> None:
         raise InternalError(f"invalid ledger charge {c!r}")
 
 
-def _spent(cur: Any, ledger: str, source: str) -> tuple[Fraction, int]:
-    rows = cur.execute(
-        f"SELECT rho FROM {ledger} WHERE lower(source) = lower(?)", [source]
-    ).fetchall()
-    return sum((Fraction(r[0]) for r in rows), Fraction(0)), len(rows)
-
-
 def _cap(cur: Any, budgets: str, source: str) -> Fraction | None:
     rows = cur.execute(
         f"SELECT rho FROM {budgets} WHERE lower(source) = lower(?)", [source]
@@ -262,8 +255,18 @@ def _cap(cur: Any, budgets: str, source: str) -> Fraction | None:
     return Fraction(rows[0][0]) if rows else None
 
 
-def _next_id(cur: Any, ledger: str) -> int:
-    return int(cur.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {ledger}").fetchall()[0][0])
+def _read(
+    cur: Any, ledger: str, budgets: str, source: str
+) -> tuple[Fraction | None, Fraction, int]:
+    """In one query: the source's budget (None: uncapped), what it spent, the next ledger id."""
+    caps, spent, next_id = cur.execute(
+        f"SELECT (SELECT list(rho) FROM {budgets} WHERE lower(source) = lower($1)), "
+        f"(SELECT list(rho) FROM {ledger} WHERE lower(source) = lower($1)), "
+        f"(SELECT coalesce(max(id), 0) + 1 FROM {ledger})",
+        [source],
+    ).fetchone()
+    cap = Fraction(caps[0]) if caps else None
+    return cap, sum(map(Fraction, spent or []), Fraction(0)), int(next_id)
 
 
 def _rollback(cur: Any) -> None:
@@ -300,17 +303,14 @@ def charge(con: Any, charge: Charge) -> int:
     before any noise is drawn. The charge commits on its own, so it survives a caller's ROLLBACK.
     """
     _validate(charge)
-    ensure_tables(con)
-    ledger, budgets = _tables(con)
+    ledger, budgets = _tables(_default_database(con))
 
     def body(cur: Any) -> int:
-        cap = _cap(cur, budgets, charge.source)
+        cap, spent, next_id = _read(cur, ledger, budgets, charge.source)
         if cap is not None:
-            spent, _ = _spent(cur, ledger, charge.source)
             remaining = max(cap - spent, Fraction(0))
             if charge.rho > remaining:
                 raise _refusal(charge.source, charge.rho, cap, spent, remaining)
-        next_id = _next_id(cur, ledger)
         cur.execute(
             f"INSERT INTO {ledger} VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
             "?, ?, ?)",
@@ -334,7 +334,11 @@ def charge(con: Any, charge: Charge) -> int:
         )
         return int(next_id)
 
-    return int(_transaction(con, body))
+    try:
+        return int(_transaction(con, body))
+    except duckdb.CatalogException:  # the tables are gone (load() made them): make them, retry
+        ensure_tables(con)
+        return int(_transaction(con, body))
 
 
 def _refusal(
@@ -394,7 +398,7 @@ def set_budget(
         cap = rho_from_epsilon_delta(epsilon, delta)
     key = canonical_source(con, source, context)
     ensure_tables(con)
-    _, budgets = _tables(con)
+    _, budgets = _tables(_default_database(con))
 
     def body(cur: Any) -> None:
         # a plain UPDATE: DuckDB 2.0.1 misses write-write conflicts on DELETE and UPDATE RETURNING
@@ -446,7 +450,7 @@ def budget(con: Any, delta: object = DEFAULT_DELTA) -> pa.Table:
     with con.cursor() as cur:
         if _missing_tables(cur, db):
             return _BUDGET_SCHEMA.empty_table()
-        ledger, budgets = _tables(con)
+        ledger, budgets = _tables(db)
         spent_rows = cur.execute(f"SELECT source, rho, private FROM {ledger}").fetchall()
         cap_rows = cur.execute(f"SELECT source, rho, set_at FROM {budgets}").fetchall()
     entries: dict[str, dict[str, Any]] = {}

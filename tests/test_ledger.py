@@ -205,6 +205,18 @@ def test_charge_writes_one_complete_row(con: duckdb.DuckDBPyConnection) -> None:
     assert rows(con)[2][14] is False  # private
 
 
+def test_charge_recreates_dropped_tables_and_still_enforces_the_budget() -> None:
+    c = duckdb.connect()  # no ensure_tables: the first charge makes them
+    c.execute("CREATE TABLE trips (a INTEGER)")
+    assert charge(c, mk("1/2")) == 1
+    set_budget(c, "trips", rho=1)
+    c.execute("DROP TABLE inftda_ledger")  # spent history lost: a fresh ledger
+    assert charge(c, mk("1/2")) == 1 and charge(c, mk("1/2")) == 2
+    with pytest.raises(BudgetExceededError):
+        charge(c, mk("1/2"))
+    assert len(rows(c)) == 2
+
+
 def test_three_thirds_fit_a_budget_of_one_and_a_fourth_is_refused(
     con: duckdb.DuckDBPyConnection,
 ) -> None:
@@ -406,18 +418,17 @@ def test_negative_control_without_the_lock_the_race_overspends(
     con: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The concurrency test can fail: without the lock (ids kept unique), checks interleave."""
-    real_spent = ledger._spent
+    real_read = ledger._read
     ids = iter(range(1, 1000))
     all_read = threading.Barrier(4, timeout=30)
 
-    def interleaved_spent(*args: object) -> tuple[Fraction, int]:
-        result = real_spent(*args)  # type: ignore[arg-type]
+    def interleaved_read(*args: object) -> tuple[Fraction | None, Fraction, int]:
+        cap, spent, _ = real_read(*args)  # type: ignore[arg-type]
         all_read.wait()  # every thread has read "spent" before any of them inserts
-        return result
+        return cap, spent, next(ids)
 
     monkeypatch.setattr(ledger, "_LOCK", contextlib.nullcontext())
-    monkeypatch.setattr(ledger, "_spent", interleaved_spent)
-    monkeypatch.setattr(ledger, "_next_id", lambda cur, table: next(ids))
+    monkeypatch.setattr(ledger, "_read", interleaved_read)
     set_budget(con, "trips", rho=1)
     ok, _ = _race(con.cursor, threads=4, attempts=1, rho=Fraction(1, 2))
     assert ok == 4  # twice the budget: the same race with the lock allows exactly 2
