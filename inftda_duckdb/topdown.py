@@ -73,8 +73,7 @@ def release_level(
     """
     pid = np.asarray(parent_ids, dtype=np.int64)
     c = np.asarray(totals, dtype=np.int64)
-    t_rows = np.asarray(true_rows, dtype=np.int64)
-    t_codes = np.asarray(true_codes, dtype=np.int64)
+    t_rows, t_codes = _index(true_rows), _index(true_codes)
     t_counts = np.asarray(true_counts, dtype=np.int64)
     m = int(domain_size)
     noise = sigma2 if isinstance(sigma2, DiscreteGaussian) else DiscreteGaussian(sigma2)
@@ -101,6 +100,12 @@ def release_level(
     return _ragged(pid, c, t_rows, t_codes, t_counts, m, noise, source, a_off, a_codes)
 
 
+def _index(a: npt.ArrayLike) -> np.ndarray:
+    """An index array as int32 or int64 as given (no copy: fresh memory costs page faults)."""
+    arr = np.asarray(a)
+    return arr if arr.dtype in (np.int32, np.int64) else arr.astype(np.int64)
+
+
 def _repeated_child() -> InftdaError:
     # a repeated (parent, code) pair would keep one count and drop the other: unbounded
     # sensitivity for a caller that passes non-aggregated pairs
@@ -114,8 +119,8 @@ def _repeated_child() -> InftdaError:
 def _dense(
     pid: IntArray,
     c: IntArray,
-    t_rows: IntArray,
-    t_codes: IntArray,
+    t_rows: np.ndarray,
+    t_codes: np.ndarray,
     t_counts: IntArray,
     m: int,
     noise: DiscreteGaussian,
@@ -134,12 +139,13 @@ def _dense(
         bounds = np.array([0, t_rows.shape[0]])
     step = max(1, BLOCK_CELLS // max(m, 1))
     cells = np.arange(m, dtype=np.uint64)
+    code_of = np.broadcast_to(np.arange(m, dtype=np.int32), (min(span, n_par), m))
     parts = []
     for s0 in range(0, n_par, span):
         s1 = min(s0 + span, n_par)
         x = np.zeros((s1 - s0, m), dtype=np.int64)  # densify: zero children are implied
         a, b = bounds[s0 // span], bounds[s0 // span + 1]
-        x[t_rows[a:b] - s0, t_codes[a:b]] = t_counts[a:b]
+        x[t_rows[a:b] - s0 if s0 else t_rows[a:b], t_codes[a:b]] = t_counts[a:b]
         if int(x.sum()) != int(t_counts[a:b].sum()):  # a pair repeated with a count > 0
             raise _repeated_child()
         for lo in range(0, s1 - s0, step):  # cache-sized blocks, in place
@@ -151,8 +157,7 @@ def _dense(
         # row reductions by einsum: ~4x faster than sum(axis=1) on short rows
         _check(np.einsum("ij->i", x), c[s0:s1], x)
         keep = x > 0  # lines 7-8, row-major: codes ascending per parent
-        kept = np.flatnonzero(keep)
-        kept %= m
+        kept = code_of[: s1 - s0][keep]
         parts.append((np.einsum("ij->i", keep, dtype=np.int64), kept, x[keep]))
     per_row, codes, counts = zip(*parts, strict=True)
     return _pack(list(per_row), list(codes), list(counts))
@@ -161,8 +166,8 @@ def _dense(
 def _ragged(
     pid: IntArray,
     c: IntArray,
-    t_rows: IntArray,
-    t_codes: IntArray,
+    t_rows: np.ndarray,
+    t_codes: np.ndarray,
     t_counts: IntArray,
     m: int,
     noise: DiscreteGaussian,
@@ -176,7 +181,7 @@ def _ragged(
     a_rows = np.repeat(np.arange(pid.shape[0]), lengths)
     a_key = a_rows * m + a_codes  # ascending: rows ascending, codes ascending within a row
     values = np.zeros(a_codes.shape[0], dtype=np.int64)
-    t_key = t_rows * m + t_codes
+    t_key = t_rows.astype(np.int64) * m + t_codes
     pos = np.searchsorted(a_key, t_key)
     if t_key.size and (pos.max() >= a_key.shape[0] or (a_key[pos] != t_key).any()):
         raise InternalError("a true child of a nested level is not among the allowed children")
@@ -270,8 +275,12 @@ def release_children(
     if codes.ndim == 1 and k > 1:  # mixed-radix keys
         if math.prod(int(m) for m in sizes) >= MAX_KEY_SPAN:
             raise InternalError("prefix keys for domains whose product passes 2**62")
-        parent_keys, last = np.divmod(codes.astype(np.int64, copy=False), int(sizes[-1]))
+        keys, m = codes.astype(np.int64, copy=False), int(sizes[-1])
         own, _, span = _keys(parents.codes, parents.codes[:, :0], sizes[:-1])
+        # int32 where it fits: half the fresh memory (page faults) of int64
+        parent_keys = np.floor_divide(keys, m, out=np.empty(keys.shape, _small(span)),
+                                      casting="unsafe")
+        last = np.remainder(keys, m, out=np.empty(keys.shape, np.int32), casting="unsafe")
         rows = _lookup(own, parent_keys, span)
     else:
         codes = codes.reshape(k, -1)
@@ -290,7 +299,7 @@ def release_children(
         *a_args,
     )
     child_codes = np.empty((k, out.codes.shape[0]), np.int32)
-    parent_rows = np.repeat(np.arange(n_par), np.diff(out.offsets))
+    parent_rows = np.repeat(np.arange(n_par, dtype=_small(n_par)), np.diff(out.offsets))
     np.take(parents.codes, parent_rows, axis=1, out=child_codes[:-1])
     child_codes[-1] = out.codes
     return Nodes(child_codes, out.counts, noised)
@@ -323,7 +332,12 @@ def _find_rows(sorted_codes: np.ndarray, codes: np.ndarray, sizes: Sizes) -> Int
     return _lookup(*_keys(sorted_codes, codes, sizes))
 
 
-def _lookup(keys: IntArray, wanted: IntArray, span: int) -> IntArray:
+def _small(bound: int) -> type[np.signedinteger]:
+    """int32 for values below ``bound`` if it fits, else int64."""
+    return np.int32 if bound < 1 << 31 else np.int64
+
+
+def _lookup(keys: IntArray, wanted: np.ndarray, span: int) -> np.ndarray:
     """Index of each of ``wanted`` in the ascending distinct ``keys`` (all in [0, span)), -1
     where absent."""
     if keys.shape[0] == 0:
@@ -331,7 +345,7 @@ def _lookup(keys: IntArray, wanted: IntArray, span: int) -> IntArray:
     if wanted.size and (int(wanted.min()) < 0 or int(wanted.max()) >= span):
         raise InternalError("a prefix key outside its domain")
     if span <= 8 * (keys.shape[0] + wanted.shape[0]) + 1024:  # a lookup table: O(n)
-        table = np.full(span, -1, np.int64)
+        table = np.full(span, -1, _small(keys.shape[0]))
         table[keys] = np.arange(keys.shape[0])
         return table[wanted]
     rows = np.searchsorted(keys, wanted)
