@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import memory
 from .errors import bad_argument
 
 __all__ = ["intopt", "intopt_ragged"]
@@ -77,7 +78,7 @@ def intopt(x: npt.ArrayLike, c: npt.ArrayLike, *, block_cells: int = BLOCK_CELLS
             "pass c with shape (x.shape[0],)",
         )
     _check_totals(cv, np.full(n_rows, m, dtype=np.int64))
-    out = np.empty((n_rows, m), dtype=np.int64)
+    out = memory.empty((n_rows, m), np.int64)
     if m == 0 or n_rows == 0:
         return out
     step = max(1, block_cells // m)

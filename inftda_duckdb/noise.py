@@ -28,6 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import memory
 from .errors import InternalError, bad_argument
 from .exact import to_positive_fraction
 from .randomness import MAX_WIDTH, RandomSource, _as_ids
@@ -160,7 +161,7 @@ class DiscreteGaussian:
             raise bad_argument("source", source, "must be a RandomSource",
                                "use RandomSource.secure()")
         u_ids = _as_ids(ids)
-        out = np.empty(u_ids.size, dtype=np.int64)
+        out = memory.empty(u_ids.size, np.int64)
         for start in range(0, u_ids.size, _CHUNK):  # ids address samples: any split works
             out[start:start + _CHUNK] = self._sample_chunk(source, u_ids[start:start + _CHUNK])
         return out

@@ -32,6 +32,7 @@ from typing import NoReturn
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from . import memory
 from .errors import bad_argument
 
 COUNTER_BITS = 47  #: counters accepted by :meth:`RandomSource.words` are < 2**47
@@ -44,7 +45,7 @@ _LIVE: weakref.WeakSet[RandomSource] = weakref.WeakSet()  # private sources, re-
 def _aes_ecb(key: bytes, blocks: np.ndarray) -> np.ndarray:
     """Encrypt a C-contiguous little-endian uint64 array of whole blocks; same shape out."""
     encryptor = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
-    out = np.empty(blocks.size + 2, dtype="<u8")  # update_into wants one spare block
+    out = memory.empty(blocks.size + 2, "<u8")  # update_into wants one spare block
     encryptor.update_into(blocks.data.cast("B"), out.data.cast("B"))
     return out[: blocks.size].reshape(blocks.shape)
 
@@ -136,7 +137,7 @@ class RandomSource:
                npairs: int) -> np.ndarray:
         """Words ``2*pair0 .. 2*(pair0+npairs)-1`` for uint64 ``ids``: uint64 (n, 2*npairs).
         ``counter``: one for all ids, or a uint64 array with one per id."""
-        blocks = np.empty((ids.size, npairs, 2), dtype="<u8")
+        blocks = memory.empty((ids.size, npairs, 2), "<u8")
         blocks[:, :, 0] = ids[:, None]
         high = np.asarray(counter, dtype=np.uint64).reshape(-1, 1) << np.uint64(16)
         blocks[:, :, 1] = high + np.uint64(pair0) + np.arange(npairs, dtype=np.uint64)

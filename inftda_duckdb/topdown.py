@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from . import memory
 from .accounting import BudgetPlan
 from .errors import InftdaError, InternalError, bad_argument
 from .intopt import intopt, intopt_ragged
@@ -143,7 +144,7 @@ def _dense(
     parts = []
     for s0 in range(0, n_par, span):
         s1 = min(s0 + span, n_par)
-        x = np.zeros((s1 - s0, m), dtype=np.int64)  # densify: zero children are implied
+        x = memory.zeros((s1 - s0, m), np.int64)  # densify: zero children are implied
         a, b = bounds[s0 // span], bounds[s0 // span + 1]
         x[t_rows[a:b] - s0 if s0 else t_rows[a:b], t_codes[a:b]] = t_counts[a:b]
         if int(x.sum()) != int(t_counts[a:b].sum()):  # a pair repeated with a count > 0
@@ -157,8 +158,10 @@ def _dense(
         # row reductions by einsum: ~4x faster than sum(axis=1) on short rows
         _check(np.einsum("ij->i", x), c[s0:s1], x)
         keep = x > 0  # lines 7-8, row-major: codes ascending per parent
-        kept = code_of[: s1 - s0][keep]
-        parts.append((np.einsum("ij->i", keep, dtype=np.int64), kept, x[keep]))
+        kids = np.einsum("ij->i", keep, dtype=np.int64)  # children kept per parent
+        released = memory.empty(int(kids.sum()), np.int64)
+        np.compress(keep.ravel(), x.ravel(), out=released)
+        parts.append((kids, code_of[: s1 - s0][keep], released))
     per_row, codes, counts = zip(*parts, strict=True)
     return _pack(list(per_row), list(codes), list(counts))
 
@@ -278,9 +281,9 @@ def release_children(
         keys, m = codes.astype(np.int64, copy=False), int(sizes[-1])
         own, _, span = _keys(parents.codes, parents.codes[:, :0], sizes[:-1])
         # int32 where it fits: half the fresh memory (page faults) of int64
-        parent_keys = np.floor_divide(keys, m, out=np.empty(keys.shape, _small(span)),
+        parent_keys = np.floor_divide(keys, m, out=memory.empty(keys.shape, _small(span)),
                                       casting="unsafe")
-        last = np.remainder(keys, m, out=np.empty(keys.shape, np.int32), casting="unsafe")
+        last = np.remainder(keys, m, out=memory.empty(keys.shape, np.int32), casting="unsafe")
         rows = _lookup(own, parent_keys, span)
     else:
         codes = codes.reshape(k, -1)
@@ -298,7 +301,7 @@ def release_children(
         np.arange(n_par), parents.counts, rows, last, counts, int(sizes[-1]), sigma2, source,
         *a_args,
     )
-    child_codes = np.empty((k, out.codes.shape[0]), np.int32)
+    child_codes = memory.empty((k, out.codes.shape[0]), np.int32)
     parent_rows = np.repeat(np.arange(n_par, dtype=_small(n_par)), np.diff(out.offsets))
     np.take(parents.codes, parent_rows, axis=1, out=child_codes[:-1])
     child_codes[-1] = out.codes
