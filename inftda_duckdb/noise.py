@@ -162,21 +162,25 @@ class DiscreteGaussian:
                                "use RandomSource.secure()")
         u_ids = _as_ids(ids)
         out = memory.empty(u_ids.size, np.int64)
+        scratch = memory.empty(min(u_ids.size, _CHUNK), np.uint64)  # no fresh temporaries
         for start in range(0, u_ids.size, _CHUNK):  # ids address samples: any split works
-            out[start:start + _CHUNK] = self._sample_chunk(source, u_ids[start:start + _CHUNK])
+            stop = min(start + _CHUNK, u_ids.size)
+            self._sample_chunk(source, u_ids[start:stop], out[start:stop], scratch[:stop - start])
         return out
 
-    def _sample_chunk(self, source: RandomSource, ids: np.ndarray) -> np.ndarray:
+    def _sample_chunk(self, source: RandomSource, ids: np.ndarray, out: np.ndarray,
+                      scratch: np.ndarray) -> None:
         tab = self._tab
         w0 = source._pairs(ids, 0, 0, 1)[:, 0]
-        a = np.take(tab.bucket, (w0 >> np.uint64(64 - tab.kbits)).view(np.int64))
-        unsure = np.flatnonzero(a < 0)
+        np.right_shift(w0, np.uint64(64 - tab.kbits), out=scratch)
+        np.take(tab.bucket, scratch.view(np.int64), out=out)  # |Y|, or -1: search
+        unsure = np.flatnonzero(out < 0)
         if unsure.size:
-            a[unsure] = self._search(source, ids[unsure], w0[unsure])
-        negative = (w0 & np.uint64(1)).view(np.int64)  # the sign: bit 0 of word 0
-        a ^= -negative
-        a += negative  # -a where negative
-        return a
+            out[unsure] = self._search(source, ids[unsure], w0[unsure])
+        sign = np.bitwise_and(w0, np.uint64(1), out=scratch).view(np.int64)  # bit 0 of word 0
+        np.negative(sign, out=sign)  # -1 where negative
+        out ^= sign
+        out -= sign  # -|Y| where negative
 
     def _search(self, source: RandomSource, ids: np.ndarray, w0: np.ndarray) -> np.ndarray:
         """``#{a : T_a < u}`` by binary search; exact refinement where ``u`` equals a ``T_a``."""
