@@ -75,9 +75,10 @@ def _ctes_public(request: ReleaseRequest, plan: DomainPlan) -> list[str]:
     for i, dom in enumerate(plan.columns, 1):
         if dom.kind == "list":
             ctes.append(_f("dom_list", i=i, labels=_labels(dom.labels)))
+        elif dom.known_enum:  # coded by enum_code(), decoded from the type: no domain CTEs
+            continue
         elif dom.kind == "enum":
-            fragment = "dom_known_enum" if dom.known_enum else "dom_enum"
-            ctes.append(_f(fragment, i=i, name=f"dom{i}_l"))
+            ctes.append(_f("dom_enum", i=i, name=f"dom{i}_l"))
         elif dom.kind == "table":
             table = quote_qualified(plan.nestings[dom.table].table)
             ctes.append(_f("dom_enum", i=i, name=f"dom{i}_e"))
@@ -285,7 +286,8 @@ def render_release(
             end=names.end,
             d=d,
             lists=", ".join(
-                f"(SELECT list(v ORDER BY code) FROM dom{i}) AS l{i}" for i in range(1, d + 1)
+                _f("decode_enum", i=i) if i in enum else _f("decode_list", i=i)
+                for i in range(1, d + 1)
             ),
             unnest=", ".join(f"unnest(e.e.k[{i}]) AS k{i}" for i in range(1, d + 1)),
         )

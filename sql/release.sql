@@ -56,14 +56,6 @@ $name AS MATERIALIZED (
     ) AS l CROSS JOIN typed AS t
 )
 
--- @dom_known_enum
--- ENUM labels of level $i (the catalog showed an ENUM when the statement was generated)
-$name AS MATERIALIZED (
-    SELECT l.label, (l.i - 1)::INTEGER AS code, try(cast_to_type(l.label, t.v$i)) AS v
-    FROM (SELECT unnest(enum_range(v$i)) AS label, generate_subscripts(enum_range(v$i), 1) AS i
-          FROM typed) AS l CROSS JOIN typed AS t
-)
-
 -- @dom_table
 -- level $i's domain from a public domain table: the ENUM labels if the column is an ENUM (the
 -- table then only nests), else the distinct values of the table's column, sorted
@@ -198,6 +190,15 @@ inftda_e AS MATERIALIZED (SELECT $end(b.b.rid, (SELECT r FROM rel$d)) AS e FROM 
 -- each column's public values in code order: decoding is a list lookup
 inftda_dl AS MATERIALIZED (SELECT $lists),
 inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)
+
+-- @decode_list
+-- level $i's public values in code order
+(SELECT list(v ORDER BY code) FROM dom$i) AS l$i
+
+-- @decode_enum
+-- level $i's ENUM values in code order (the catalog showed an ENUM when the statement was
+-- generated: coded by enum_code(), no domain CTEs; ~3 ms less planning for four such columns)
+(SELECT list_transform(enum_range(v$i), lambda x: cast_to_type(x, v$i)) FROM typed) AS l$i
 
 -- @final_counts
 -- decode to the columns' own values and types, in code order
