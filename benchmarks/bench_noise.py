@@ -5,8 +5,8 @@ Run: ``python benchmarks/bench_noise.py [--opendp-n 100000] [--no-write]``.
 Measures, in one run pinned to one CPU: inftda_duckdb.noise with the secure AES source, OpenDP's
 exact discrete Gaussian (``then_gaussian`` on an int vector; if importable; not a dependency), and
 ``numpy.rint(normal)`` (NOT exact: an unsafe speed ceiling). Also table setup time and the
-peak memory of ``add_noise`` on 1e7 counts (tracemalloc plus the arrays from Arrow's pool). Prints a table and replaces the ``bench_noise.py``
-section of benchmarks/RESULTS.md.
+peak memory of ``add_noise`` on 1e7 counts (tracemalloc plus the arrays from Arrow's pool).
+Prints a table and replaces the ``bench_noise.py`` section of benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
