@@ -12,12 +12,13 @@ top 63 bits of word 0 of the sample's (id, counter 0), then of words 1, 2, ... w
 word 0 is the sign. Table setup computes ``T_a = floor(F(a) * 2**b)`` exactly with Python integers
 (interval sums of ``w``, a rigorous bound on the tail of ``Z``; precision raised until the floor is
 certain), up to the first ``a`` with ``T_a = 2**b - 1``. The hot path reads one word ``u``: ``A`` is
-``#{a : T_a < u}``, looked up by the top K bits of ``u`` (binary search only in the buckets holding
-a threshold, < 1/256 of the words). On ``u == T_a`` (probability below 2**-46 per sample) more words
-refine ``U`` and ``F(a), F(a + 1), ...`` exactly until ``U < F(a)`` is decided.
+``#{a : T_a < u}``, looked up by the top K bits of ``u`` (a binary search only in the buckets
+holding a threshold: under 1% of the words up to sigma2 = 10**4, a third at 10**8). On
+``u == T_a`` (probability below 2**-46 per sample) more words refine ``U`` and
+``F(a), F(a + 1), ...`` exactly until ``U < F(a)`` is decided.
 
-One AES block per sample and no rejection: every sample does the same work (the rare bucket
-search and tie paths excepted), and a sample depends only on the source and its id.
+One AES block per sample and no rejection: every sample does the same work (the bucket search
+and tie paths excepted), and a sample depends only on the source and its id.
 """
 
 from __future__ import annotations
