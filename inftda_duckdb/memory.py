@@ -4,9 +4,9 @@ glibc hands freed blocks above ~128 kB back to the operating system, so every ne
 array page-faults its memory in again: ~2.5 us per 4 kB page inside DuckDB on the 2-core VM of
 benchmarks/RESULTS.md. Arrow's pool (mimalloc or jemalloc) keeps freed pages for reuse. The arrays
 a level allocates explicitly (the dense level matrix, AES blocks and output, noise, IntOpt output,
-child codes and keys) come from here: the four levels of bench_release's 10M-row release took
-28-29 ms inside DuckDB instead of 32-33 ms (best of 9 runs, same process layout). The arrays are
-ordinary writable numpy arrays; an array keeps its Arrow buffer alive.
+child codes and keys, kept counts) come from here: the four levels of bench_release's 10M-row
+release took 26.5-27.2 ms inside DuckDB instead of 30.1-30.9 ms (best of 9 runs, two processes
+each). The arrays are ordinary writable numpy arrays; an array keeps its Arrow buffer alive.
 """
 
 from __future__ import annotations
