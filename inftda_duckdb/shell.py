@@ -172,9 +172,9 @@ class Shell:
             return self.execute("SELECT source, budget_rho, spent_rho, remaining_rho, releases, "
                                 "non_private_releases FROM inftda_budget()")
         if command == ".ledger":
-            return self.execute("SELECT id, started_at::TIMESTAMP(0) AS started_at, source, "
-                                "columns, neighbours, rho, epsilon, delta, output, private "
-                                "FROM inftda_ledger ORDER BY id")
+            return self.execute("SELECT id, date_trunc('second', started_at::TIMESTAMP) AS "
+                                "started_at, source, columns, neighbours, rho, epsilon, delta, "
+                                "output, private FROM inftda_ledger ORDER BY id")
         self.err.write(f"Error: unknown command {command}; type .help for the list\n")
         return False
 
