@@ -186,8 +186,12 @@ rel$i AS MATERIALIZED (
  FROM (SELECT DISTINCT $keys FROM nest$t WHERE NOT defect))
 
 -- @end
--- the released leaves as one row of lists (each level's total was checked against the root)
-inftda_e AS MATERIALIZED (SELECT $end(b.b.rid, (SELECT r FROM rel$d)) AS e FROM inftda_b AS b),
+-- the released leaves as one row of lists (each level's total was checked against the root).
+-- Not materialized: referenced once, the lists go straight to the unnest below instead of
+-- through a copy (~6-9 ms less for CREATE TABLE AS at 240k leaves). The UDF has side effects,
+-- so DuckDB evaluates it once per execution (tested on several query shapes); a second call
+-- would find its release gone and raise, never return rows.
+inftda_e AS (SELECT $end(b.b.rid, (SELECT r FROM rel$d)) AS e FROM inftda_b AS b),
 -- each column's public values in code order: decoding is a list lookup
 inftda_dl AS MATERIALIZED (SELECT $lists),
 inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)

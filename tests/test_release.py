@@ -159,6 +159,33 @@ def test_each_execution_is_a_fresh_charged_release(trips):
     assert row == [(True, False, "sql", "1/100")]
 
 
+@pytest.mark.parametrize("shape", [
+    "SELECT count(*) FROM ({q})", "SELECT * FROM ({q}) LIMIT 2",
+    "SELECT origin, sum(count) FROM ({q}) GROUP BY ALL", "SELECT * FROM ({q}) WHERE hour = 3",
+    "CREATE TABLE out AS {q}", "EXPLAIN ANALYZE {q}"])
+def test_the_end_step_runs_once_per_execution(monkeypatch, shape):
+    # inftda_end is not in a MATERIALIZED CTE (its lists go straight to the unnest): DuckDB
+    # must still call it exactly once, whatever the query around the release needs
+    calls = []
+    end = extension._end
+
+    def counted(rid, after):
+        calls.append(1)
+        return end(rid, after)
+
+    monkeypatch.setattr(extension, "_end", counted)
+    con = duckdb.connect()
+    load(con)
+    con.execute("CREATE TABLE trips AS SELECT ['EWR','JFK'][1 + i % 2] AS origin, "
+                "(i % 24)::INTEGER AS hour FROM range(500) t(i)")
+    q = ("SELECT * FROM inftda_release('trips', ['origin', 'hour'], rho := 1, "
+         "domains := {'origin': ['EWR', 'JFK'], 'hour': range(24)})")
+    live = set(extension._RELEASES)
+    con.execute(shape.format(q=q)).fetchall()
+    assert len(calls) == 1  # a second call would raise: its release state is gone
+    assert set(extension._RELEASES) <= live  # the end step dropped the release's state
+
+
 def test_empty_table_and_single_category(con):
     con.execute("CREATE TABLE e (a VARCHAR, b INTEGER)")
     out = con.sql(
