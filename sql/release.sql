@@ -193,7 +193,7 @@ rel$i AS MATERIALIZED (
 -- would find its release gone and raise, never return rows.
 inftda_e AS (SELECT $end(b.b.rid, (SELECT r FROM rel$d)) AS e FROM inftda_b AS b),
 -- each column's public values in code order: decoding is a list lookup
-inftda_dl AS MATERIALIZED (SELECT $lists),
+inftda_dl AS MATERIALIZED (SELECT $lists FROM typed),
 inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)
 
 -- @decode_list
@@ -202,8 +202,9 @@ inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)
 
 -- @decode_enum
 -- level $i's ENUM values in code order (the catalog showed an ENUM when the statement was
--- generated: coded by enum_code(), no domain CTEs; ~3 ms less planning for four such columns)
-(SELECT list_transform(enum_range(v$i), lambda x: cast_to_type(x, v$i)) FROM typed) AS l$i
+-- generated: coded by enum_code(), no domain CTEs; ~3 ms less planning for four such columns),
+-- read from the typed row, the FROM of inftda_dl
+list_transform(enum_range(v$i), lambda x: cast_to_type(x, v$i)) AS l$i
 
 -- @final_counts
 -- decode to the columns' own values and types, in code order
