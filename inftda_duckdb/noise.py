@@ -38,6 +38,8 @@ MAX_SIGMA2 = Fraction(10**8)  #: larger variances are refused (a noise scale bey
 _BITS = 63  # bits of U per word: the top 63; bit 0 of word 0 is the sign
 _BUCKET_BITS = (10, 16)  # the magnitude is looked up by the top K bits of its word, K in this range
 _GUARD = 80  # guard bits of the interval sums (plus 2 per bit of sigma2): floors decided at once
+_TAIL = 1 << 48  # the sums stop when the tail bound is this many units of 2**-prec: more precision
+# (a larger guard) shrinks the tail with the rounding errors, so a doubled guard can decide a floor
 _MAX_PREC = 1 << 15  # F(a) * 2**bits undecided at this precision: give up (never seen)
 _CHUNK = 1 << 16  # samples per internal batch (cache-sized temporaries)
 _INT64_MAX = (1 << 63) - 1
@@ -105,7 +107,7 @@ def cdf_floor(sigma2: Fraction, a: int, bits: int) -> int:
     """``floor(F(a) * 2**bits)`` exactly, F the distribution function of ``|N_Z(0, sigma2)|``."""
     guard = _guard(sigma2)
     while bits + guard <= _MAX_PREC:
-        clo, chi, zlo, zhi = _cdf_sums(sigma2, bits + guard, 1 << (guard - 32), a)
+        clo, chi, zlo, zhi = _cdf_sums(sigma2, bits + guard, _TAIL, a)
         v = _floor(clo[a], chi[a], zlo, zhi, bits)
         if v is not None:
             return v
@@ -124,7 +126,7 @@ class _Tables:
 def _tables(sigma2: Fraction, bits: int) -> _Tables:
     """The exact thresholds for one sigma2 (interval floors; the exact fallback if unsure)."""
     guard = _guard(sigma2)
-    clo, chi, zlo, zhi = _cdf_sums(sigma2, bits + guard, 1 << (guard - 32))
+    clo, chi, zlo, zhi = _cdf_sums(sigma2, bits + guard, _TAIL)
     cdf: list[int] = []
     while not cdf or cdf[-1] < (1 << bits) - 1:  # F(a) < 1: the floors end at 2**bits - 1
         a = len(cdf)

@@ -87,8 +87,8 @@ def test_exp_interval_brackets_an_independent_decimal_computation(g, bits):
                                     Fraction(10**6)])
 def test_cdf_sums_bracket_z_and_c(sigma2):
     # the interval sums contain the decimal values of C(a) and Z, and are tight
-    prec, guard = 63 + noise._guard(sigma2), noise._guard(sigma2)
-    clo, chi, zlo, zhi = noise._cdf_sums(sigma2, prec, 1 << (guard - 32))
+    prec = 63 + noise._guard(sigma2)
+    clo, chi, zlo, zhi = noise._cdf_sums(sigma2, prec, noise._TAIL)
     with localcontext() as ctx:
         ctx.prec = 80
         s = Decimal(sigma2.numerator) / Decimal(sigma2.denominator)
@@ -99,6 +99,18 @@ def test_cdf_sums_bracket_z_and_c(sigma2):
         assert zlo <= z <= zhi and zhi - zlo < 2 ** (prec - 90)
         for a in {0, 1, len(clo) // 2, len(clo) - 1}:
             assert clo[a] <= (w[0] + 2 * sum(w[1:a + 1])) * scale <= chi[a]
+
+
+@pytest.mark.parametrize("sigma2", [Fraction(1, 2), Fraction(4), Fraction(400)])
+def test_more_precision_narrows_z(sigma2):
+    # the exact fallback doubles the guard bits when an interval cannot decide a floor: that
+    # must narrow the interval of Z (tail bound included) by about as many bits
+    widths = []
+    for guard in (80, 160, 320):
+        prec = 63 + guard
+        _, _, zlo, zhi = noise._cdf_sums(sigma2, prec, noise._TAIL)
+        widths.append(Fraction(zhi - zlo, 2**prec))
+    assert widths[1] < widths[0] / 2**70 and widths[2] < widths[1] / 2**150
 
 
 @pytest.mark.parametrize(("sigma2", "a"), [
