@@ -8,8 +8,9 @@
 - ``inftda_preview(source, columns, rho := ..., beta := 0.05, delta := 1e-6)``: noise scale and
   Theorem 1 bound per level; spends nothing.
 
-Random UDFs are registered with ``side_effects=True``; each runs once per execution, in a
-one-row MATERIALIZED CTE. ``inftda_begin`` turns the data checks into errors, charges the ledger,
+Random UDFs are registered with ``side_effects=True``; each runs once per execution, begin and
+the levels in one-row MATERIALIZED CTEs (the end's lists go straight to the unnest; a second call
+would raise). ``inftda_begin`` turns the data checks into errors, charges the ledger,
 draws the key and keeps the release state in a small process registry, keyed by a fresh release
 id; ``inftda_level`` (one Arrow call per level) takes the level's true prefix counts as lists
 (mixed-radix keys, or codes column after column), releases the level's nodes from the previous
@@ -46,7 +47,7 @@ from .noise import DiscreteGaussian
 from .randomness import RandomSource
 from .request import ReleaseRequest, from_json, parse_request
 from .sqlgen import UdfNames, fragments, render_preview, render_release
-from .topdown import Allowed, Nodes, release_children, release_root
+from .topdown import Allowed, Nodes, check_total, release_children, release_root
 
 MAX_LIVE_RELEASES = 64
 DEFAULT_DELTA = 1e-6
@@ -218,9 +219,7 @@ def _level_step(state: _Release, level: int, kids: Any, allowed: Any) -> pa.Arra
     sizes = [size for _, _, size, _ in state.levels[:level]]
     parents = int((state.nodes.counts > 0).sum())
     nodes = release_children(state.nodes, codes, counts, sizes, dist, lsource, rule)
-    if int(nodes.counts.sum()) != state.root:
-        raise InternalError(f"level {level} released {int(nodes.counts.sum())} records, "
-                            f"not the root's {state.root}")
+    check_total(nodes, state.root, level)
     state.nodes, state.done = nodes, level
     if state.progress is not None:
         state.progress(level, len(state.levels), parents, nodes.noised,

@@ -160,7 +160,7 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
 
 def _column_checks(plan: DomainPlan) -> str:
     return ",\n".join(
-        _f("column_check_enum" if c.known_enum and c.kind == "enum" else "column_check", i=i)
+        _f("column_check_enum" if c.known_enum else "column_check", i=i)
         for i, c in enumerate(plan.columns, 1)
     )
 

@@ -31,6 +31,7 @@ from .noise import DiscreteGaussian
 from .randomness import RandomSource
 
 IntArray = npt.NDArray[np.int64]
+Sizes = list[int] | tuple[int, ...]
 
 MAX_KEY_SPAN = 1 << 62
 """Mixed-radix keys of prefixes stay below this (int64 with room): the SQL sends keys only for
@@ -252,7 +253,7 @@ def release_children(
     parents: Nodes,
     true_codes: npt.ArrayLike,
     true_counts: npt.ArrayLike,
-    sizes: list[int] | tuple[int, ...],
+    sizes: Sizes,
     sigma2: object,
     source: RandomSource,
     allowed: Allowed | None = None,
@@ -308,7 +309,11 @@ def release_children(
     return Nodes(child_codes, out.counts, noised)
 
 
-Sizes = list[int] | tuple[int, ...]
+def check_total(nodes: Nodes, root: int, level: int) -> None:
+    """The invariant of every level: its released counts add up to the root's."""
+    total = int(nodes.counts.sum())
+    if total != root:
+        raise InternalError(f"level {level} released {total} records, not the root's {root}")
 
 
 def _keys(a: np.ndarray, b: np.ndarray, sizes: Sizes) -> tuple[IntArray, IntArray, int]:
@@ -377,7 +382,7 @@ def _allowed_children(parent_codes: np.ndarray, allowed: Allowed,
 def release_tree(
     leaf_codes: npt.ArrayLike,
     leaf_counts: npt.ArrayLike,
-    domain_sizes: list[int] | tuple[int, ...],
+    domain_sizes: Sizes,
     plan: BudgetPlan,
     source: RandomSource,
     allowed: dict[int, Allowed] | None = None,
@@ -402,6 +407,5 @@ def release_tree(
             nodes, pref.T, pref_n.astype(np.int64), list(domain_sizes[:k]),
             plan.level_sigma2[k - 1], source.derive(k), (allowed or {}).get(k - 1),
         )
-        if int(nodes.counts.sum()) != root:
-            raise InternalError(f"level {k} released {int(nodes.counts.sum())} records, not {root}")
+        check_total(nodes, root, k)
     return nodes.codes.T.astype(np.int64), nodes.counts
