@@ -145,6 +145,26 @@ def test_edges_equal_oracle(x: list[int], c: int) -> None:
     assert y[0].tolist() == paper_intopt(x, c)
 
 
+def test_dense_data_rows_equal_oracle() -> None:
+    """Dense data (every child well above the noise, c near sum x): the rows of step 5, mixed in
+    one block with rows that take the general form (a small child), both signs of T, ties."""
+    rng = np.random.default_rng(11)
+    n, m = 20_000, 10
+    x = rng.poisson(30, (n, m)) + rng.integers(-4, 5, (n, m))
+    x[::7, 3] = rng.integers(-2, 3, x[::7].shape[0])  # a child near 0: the general form
+    x[1::5] = x[1::5] // 8 * 8  # ties
+    c = np.maximum(x.sum(axis=1) + rng.integers(-25, 26, n), 0)
+    target = c - x.sum(axis=1)
+    q = -(-target // m)
+    step5 = x.min(axis=1) >= np.maximum(q, -(target // m))
+    assert 0.5 < step5.mean() < 0.95  # both kinds of rows, in the same blocks
+    assert (target[step5] > 0).any() and (target[step5] < 0).any() and (target[step5] == 0).any()
+    y = intopt(x, c)
+    check_valid(y, c)
+    for p in range(n):
+        assert y[p].tolist() == paper_intopt(x[p].tolist(), int(c[p])), (x[p], c[p])
+
+
 def test_ties_are_visited_in_index_order() -> None:
     # Equal counts: the earliest indices are lowered first (stable ascending sort, line 4).
     assert intopt(np.array([[3, 3, 3, 3]]), np.array([10])).tolist() == [[2, 2, 3, 3]]
