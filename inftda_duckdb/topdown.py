@@ -147,7 +147,11 @@ def _dense(
         s1 = min(s0 + span, n_par)
         x = memory.zeros((s1 - s0, m), np.int64)  # densify: zero children are implied
         a, b = bounds[s0 // span], bounds[s0 // span + 1]
-        x[t_rows[a:b] - s0 if s0 else t_rows[a:b], t_codes[a:b]] = t_counts[a:b]
+        # by flat position: ~3x faster than a 2-D scatter
+        flat = (t_rows[a:b] - s0).astype(_small(x.size), copy=False)
+        flat *= m
+        flat += t_codes[a:b]
+        x.reshape(-1)[flat] = t_counts[a:b]
         if int(x.sum()) != int(t_counts[a:b].sum()):  # a pair repeated with a count > 0
             raise _repeated_child()
         for lo in range(0, s1 - s0, step):  # cache-sized blocks, in place
