@@ -62,6 +62,11 @@ def test_same_result_under_any_batching_and_block_size(monkeypatch):
         for a, b in [(0, 1), (1, 137), (137, 400)]
     ]
     assert (np.vstack(parts) == whole).all()
+    # ids that are not consecutive (one more parent far away) give the same noise per id
+    gapped = np.append(pid, 5000)
+    extra = np.vstack([truth, truth[:1]])
+    with_gap = dense(release_level(gapped, extra.sum(1), *sparse(extra), 9, 2, src), 9)
+    assert (with_gap[:400] == whole).all()
     monkeypatch.setattr(topdown, "BLOCK_CELLS", 20)
     assert (dense(release_level(pid, truth.sum(1), *sparse(truth), 9, 2, src), 9) == whole).all()
     monkeypatch.setattr(topdown, "DENSE_CELLS", 50)  # densified a few parents at a time
