@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import time
 import warnings
 
@@ -121,14 +122,19 @@ def breakdown(con: duckdb.DuckDBPyConnection, repeat: int) -> list[str]:
     cols = [f"c{i}" for i in range(1, 5)]
     request, plan, names = _prepare(con, "t", cols, {"rho": 1})
     sql = render_release(request, plan, names, "python")
-    head = sql[: sql.rindex("-- the released leaves")].rstrip().rstrip(",")
+    head = sql[: sql.index("-- each column's public values")].rstrip().rstrip(",")
+    before = sql[: sql.index("-- Algorithm 1, lines 2-9")].rstrip().rstrip(",")
+    lists = re.search(r"inftda_levels_\d+\(b\.b\.rid, (\[.*?\]::STRUCT\(.*?\)\[\]), ", sql, re.S)
+    assert lists is not None, "the levels call changed shape"
     stages = {
         "leaf GROUP BY alone": "SELECT count(*), sum(count) FROM (SELECT c1, c2, c3, c4, "
         "count(*)::BIGINT AS count FROM t GROUP BY ALL)",
-        "+ coded leaves, data checks": head + "\nSELECT * FROM datastats",
-        "+ public checks, ledger charge, key (inftda_begin)": head + "\nSELECT b FROM inftda_b",
-        "+ prefix counts, levels 1-3": head + "\nSELECT * FROM rel3",
-        "+ level 4 (noise + IntOpt of 240k cells)": head + "\nSELECT * FROM rel4",
+        "+ coded leaves, data checks": before + "\nSELECT * FROM datastats",
+        "+ public checks, ledger charge, key (inftda_begin)": before + "\nSELECT b FROM inftda_b",
+        "+ prefix counts of all levels, as lists": before
+        + f"\nSELECT len({lists.group(1)}) FROM inftda_b AS b",
+        "+ levels 1-4 (noise + IntOpt of 265k cells), one call": head
+        + "\nSELECT len(e.e.n) FROM inftda_e AS e",
         "+ leaves to SQL, decode (whole release)": f"SELECT count(*), sum(count) FROM ({sql})",
     }
     times = {k: [] for k in stages}  # type: dict[str, list[float]]

@@ -8,15 +8,13 @@
 - ``inftda_preview(source, columns, rho := ..., beta := 0.05, delta := 1e-6)``: noise scale and
   Theorem 1 bound per level; spends nothing.
 
-Random UDFs are registered with ``side_effects=True``; each runs once per execution, begin and
-the levels in one-row MATERIALIZED CTEs (the end's lists go straight to the unnest; a second call
-would raise). ``inftda_begin`` turns the data checks into errors, charges the ledger,
-draws the key and keeps the release state in a small process registry, keyed by a fresh release
-id; ``inftda_level`` (one Arrow call per level) takes the level's true prefix counts as lists
-(mixed-radix keys, or codes column after column), releases the level's nodes from the previous
-level's (kept in the state) and returns their number, which the next level's call takes as an
-argument (so DuckDB runs the levels in order); ``inftda_end`` returns the released leaves as one
-row of lists and drops the state.
+Random UDFs are registered with ``side_effects=True``; each runs once per execution (begin in
+a one-row MATERIALIZED CTE; the levels' lists go straight to the unnest, and a second call
+would raise). ``inftda_begin`` turns the data checks into errors, charges the ledger, draws the
+key and keeps the release state in a small process registry, keyed by a fresh release id;
+``inftda_levels`` (one Arrow call) takes every level's true prefix counts as lists (mixed-radix
+keys, or codes column after column), releases the levels in order, each from the nodes of the
+one before, returns the released leaves as one row of lists and drops the state.
 """
 
 from __future__ import annotations
@@ -46,7 +44,7 @@ from .errors import BudgetExceededError, InftdaError, InputError, InternalError,
 from .noise import DiscreteGaussian
 from .randomness import RandomSource
 from .request import ReleaseRequest, from_json, parse_request
-from .sqlgen import UdfNames, fragments, render_preview, render_release
+from .sqlgen import PREFIXES, UdfNames, fragments, render_preview, render_release
 from .topdown import Allowed, Nodes, check_total, release_children, release_root
 
 MAX_LIVE_RELEASES = 64
@@ -77,7 +75,6 @@ class _Release:
     nodes: Nodes
     token: str | None = None
     progress: Progress | None = None
-    done: int = 0  #: levels released so far
 
 
 _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
@@ -165,17 +162,16 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
     return {"rid": rid, "root": root}
 
 
-def _one(rid: Any, k: Any | None = None, *, drop: bool = False) -> tuple[_Release, int]:
-    """The release (and level) a one-row UDF call belongs to; ``drop`` forgets the release."""
+def _one(rid: Any) -> _Release:
+    """The release a one-row UDF call belongs to, removed from the registry (used once)."""
     rid = _plain(rid)
     if len(rid) != 1:
         raise InternalError(f"a release step got {len(rid)} rows, not one")
     with _LOCK:
-        key = str(rid[0].as_py())
-        state = _RELEASES.pop(key, None) if drop else _RELEASES.get(key)
+        state = _RELEASES.pop(str(rid[0].as_py()), None)
     if state is None:
         raise InternalError("unknown or expired release id (more than 64 releases at once?)")
-    return state, 0 if k is None else int(_plain(k)[0].as_py())
+    return state
 
 
 def _prefixes(arr: Any, width: int) -> np.ndarray:
@@ -196,21 +192,26 @@ def _counts(arr: Any) -> np.ndarray:
     return _plain(arr).field("n").flatten().to_numpy(zero_copy_only=False)
 
 
-def _level(rid: Any, k: Any, kids: Any, allowed: Any, after: Any) -> pa.Array:
-    """Level k of a release (one call): the true counts of its prefixes -> its released nodes,
-    kept in the release state; returns how many (``after`` orders the calls in SQL)."""
-    state, level = _one(rid, k)
+def _levels(rid: Any, kids: Any, allowed: Any) -> pa.Array:
+    """Algorithm 1, lines 2-9, in one call: level k's true prefix counts are ``kids[k - 1]``
+    (a nested level's allowed children ``allowed[k - 1]``); returns the released leaves as one
+    row of column lists and drops the release state."""
+    state = _one(rid)
     try:
-        return _level_step(state, level, kids, allowed)
+        kids, allowed = _plain(kids).flatten(), _plain(allowed).flatten()
+        if len(kids) != len(state.levels) or len(allowed) != len(state.levels):
+            raise InternalError(f"a release of {len(state.levels)} levels got {len(kids)} "
+                                f"levels of prefixes and {len(allowed)} of allowed children")
+        for level in range(1, len(state.levels) + 1):
+            _level_step(state, level, kids.slice(level - 1, 1), allowed.slice(level - 1, 1))
     except InftdaError as exc:
         _keep_error(state.token, exc)
         raise
+    return _leaves(state.nodes)
 
 
-def _level_step(state: _Release, level: int, kids: Any, allowed: Any) -> pa.Array:
+def _level_step(state: _Release, level: int, kids: Any, allowed: Any) -> None:
     start = time.perf_counter()
-    if state.done != level - 1:
-        raise InternalError(f"level {level} ran after level {state.done}")
     lsource, dist, _, nest = state.levels[level - 1]
     codes, counts = _prefixes(kids, level), _counts(kids)
     if codes.shape[-1] != counts.shape[0]:
@@ -220,11 +221,10 @@ def _level_step(state: _Release, level: int, kids: Any, allowed: Any) -> pa.Arra
     parents = int((state.nodes.counts > 0).sum())
     nodes = release_children(state.nodes, codes, counts, sizes, dist, lsource, rule)
     check_total(nodes, state.root, level)
-    state.nodes, state.done = nodes, level
+    state.nodes = nodes
     if state.progress is not None:
         state.progress(level, len(state.levels), parents, nodes.noised,
                        time.perf_counter() - start)
-    return pa.array([nodes.counts.shape[0]], pa.int64())
 
 
 def _plain(arr: Any) -> Any:
@@ -233,14 +233,9 @@ def _plain(arr: Any) -> Any:
     return arr
 
 
-def _end(rid: Any, after: Any) -> pa.Array:
-    """The released leaves, as one row of column lists; drops the release state."""
-    state, _ = _one(rid, drop=True)
-    if state.done != len(state.levels):
-        err = InternalError(f"the release ended after {state.done} of {len(state.levels)} levels")
-        _keep_error(state.token, err)
-        raise err
-    codes, counts = state.nodes.codes, state.nodes.counts
+def _leaves(nodes: Nodes) -> pa.Array:
+    """The released leaves as one row: STRUCT(k INTEGER[][] (one list per column), n BIGINT[])."""
+    codes, counts = nodes.codes, nodes.counts
     d, m = codes.shape
     # 64-bit offsets: d x m codes in one list may pass 2**31 (DuckDB reads them as LIST)
     lists = pa.LargeListArray.from_arrays
@@ -400,11 +395,9 @@ def _register(con: Any, n: int) -> None:
         "STRUCT(rid VARCHAR, root BIGINT)",
         side_effects=True,
     )
-    prefixes = "STRUCT(k INTEGER[], key BIGINT[], n BIGINT[])"
-    fn(names.level, _level, ["VARCHAR", "INTEGER", prefixes, prefixes, "BIGINT"], "BIGINT",
-       type="arrow", side_effects=True, null_handling="special")
-    fn(names.end, _end, ["VARCHAR", "BIGINT"], "STRUCT(k INTEGER[][], n BIGINT[])",
-       type="arrow", side_effects=True, null_handling="special")
+    fn(names.levels, _levels, ["VARCHAR", f"{PREFIXES}[]", f"{PREFIXES}[]"],
+       "STRUCT(k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
+       null_handling="special")
     fn(names.preview, _preview_rows, ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
 
 

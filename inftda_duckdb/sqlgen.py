@@ -24,13 +24,16 @@ class UdfNames:
     """The per-connection names of the UDFs the generated SQL calls."""
 
     begin: str
-    level: str
-    end: str
+    levels: str
     preview: str
 
     @classmethod
     def numbered(cls, n: int) -> UdfNames:
-        return cls(f"inftda_begin_{n}", f"inftda_level_{n}", f"inftda_end_{n}", f"inftda_prev_{n}")
+        return cls(f"inftda_begin_{n}", f"inftda_levels_{n}", f"inftda_prev_{n}")
+
+
+PREFIXES = "STRUCT(k INTEGER[], key BIGINT[], n BIGINT[])"
+"""The SQL type of one level's true prefix counts (and of a nested level's allowed children)."""
 
 
 def sql_path(name: str) -> Path:
@@ -263,28 +266,23 @@ def render_release(
         below = "leaf" if i == d - 1 else f"pre{i + 1}"
         codes_i = ", ".join(f"k{j}" for j in range(1, i + 1))
         ctes.append(_f("prefix", i=i, codes=codes_i, below=below))
+    prefixes, allowed = [], []
     for i in range(1, d + 1):
+        pre = "leaf" if i == d else f"pre{i}"
+        prefixes.append(f"(SELECT {_prefix_lists(plan, i)} FROM {pre})")
         nested = plan.nested_parent(i - 1)
-        allowed = "NULL"
-        if nested is not None:
-            keys = [f"k{k + 1}" for k in (*nested[1], i - 1)]
-            allowed = _f("allowed", t=nested[0] + 1, keys=", ".join(keys), klists=_lists(keys))
-        ctes.append(
-            _f(
-                "level",
-                i=i,
-                level=names.level,
-                lists=_prefix_lists(plan, i),
-                pre="leaf" if i == d else f"pre{i}",
-                allowed=allowed,
-                after="0::BIGINT" if i == 1 else f"(SELECT r FROM rel{i - 1})",
-            )
-        )
+        if nested is None:
+            allowed.append("NULL")
+            continue
+        keys = [f"k{k + 1}" for k in (*nested[1], i - 1)]
+        allowed.append(_f("allowed", t=nested[0] + 1, keys=", ".join(keys), klists=_lists(keys)))
     ctes.append(
         _f(
             "end",
-            end=names.end,
-            d=d,
+            levels=names.levels,
+            prefixes=", ".join(prefixes),
+            allowed=", ".join(allowed),
+            ptype=PREFIXES,
             lists=", ".join(
                 _f("decode_enum", i=i) if i in enum else _f("decode_list", i=i)
                 for i in range(1, d + 1)

@@ -6,8 +6,8 @@
 -- k1..kd, each column's public domain, the release spec (JSON, including the budget) and the
 -- per-connection UDF names.
 -- Cost: ONE scan of the source (the leaf-level GROUP BY; a privacy unit adds a window over it),
--- then GROUP BY queries over the distinct leaves for the prefix counts and one UDF call per level
--- (work proportional to the level's prefixes plus its noised cells: every child of every released
+-- then GROUP BY queries over the distinct leaves for the prefix counts and one UDF call for all
+-- levels (work proportional to the prefixes plus the noised cells: every child of every released
 -- parent). Privacy: each execution is a NEW release with fresh noise and is charged to the ledger
 -- by inftda_begin (once per execution, before any noise is drawn).
 
@@ -164,17 +164,6 @@ leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 -- true counts of the $i-prefixes, from the (i+1)-prefixes (each level aggregates the one below)
 pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM $below GROUP BY ALL)
 
--- @level
--- level $i (Algorithm 1, lines 3-9) in one UDF call: the true counts of the level's prefixes as
--- lists (the released parents are the previous level's result, kept in the release state);
--- every child of every released parent is noised, IntOpt, children released > 0 kept. When the
--- domain sizes were known when planned (product < 2**62) each prefix travels as one mixed-radix
--- key ((k1 * s2 + k2) * s3 + ...): two lists instead of one per column, ~9 ms less at 240k leaves
-rel$i AS MATERIALIZED (
-    SELECT $level(b.b.rid, $i, (SELECT $lists FROM $pre), $allowed, $after) AS r
-    FROM inftda_b AS b
-)
-
 -- @prefix_lists
 {'k': $klists, 'key': NULL::BIGINT[], 'n': list(n)}
 
@@ -186,12 +175,19 @@ rel$i AS MATERIALIZED (
  FROM (SELECT DISTINCT $keys FROM nest$t WHERE NOT defect))
 
 -- @end
--- the released leaves as one row of lists (each level's total was checked against the root).
+-- Algorithm 1, lines 2-9, in ONE UDF call: every level's true prefix counts, each level's as one
+-- struct of lists (the non-zero counts; when the domain sizes were known when planned, product
+-- < 2**62, each prefix travels as one mixed-radix key ((k1 * s2 + k2) * s3 + ...), else as
+-- one list of codes per column) and each nested level's allowed children (NULL: not nested).
+-- Level by level, every child of every released parent is noised, IntOpt, children released
+-- > 0 kept; each level's total is checked against the root. Returns the released leaves as
+-- one row of lists (~3 ms less than one call per level: the calls and their pipelines).
 -- Not materialized: referenced once, the lists go straight to the unnest below instead of
 -- through a copy (~6-9 ms less for CREATE TABLE AS at 240k leaves). The UDF has side effects,
 -- so DuckDB evaluates it once per execution (tested on several query shapes); a second call
 -- would find its release gone and raise, never return rows.
-inftda_e AS (SELECT $end(b.b.rid, (SELECT r FROM rel$d)) AS e FROM inftda_b AS b),
+inftda_e AS (SELECT $levels(b.b.rid, [$prefixes]::$ptype[], [$allowed]::$ptype[]) AS e
+             FROM inftda_b AS b),
 -- each column's public values in code order: decoding is a list lookup
 inftda_dl AS MATERIALIZED (SELECT $lists FROM typed),
 inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)

@@ -163,17 +163,17 @@ def test_each_execution_is_a_fresh_charged_release(trips):
     "SELECT count(*) FROM ({q})", "SELECT * FROM ({q}) LIMIT 2",
     "SELECT origin, sum(count) FROM ({q}) GROUP BY ALL", "SELECT * FROM ({q}) WHERE hour = 3",
     "CREATE TABLE out AS {q}", "EXPLAIN ANALYZE {q}"])
-def test_the_end_step_runs_once_per_execution(monkeypatch, shape):
-    # inftda_end is not in a MATERIALIZED CTE (its lists go straight to the unnest): DuckDB
+def test_the_levels_run_once_per_execution(monkeypatch, shape):
+    # inftda_levels is not in a MATERIALIZED CTE (its lists go straight to the unnest): DuckDB
     # must still call it exactly once, whatever the query around the release needs
     calls = []
-    end = extension._end
+    levels = extension._levels
 
-    def counted(rid, after):
+    def counted(rid, kids, allowed):
         calls.append(1)
-        return end(rid, after)
+        return levels(rid, kids, allowed)
 
-    monkeypatch.setattr(extension, "_end", counted)
+    monkeypatch.setattr(extension, "_levels", counted)
     con = duckdb.connect()
     load(con)
     con.execute("CREATE TABLE trips AS SELECT ['EWR','JFK'][1 + i % 2] AS origin, "
@@ -183,7 +183,7 @@ def test_the_end_step_runs_once_per_execution(monkeypatch, shape):
     live = set(extension._RELEASES)
     con.execute(shape.format(q=q)).fetchall()
     assert len(calls) == 1  # a second call would raise: its release state is gone
-    assert set(extension._RELEASES) <= live  # the end step dropped the release's state
+    assert set(extension._RELEASES) <= live  # the levels dropped the release's state
 
 
 def test_empty_table_and_single_category(con):
@@ -532,35 +532,39 @@ def test_macro_parameters_match_the_python_options(con):
     assert params == ["source", "columns", *OPTIONS]
 
 
-def test_internal_udfs_refuse_junk_and_end_checks_totals(con):
+def test_internal_udfs_refuse_junk_and_check_totals(con):
     n = registered(con, "release")
     with pytest.raises(duckdb.Error, match="unknown or expired release id"):
-        con.execute(f"SELECT inftda_level_{n}('nope', 1, NULL, NULL, 0)").fetchall()
-    with pytest.raises(duckdb.Error, match="unknown or expired release id"):
-        con.execute(f"SELECT inftda_end_{n}('nope', 1)").fetchall()
-    # levels run in order, each releases the root's total, and a release ends after its last
+        con.execute(f"SELECT inftda_levels_{n}('nope', [], [])").fetchall()
+    # every level releases the root's total, and a release gets exactly its levels
     source = RandomSource.from_seed(1)
     level = (source.derive(1), DiscreteGaussian(1), 3, None)
-    kids = pa.array([{"k": [0], "key": None, "n": [10]}],
-                    type=pa.struct([("k", pa.list_(pa.int32())), ("key", pa.list_(pa.int64())),
-                                    ("n", pa.list_(pa.int64()))]))
+    prefixes = pa.struct([("k", pa.list_(pa.int32())), ("key", pa.list_(pa.int64())),
+                          ("n", pa.list_(pa.int64()))])
+
+    def lists(*rows):
+        return pa.array([list(rows)], type=pa.list_(prefixes))
+
+    kids = {"k": [0], "key": None, "n": [10]}
     rid = pa.array(["r"])
     extension._RELEASES["r"] = extension._Release([level, level], 10, Nodes.root(10))
-    with pytest.raises(InternalError, match="level 2 ran after level 0"):
-        extension._level(rid, pa.array([2]), kids, None, None)
-    with pytest.raises(InternalError, match="ended after 0 of 2 levels"):
-        extension._end(rid, None)
-    assert "r" not in extension._RELEASES
+    with pytest.raises(InternalError, match="of 2 levels got 1 levels of prefixes"):
+        extension._levels(rid, lists(kids), lists(None, None))
+    assert "r" not in extension._RELEASES  # used once, even when it fails
     extension._RELEASES["r"] = extension._Release([level], 9, Nodes.root(10))
     with pytest.raises(InternalError, match="level 1 released 10 records, not the root's 9"):
-        extension._level(rid, pa.array([1]), kids, None, None)
-    bad = pa.array([{"k": [0, 1], "key": None, "n": [10]}], type=kids.type)  # 2 codes, 1 count
+        extension._levels(rid, lists(kids), lists(None))
+    bad = {"k": [0, 1], "key": None, "n": [10]}  # 2 codes, 1 count
+    extension._RELEASES["r"] = extension._Release([level], 10, Nodes.root(10))
     with pytest.raises(InternalError, match="different numbers of prefixes and counts"):
-        extension._level(rid, pa.array([1]), bad, None, None)
-    odd = pa.array([{"k": [0, 1, 2], "key": None, "n": [1]}], type=kids.type)  # 3 codes, 2 cols
+        extension._levels(rid, lists(bad), lists(None))
+    extension._RELEASES["r"] = extension._Release([level], 10, Nodes.root(10))
+    out = extension._levels(rid, lists(kids), lists(None))
+    assert out.to_pylist()[0]["n"] == [c for c in out.to_pylist()[0]["n"] if c > 0]
+    assert sum(out.to_pylist()[0]["n"]) == 10
+    odd = pa.array([{"k": [0, 1, 2], "key": None, "n": [1]}], type=prefixes)  # 3 codes, 2 cols
     with pytest.raises(InternalError, match="prefixes of the wrong length"):
         extension._prefixes(odd, 2)
-    extension._RELEASES.pop("r")
 
 
 def test_concurrent_releases_on_cursors(trips):
