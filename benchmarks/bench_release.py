@@ -124,7 +124,8 @@ def breakdown(con: duckdb.DuckDBPyConnection, repeat: int) -> list[str]:
     sql = render_release(request, plan, names, "python")
     head = sql[: sql.index("-- each column's public values")].rstrip().rstrip(",")
     before = sql[: sql.index("-- Algorithm 1, lines 2-9")].rstrip().rstrip(",")
-    lists = re.search(r"inftda_levels_\d+\(b\.b\.rid, (\[.*?\]::STRUCT\(.*?\)\[\]), ", sql, re.S)
+    lists = re.search(r"inftda_levels_\d+\(b\.b\.rid, (\[.*?\]::STRUCT\(.*?\)\[\]), "
+                      r"(\(SELECT .*? FROM leaf\)), ", sql, re.S)
     assert lists is not None, "the levels call changed shape"
     stages = {
         "leaf GROUP BY alone": "SELECT count(*), sum(count) FROM (SELECT c1, c2, c3, c4, "
@@ -132,7 +133,7 @@ def breakdown(con: duckdb.DuckDBPyConnection, repeat: int) -> list[str]:
         "+ coded leaves, data checks": before + "\nSELECT * FROM datastats",
         "+ public checks, ledger charge, key (inftda_begin)": before + "\nSELECT b FROM inftda_b",
         "+ prefix counts of all levels, as lists": before
-        + f"\nSELECT len({lists.group(1)}) FROM inftda_b AS b",
+        + f"\nSELECT len({lists.group(1)}) + len({lists.group(2)}.n) FROM inftda_b AS b",
         "+ levels 1-4 (noise + IntOpt of 265k cells), one call": head
         + "\nSELECT len(e.e.n) FROM inftda_e AS e",
         "+ leaves to SQL, decode (whole release)": f"SELECT count(*), sum(count) FROM ({sql})",

@@ -192,18 +192,19 @@ def _counts(arr: Any) -> np.ndarray:
     return _plain(arr).field("n").flatten().to_numpy(zero_copy_only=False)
 
 
-def _levels(rid: Any, kids: Any, allowed: Any) -> pa.Array:
-    """Algorithm 1, lines 2-9, in one call: level k's true prefix counts are ``kids[k - 1]``
-    (a nested level's allowed children ``allowed[k - 1]``); returns the released leaves as one
-    row of column lists and drops the release state."""
+def _levels(rid: Any, upper: Any, leaf: Any, allowed: Any) -> pa.Array:
+    """Algorithm 1, lines 2-9, in one call: the true prefix counts of level k < d are
+    ``upper[k - 1]``, the leaves' ``leaf`` (a nested level's allowed children ``allowed[k -
+    1]``); returns the released leaves as one row of column lists and drops the release state."""
     state = _one(rid)
     try:
-        kids, allowed = _plain(kids).flatten(), _plain(allowed).flatten()
+        upper, allowed = _plain(upper).flatten(), _plain(allowed).flatten()
+        kids = [upper.slice(k, 1) for k in range(len(upper))] + [leaf]
         if len(kids) != len(state.levels) or len(allowed) != len(state.levels):
             raise InternalError(f"a release of {len(state.levels)} levels got {len(kids)} "
                                 f"levels of prefixes and {len(allowed)} of allowed children")
         for level in range(1, len(state.levels) + 1):
-            _level_step(state, level, kids.slice(level - 1, 1), allowed.slice(level - 1, 1))
+            _level_step(state, level, kids[level - 1], allowed.slice(level - 1, 1))
     except InftdaError as exc:
         _keep_error(state.token, exc)
         raise
@@ -395,7 +396,7 @@ def _register(con: Any, n: int) -> None:
         "STRUCT(rid VARCHAR, root BIGINT)",
         side_effects=True,
     )
-    fn(names.levels, _levels, ["VARCHAR", f"{PREFIXES}[]", f"{PREFIXES}[]"],
+    fn(names.levels, _levels, ["VARCHAR", f"{PREFIXES}[]", PREFIXES, f"{PREFIXES}[]"],
        "STRUCT(k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
        null_handling="special")
     fn(names.preview, _preview_rows, ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)

@@ -280,7 +280,8 @@ def render_release(
         _f(
             "end",
             levels=names.levels,
-            prefixes=", ".join(prefixes),
+            upper=", ".join(prefixes[:-1]),
+            leaf=prefixes[-1],
             allowed=", ".join(allowed),
             ptype=PREFIXES,
             lists=", ".join(

@@ -169,9 +169,9 @@ def test_the_levels_run_once_per_execution(monkeypatch, shape):
     calls = []
     levels = extension._levels
 
-    def counted(rid, kids, allowed):
+    def counted(rid, upper, leaf, allowed):
         calls.append(1)
-        return levels(rid, kids, allowed)
+        return levels(rid, upper, leaf, allowed)
 
     monkeypatch.setattr(extension, "_levels", counted)
     con = duckdb.connect()
@@ -535,7 +535,7 @@ def test_macro_parameters_match_the_python_options(con):
 def test_internal_udfs_refuse_junk_and_check_totals(con):
     n = registered(con, "release")
     with pytest.raises(duckdb.Error, match="unknown or expired release id"):
-        con.execute(f"SELECT inftda_levels_{n}('nope', [], [])").fetchall()
+        con.execute(f"SELECT inftda_levels_{n}('nope', [], NULL, [])").fetchall()
     # every level releases the root's total, and a release gets exactly its levels
     source = RandomSource.from_seed(1)
     level = (source.derive(1), DiscreteGaussian(1), 3, None)
@@ -545,21 +545,24 @@ def test_internal_udfs_refuse_junk_and_check_totals(con):
     def lists(*rows):
         return pa.array([list(rows)], type=pa.list_(prefixes))
 
+    def one(row):
+        return pa.array([row], type=prefixes)
+
     kids = {"k": [0], "key": None, "n": [10]}
     rid = pa.array(["r"])
     extension._RELEASES["r"] = extension._Release([level, level], 10, Nodes.root(10))
     with pytest.raises(InternalError, match="of 2 levels got 1 levels of prefixes"):
-        extension._levels(rid, lists(kids), lists(None, None))
+        extension._levels(rid, lists(), one(kids), lists(None, None))
     assert "r" not in extension._RELEASES  # used once, even when it fails
     extension._RELEASES["r"] = extension._Release([level], 9, Nodes.root(10))
     with pytest.raises(InternalError, match="level 1 released 10 records, not the root's 9"):
-        extension._levels(rid, lists(kids), lists(None))
+        extension._levels(rid, lists(), one(kids), lists(None))
     bad = {"k": [0, 1], "key": None, "n": [10]}  # 2 codes, 1 count
     extension._RELEASES["r"] = extension._Release([level], 10, Nodes.root(10))
     with pytest.raises(InternalError, match="different numbers of prefixes and counts"):
-        extension._levels(rid, lists(bad), lists(None))
+        extension._levels(rid, lists(), one(bad), lists(None))
     extension._RELEASES["r"] = extension._Release([level], 10, Nodes.root(10))
-    out = extension._levels(rid, lists(kids), lists(None))
+    out = extension._levels(rid, lists(), one(kids), lists(None))
     assert out.to_pylist()[0]["n"] == [c for c in out.to_pylist()[0]["n"] if c > 0]
     assert sum(out.to_pylist()[0]["n"]) == 10
     odd = pa.array([{"k": [0, 1, 2], "key": None, "n": [1]}], type=prefixes)  # 3 codes, 2 cols
