@@ -295,7 +295,9 @@ def release_children(
         # int32 where it fits: half the fresh memory (page faults) of int64
         parent_keys = np.floor_divide(keys, m, out=memory.empty(keys.shape, _small(span)),
                                       casting="unsafe")
-        last = np.remainder(keys, m, out=memory.empty(keys.shape, np.int32), casting="unsafe")
+        # keys - parent * m: half the time of np.remainder (an integer modulo)
+        last = np.subtract(keys, np.multiply(parent_keys, m, dtype=np.int64),
+                           out=memory.empty(keys.shape, np.int32), casting="unsafe")
         rows = _lookup(own, parent_keys, span)
     else:
         codes = codes.reshape(k, -1)
