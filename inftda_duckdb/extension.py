@@ -194,8 +194,9 @@ def _counts(arr: Any) -> np.ndarray:
 
 def _levels(rid: Any, upper: Any, leaf: Any, allowed: Any) -> pa.Array:
     """Algorithm 1, lines 2-9, in one call: the true prefix counts of level k < d are
-    ``upper[k - 1]``, the leaves' ``leaf`` (a nested level's allowed children ``allowed[k -
-    1]``); returns the released leaves as one row of column lists and drops the release state."""
+    ``upper[k - 1]``, the leaves' are ``leaf``, a nested level's allowed children are
+    ``allowed[k - 1]``; returns the released leaves as one row of column lists and drops the
+    release state."""
     state = _one(rid)
     try:
         upper, allowed = _plain(upper).flatten(), _plain(allowed).flatten()

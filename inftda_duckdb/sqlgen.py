@@ -278,7 +278,7 @@ def render_release(
         allowed.append(_f("allowed", t=nested[0] + 1, keys=", ".join(keys), klists=_lists(keys)))
     ctes.append(
         _f(
-            "end",
+            "levels",
             levels=names.levels,
             upper=", ".join(prefixes[:-1]),
             leaf=prefixes[-1],

@@ -174,7 +174,7 @@ pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM $below GROUP BY ALL)
 (SELECT {'k': $klists, 'key': NULL::BIGINT[], 'n': []::BIGINT[]}
  FROM (SELECT DISTINCT $keys FROM nest$t WHERE NOT defect))
 
--- @end
+-- @levels
 -- Algorithm 1, lines 2-9, in ONE UDF call: every level's true prefix counts, each level's as one
 -- struct of lists (the non-zero counts; when the domain sizes were known when planned, product
 -- < 2**62, each prefix travels as one mixed-radix key ((k1 * s2 + k2) * s3 + ...), else as
