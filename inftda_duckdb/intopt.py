@@ -33,7 +33,6 @@ Closed form (no loop over visits, cycles or rows), proved here:
    ``cap_i = start_i - floor_i(t*)`` and ``E_p`` the capacity of the elements before it is lowered
    by ``min(max(D - E_p, 0), cap_i)``: the elements before the stopping one reach their floors, the
    stopping one absorbs the rest of ``D``, the later ones are untouched.
-
 5. The common case needs no prefix sums: rows whose smallest ``x_i`` is at least
    ``t^ = max(q, ceil(-T / m))`` (every child well above the noise). There ``z0 = q`` (line 2),
    ``t0 = |q|`` and ``G(t) = m t`` up to ``min x``, so ``t* = t^``; the final cycle starts from
@@ -43,8 +42,8 @@ Closed form (no loop over visits, cycles or rows), proved here:
    smallest elements and ``D mod cap`` from the next. Sorted positions are not needed, only a
    comparison of ``key_i = m x_i + i`` (unique) with the row's ``r``-th smallest key.
 
-Everything is a sort plus prefix sums per row: ``O(m log m)`` per parent, vectorised over blocks of
-rows (memory bounded by ``block_cells``).
+Everything is a sort (plus prefix sums outside step 5) per row: ``O(m log m)`` per parent,
+vectorised over blocks of rows (memory bounded by ``block_cells``).
 
 Range: any int64 ``x`` and ``c``. The intermediate sums are bounded by ``(4 m + 4) (B + 1)`` with
 ``B = max(|x_i|, c)`` of the row; rows where that could exceed 2**62 are computed with exact Python
