@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from results import cpu_model, write_section
 
-from inftda_duckdb.intopt import intopt, intopt_ragged
+from inftda_duckdb.core.intopt import intopt, intopt_ragged
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))

@@ -2,8 +2,9 @@
 
 Run: ``python benchmarks/bench_noise.py [--opendp-n 100000] [--no-write]``.
 
-Measures, in one run pinned to one CPU: inftda_duckdb.noise with the secure AES source, OpenDP's
-exact discrete Gaussian (``then_gaussian`` on an int vector; if importable; not a dependency), and
+Measures, in one run pinned to one CPU: inftda_duckdb.core.noise with the secure AES source,
+OpenDP's exact discrete Gaussian (``then_gaussian`` on an int vector; if importable; not a
+dependency), and
 ``numpy.rint(normal)`` (NOT exact: an unsafe speed ceiling). Also table setup time and the
 peak memory of ``add_noise`` on 1e7 counts (tracemalloc plus the arrays from Arrow's pool).
 Prints a table and replaces the ``bench_noise.py`` section of benchmarks/RESULTS.md.
@@ -26,9 +27,9 @@ import cryptography
 import numpy as np
 from results import cpu_model, write_section
 
-from inftda_duckdb import memory, noise
-from inftda_duckdb.noise import DiscreteGaussian, add_noise
-from inftda_duckdb.randomness import RandomSource
+from inftda_duckdb.core import memory, noise
+from inftda_duckdb.core.noise import DiscreteGaussian, add_noise
+from inftda_duckdb.core.randomness import RandomSource
 
 SIGMA2S = [Fraction(1, 2), Fraction(4), Fraction(40), Fraction(400), Fraction(10**6)]
 
@@ -56,7 +57,7 @@ def opendp_sampler(sigma2: Fraction):
 
 @contextlib.contextmanager
 def arrow_peak():
-    """[live, peak] bytes of the arrays inftda_duckdb.memory takes from Arrow's pool (invisible
+    """[live, peak] bytes of the arrays inftda_duckdb.core.memory takes from Arrow's pool (invisible
     to tracemalloc) while the block runs."""
     state, original = [0, 0], memory.empty
 

@@ -25,8 +25,8 @@ import warnings
 import duckdb
 from results import cpu_model, peak_rss_mb, write_section
 
-from inftda_duckdb.extension import _prepare, load
-from inftda_duckdb.sqlgen import render_release
+from inftda_duckdb.duckdb.extension import _prepare, load
+from inftda_duckdb.duckdb.sqlgen import render_release
 
 SIZES = (50, 20, 24, 10)
 BEFORE = [

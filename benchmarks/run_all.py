@@ -36,9 +36,11 @@ import duckdb
 import numpy as np
 from results import RESULTS, cpu_model, peak_rss_mb, write_section
 
-from inftda_duckdb import accounting, extension, workloads
-from inftda_duckdb.errors import InputError
-from inftda_duckdb.evaluation import evaluate
+from inftda_duckdb.core import accounting
+from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.duckdb import extension
+from inftda_duckdb.duckdb.evaluation import evaluate
+from inftda_duckdb.tools import workloads
 
 HERE = Path(__file__).resolve().parent
 SECTION = "run_all.py"

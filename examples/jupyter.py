@@ -16,8 +16,8 @@
 # %%
 import duckdb
 
-from inftda_duckdb.demo import load_sample
-from inftda_duckdb.extension import load
+from inftda_duckdb.duckdb.extension import load
+from inftda_duckdb.tools.demo import load_sample
 
 con = duckdb.connect()  # duckdb.connect("project.duckdb") keeps tables and the ledger
 load(con)

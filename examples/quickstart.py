@@ -5,8 +5,8 @@ Run: python examples/quickstart.py
 
 import duckdb
 
-from inftda_duckdb.demo import load_sample
-from inftda_duckdb.extension import load, release
+from inftda_duckdb.duckdb.extension import load, release
+from inftda_duckdb.tools.demo import load_sample
 
 con = duckdb.connect()  # or duckdb.connect("trips.duckdb") to keep the ledger between runs
 load(con)  # registers inftda_release, inftda_preview, inftda_budget, inftda_set_budget, ...

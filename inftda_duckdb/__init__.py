@@ -11,28 +11,23 @@ Public API::
 
 Map of the package (the folder listing reads like the algorithm):
 
-- ``exact``        exact budgets: user numbers to Fractions, never rounded through floats
-- ``randomness``   secure random source (AES-256 as a keyed PRF); seeded source for tests only
-- ``noise``        exact discrete Gaussian N_Z(0, sigma^2), vectorised and counter-addressed
-- ``intopt``       the paper's IntOpt over a whole level (dense and ragged)
-- ``accounting``   rho / (epsilon, delta), the per-level split, sensitivity, Theorem 1 bound
-- ``topdown``      Algorithm 1 a level at a time (numpy only: any engine can drive it)
-- ``request``      every release argument parsed and validated in one place
-- ``domain``       public domains: ENUM labels, explicit lists, nested domain tables
-- ``identifiers``  quoting of table and column names
-- ``sqlgen``       renders the sql/ templates into one release statement
-- ``extension``    DuckDB glue: UDFs, table macros, the release registry, release()/preview()
-- ``ledger``       budgets and the ledger of releases, exact and atomic
-- ``evaluation``   per-level error metrics against the truth (curator only, not private)
-- ``workloads``    the paper's synthetic workloads, for trying and benchmarking
-- ``cli``, ``shell``, ``demo``   the command line, the SQL shell and the sample data
-- ``errors``       InputError, BudgetExceededError, InternalError
+- ``core/``      engine-neutral, numpy/Arrow in and out, imports no engine:
+  ``exact`` (budgets as Fractions), ``randomness`` (AES-256 keyed PRF; seeded for tests only),
+  ``noise`` (exact discrete Gaussian), ``intopt`` (the paper's IntOpt over whole levels),
+  ``accounting`` (rho / (epsilon, delta), level split, Theorem 1), ``topdown`` (Algorithm 1 a
+  level at a time), ``request`` (every release argument validated), ``identifiers``,
+  ``memory``, ``errors``
+- ``ledger/``    budgets and the ledger of releases, exact and atomic, shared by every engine
+- ``duckdb/``    the DuckDB engine: ``extension`` (UDFs, table macros, release()/preview()),
+  ``domain`` (public domains in the catalog), ``sqlgen`` (renders sql/), ``evaluation``
+  (per-level metrics, curator only), ``connections``
+- ``tools/``     ``cli``, ``shell``, ``demo`` (sample data) and ``workloads`` (the paper's)
 """
 
-from .errors import BudgetExceededError, InftdaError, InputError, InternalError
-from .evaluation import evaluate
-from .extension import NotPrivateWarning, load, preview, release
-from .ledger import budget, set_budget
+from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError
+from .duckdb.evaluation import evaluate
+from .duckdb.extension import NotPrivateWarning, load, preview, release
+from .ledger.store import budget, set_budget
 
 __version__ = "0.1.0"
 

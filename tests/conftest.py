@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import duckdb
 import pytest
 
-from inftda_duckdb.extension import load
+from inftda_duckdb.duckdb.extension import load
 
 
 @pytest.fixture

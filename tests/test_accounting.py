@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from inftda_duckdb.accounting import (
+from inftda_duckdb.core.accounting import (
     _epsilon_decimal,
     epsilon_from_rho,
     error_bound,
@@ -17,8 +17,8 @@ from inftda_duckdb.accounting import (
     plan_budget,
     rho_from_epsilon_delta,
 )
-from inftda_duckdb.errors import InputError
-from inftda_duckdb.intopt import intopt
+from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.core.intopt import intopt
 
 CASES = [(1, 1e-6), (0.1, 1e-8), (10, 1e-8), ("0.37", "1e-5"), (Fraction(1, 3), 0.5), (50, 1e-12)]
 
@@ -281,7 +281,7 @@ def test_theorem_1_holds_for_a_simulated_release() -> None:
 
 
 def test_a_budget_too_small_to_sample_is_refused() -> None:
-    from inftda_duckdb.noise import MAX_SIGMA2
+    from inftda_duckdb.core.noise import MAX_SIGMA2
 
     plan_budget(1, rho=Fraction(1) / MAX_SIGMA2)  # sigma2 = 1e8 exactly: the largest accepted
     with pytest.raises(InputError, match=r"rho is too small: .*sigma2 would be 1e\+08"):

@@ -13,8 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from inftda_duckdb.demo import ZONES, load_sample
-from inftda_duckdb.extension import load
+from inftda_duckdb.duckdb.extension import load
+from inftda_duckdb.tools.demo import ZONES, load_sample
 
 ROWS = 3000
 ORIGINS = "origin=Manhattan,Brooklyn,Queens,Bronx,Staten Island"  # files keep no ENUM types
@@ -23,8 +23,8 @@ SUBCOMMANDS = ("release", "shell", "preview", "ledger", "budget", "evaluate", "d
 
 def cli(*args: object, cwd: Path | None = None, stdin: str | None = None,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m inftda_duckdb.cli ARGS``."""
-    return subprocess.run([sys.executable, "-m", "inftda_duckdb.cli", *map(str, args)],
+    """Run ``python -m inftda_duckdb.tools.cli ARGS``."""
+    return subprocess.run([sys.executable, "-m", "inftda_duckdb.tools.cli", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, input=stdin, timeout=300,
                           env=env)
 
@@ -309,7 +309,7 @@ def test_budget_refusal_writes_nothing(work: Path) -> None:
 
 
 def test_preview_from_sizes_matches_accounting() -> None:
-    from inftda_duckdb.accounting import error_bound
+    from inftda_duckdb.core.accounting import error_bound
 
     result = cli("preview", "--domain-sizes", "50,20,24", "--rho", "0.5")
     assert result.returncode == 0, result.stderr
@@ -392,7 +392,7 @@ def test_demo_prints_release_truth_bound_and_ledger() -> None:
 
 
 def test_progress_bar_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
-    from inftda_duckdb.cli import Progress
+    from inftda_duckdb.tools.cli import Progress
 
     progress = Progress(quiet=False)
     progress.tty = True  # as on a terminal: one line redrawn in place, then a newline

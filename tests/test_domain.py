@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from inftda_duckdb.domain import DomainPlan, plan_domains, raise_for_checks
-from inftda_duckdb.errors import InputError
-from inftda_duckdb.request import parse_request
+from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.core.request import parse_request
+from inftda_duckdb.duckdb.domain import DomainPlan, plan_domains, raise_for_checks
 
 
 @pytest.fixture

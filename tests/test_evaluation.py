@@ -9,8 +9,8 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from inftda_duckdb import evaluation as ev
-from inftda_duckdb.errors import InputError
+from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.duckdb import evaluation as ev
 
 
 @pytest.fixture
@@ -226,7 +226,7 @@ def test_sql_form_reports_input_errors(con):
 
 
 def test_bound_matches_accounting_and_sql(con):
-    accounting = pytest.importorskip("inftda_duckdb.accounting")
+    accounting = pytest.importorskip("inftda_duckdb.core.accounting")
     dom = {"c1": 3, "c2": 2}
     out = ev.evaluate(con, "t", "r", ["c1", "c2"], domains=dom, rho=0.5)
     expected = accounting.error_bound([3, 2], 0.5, 0.05, nodes=[3, 6])
@@ -277,8 +277,8 @@ def test_plot_without_matplotlib_says_how_to_install(con, tmp_path, monkeypatch)
 def test_seeded_release_is_within_the_bound_and_a_corrupted_one_is_not():
     # A seeded release is deterministic, so this test cannot flake; for a fresh seed the bound
     # holds per level with probability >= 0.95 (Theorem 1, beta = 0.05).
-    extension = pytest.importorskip("inftda_duckdb.extension")
-    from inftda_duckdb.workloads import enum_table
+    extension = pytest.importorskip("inftda_duckdb.duckdb.extension")
+    from inftda_duckdb.tools.workloads import enum_table
 
     c = duckdb.connect()
     extension.load(c)

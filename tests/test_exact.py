@@ -4,8 +4,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from inftda_duckdb.errors import InputError
-from inftda_duckdb.exact import to_fraction, to_positive_fraction
+from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.core.exact import to_fraction, to_positive_fraction
 
 FIX = "pass e.g. rho=0.5"
 

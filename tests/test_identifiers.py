@@ -1,8 +1,8 @@
 import duckdb
 import pytest
 
-from inftda_duckdb.errors import InputError
-from inftda_duckdb.identifiers import literal, parse_qualified, quote, quote_qualified
+from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.core.identifiers import literal, parse_qualified, quote, quote_qualified
 
 
 @pytest.mark.parametrize(

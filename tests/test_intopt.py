@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import inftda_duckdb.intopt as intopt_module
-from inftda_duckdb.errors import InputError
-from inftda_duckdb.intopt import intopt, intopt_ragged
+import inftda_duckdb.core.intopt as intopt_module
+from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.core.intopt import intopt, intopt_ragged
 
 I64_MAX = 2**63 - 1
 I64_MIN = -(2**63)

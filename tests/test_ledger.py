@@ -13,9 +13,16 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from inftda_duckdb import ledger
-from inftda_duckdb.errors import BudgetExceededError, InputError, InternalError
-from inftda_duckdb.ledger import Charge, budget, canonical_source, charge, ensure_tables, set_budget
+from inftda_duckdb.core.errors import BudgetExceededError, InputError, InternalError
+from inftda_duckdb.ledger import store as ledger
+from inftda_duckdb.ledger.store import (
+    Charge,
+    budget,
+    canonical_source,
+    charge,
+    ensure_tables,
+    set_budget,
+)
 
 
 @pytest.fixture
@@ -618,7 +625,7 @@ def test_register_twice_and_on_several_connections(tmp_path: Path) -> None:
 
 def test_sql_set_budget_resolves_in_the_callers_context() -> None:
     """After USE db2, inftda_set_budget('t') caps db2.main.t: the object a release then reads."""
-    from inftda_duckdb.extension import load, release
+    from inftda_duckdb.duckdb.extension import load, release
 
     con = duckdb.connect()
     load(con)

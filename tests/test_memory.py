@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from inftda_duckdb import memory
+from inftda_duckdb.core import memory
 
 
 @pytest.mark.parametrize("shape", [0, 7, (3, 5), memory.MIN_BYTES // 8, (4, 1 << 16)])

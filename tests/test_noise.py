@@ -9,10 +9,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from inftda_duckdb import noise
-from inftda_duckdb.errors import InputError
-from inftda_duckdb.noise import DiscreteGaussian, add_noise, sample
-from inftda_duckdb.randomness import RandomSource
+from inftda_duckdb.core import noise
+from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.core.noise import DiscreteGaussian, add_noise, sample
+from inftda_duckdb.core.randomness import RandomSource
 
 SIGMA2S = [Fraction(1, 100), Fraction(1, 2), Fraction(2, 3), 4, 6, 40, 400, Fraction(800, 37),
            10**6]

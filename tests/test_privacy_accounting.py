@@ -12,10 +12,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from inftda_duckdb import extension
-from inftda_duckdb.accounting import epsilon_from_rho, rho_from_epsilon_delta
-from inftda_duckdb.errors import BudgetExceededError, InputError
-from inftda_duckdb.ledger import budget, set_budget
+from inftda_duckdb.core.accounting import epsilon_from_rho, rho_from_epsilon_delta
+from inftda_duckdb.core.errors import BudgetExceededError, InputError
+from inftda_duckdb.duckdb import extension
+from inftda_duckdb.ledger.store import budget, set_budget
 
 RELEASE = "inftda_release('trips', ['origin', 'dest'], rho := {rho})"
 THIRD = RELEASE.format(rho="'1/3'")

@@ -19,21 +19,21 @@ import duckdb
 import numpy as np
 import pytest
 
-from inftda_duckdb import topdown
-from inftda_duckdb.accounting import (
+from inftda_duckdb.core import topdown
+from inftda_duckdb.core.accounting import (
     epsilon_from_rho,
     error_bound,
     plan_budget,
     rho_from_epsilon_delta,
 )
-from inftda_duckdb.errors import BudgetExceededError, InputError
-from inftda_duckdb.exact import to_fraction
-from inftda_duckdb.extension import load, release
-from inftda_duckdb.intopt import intopt
-from inftda_duckdb.ledger import set_budget
-from inftda_duckdb.noise import DiscreteGaussian
-from inftda_duckdb.randomness import RandomSource
-from inftda_duckdb.topdown import release_level
+from inftda_duckdb.core.errors import BudgetExceededError, InputError
+from inftda_duckdb.core.exact import to_fraction
+from inftda_duckdb.core.intopt import intopt
+from inftda_duckdb.core.noise import DiscreteGaussian
+from inftda_duckdb.core.randomness import RandomSource
+from inftda_duckdb.core.topdown import release_level
+from inftda_duckdb.duckdb.extension import load, release
+from inftda_duckdb.ledger.store import set_budget
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
 

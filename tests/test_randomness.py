@@ -10,8 +10,8 @@ import warnings
 import numpy as np
 import pytest
 
-from inftda_duckdb.errors import InputError
-from inftda_duckdb.randomness import RandomSource, _aes_ecb
+from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.core.randomness import RandomSource, _aes_ecb
 
 
 def _le(hex_text: str) -> int:

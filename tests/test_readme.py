@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from inftda_duckdb.shell import split_statements
+from inftda_duckdb.tools.shell import split_statements
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.S | re.M)
@@ -32,8 +32,8 @@ def blocks(text: str) -> list[tuple[int, str, str]]:
 
 
 def default_connection() -> duckdb.DuckDBPyConnection:
-    from inftda_duckdb.demo import load_sample
-    from inftda_duckdb.extension import load
+    from inftda_duckdb.duckdb.extension import load
+    from inftda_duckdb.tools.demo import load_sample
 
     con = duckdb.connect()
     load(con)
@@ -90,7 +90,7 @@ def cli_commands(text: str) -> list[list[str]]:
 
 
 def test_readme_cli_commands_parse() -> None:
-    from inftda_duckdb.cli import build_parser
+    from inftda_duckdb.tools.cli import build_parser
 
     commands = cli_commands(README.read_text())
     assert commands, "README.md shows no inftda-duckdb command"

@@ -12,15 +12,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from inftda_duckdb import extension
-from inftda_duckdb.accounting import error_bound, plan_budget
-from inftda_duckdb.connections import registered
-from inftda_duckdb.errors import BudgetExceededError, InputError, InternalError
-from inftda_duckdb.extension import load, preview, release
-from inftda_duckdb.ledger import set_budget
-from inftda_duckdb.noise import DiscreteGaussian
-from inftda_duckdb.randomness import RandomSource
-from inftda_duckdb.topdown import Nodes, release_tree
+from inftda_duckdb.core.accounting import error_bound, plan_budget
+from inftda_duckdb.core.errors import BudgetExceededError, InputError, InternalError
+from inftda_duckdb.core.noise import DiscreteGaussian
+from inftda_duckdb.core.randomness import RandomSource
+from inftda_duckdb.core.topdown import Nodes, release_tree
+from inftda_duckdb.duckdb import extension
+from inftda_duckdb.duckdb.connections import registered
+from inftda_duckdb.duckdb.extension import load, preview, release
+from inftda_duckdb.ledger.store import set_budget
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
 
@@ -90,8 +90,8 @@ def test_seeded_release_same_under_any_batching_and_equal_to_numpy(con, monkeypa
     # several threads (the code and count lists must stay aligned) and batches differ; the
     # result does not change and equals the in-memory reference, whether the prefixes travel
     # as mixed-radix keys (domain sizes known when planned) or as codes
-    from inftda_duckdb.domain import DomainPlan
-    from inftda_duckdb.sqlgen import render_release
+    from inftda_duckdb.duckdb.domain import DomainPlan
+    from inftda_duckdb.duckdb.sqlgen import render_release
 
     if not keys:
         monkeypatch.setattr(DomainPlan, "key_sizes", lambda self, level: None)
@@ -524,7 +524,7 @@ def test_sql_preview_delta_and_epsilon_forms(trips):
 
 
 def test_macro_parameters_match_the_python_options(con):
-    from inftda_duckdb.request import OPTIONS
+    from inftda_duckdb.core.request import OPTIONS
 
     params = con.execute(
         "SELECT parameters FROM duckdb_functions() WHERE function_name = 'inftda_release'"
@@ -610,7 +610,7 @@ def test_explicit_domain_labels_round_trip(con):
 def test_sixteen_level_binary_tree_equals_reference(con):
     # the paper's 'binary' workload has 16 columns: small data, every invariant, and the same
     # release as the in-memory reference under a seed (ids p * 2 + j stay far below 2**64)
-    from inftda_duckdb.workloads import synthetic_tree
+    from inftda_duckdb.tools.workloads import synthetic_tree
 
     wl = synthetic_tree(con, "bin16", kind="binary", variant="complete", materialize=True)
     assert len(wl.columns) == 16
@@ -701,8 +701,8 @@ def test_sql_not_private_release_says_so_once(trips, caplog, recwarn):
 def test_splitting_work_into_blocks_changes_nothing(monkeypatch):
     # noise is addressed by cell id and IntOpt works row by row: how a level is cut into
     # blocks (and densified spans) only changes the time
-    from inftda_duckdb import noise, topdown
-    from inftda_duckdb.noise import DiscreteGaussian
+    from inftda_duckdb.core import noise, topdown
+    from inftda_duckdb.core.noise import DiscreteGaussian
 
     src = RandomSource.from_seed(9).derive(4)
     ids = np.arange(200_000, dtype=np.uint64)

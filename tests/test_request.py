@@ -8,8 +8,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from inftda_duckdb.errors import InputError
-from inftda_duckdb.request import from_json, label, parse_request
+from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.core.request import from_json, label, parse_request
 
 
 def ok(**options):

@@ -14,15 +14,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from inftda_duckdb.demo import load_sample
-from inftda_duckdb.shell import clean_message, split_statements
+from inftda_duckdb.tools.demo import load_sample
+from inftda_duckdb.tools.shell import clean_message, split_statements
 
 ROWS = 2000
 
 
 def shell(db: Path, text: str) -> subprocess.CompletedProcess[str]:
-    """``printf TEXT | python -m inftda_duckdb.cli shell DB``."""
-    return subprocess.run([sys.executable, "-m", "inftda_duckdb.cli", "shell", str(db)],
+    """``printf TEXT | python -m inftda_duckdb.tools.cli shell DB``."""
+    return subprocess.run([sys.executable, "-m", "inftda_duckdb.tools.cli", "shell", str(db)],
                           input=text, capture_output=True, text=True, timeout=300)
 
 
@@ -157,7 +157,7 @@ def test_pseudo_terminal_prompts_multiline_box_and_history(db: Path, tmp_path: P
     history = tmp_path / "history"
     master, slave = pty.openpty()
     env = dict(os.environ, TERM="dumb", INFTDA_DUCKDB_HISTORY=str(history), COLUMNS="100")
-    process = subprocess.Popen([sys.executable, "-m", "inftda_duckdb.cli", "shell", str(db)],
+    process = subprocess.Popen([sys.executable, "-m", "inftda_duckdb.tools.cli", "shell", str(db)],
                                stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
     os.close(slave)
     seen = bytearray()

@@ -7,11 +7,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from inftda_duckdb import topdown
-from inftda_duckdb.accounting import plan_budget
-from inftda_duckdb.errors import InternalError
-from inftda_duckdb.randomness import RandomSource
-from inftda_duckdb.topdown import release_level, release_tree
+from inftda_duckdb.core import topdown
+from inftda_duckdb.core.accounting import plan_budget
+from inftda_duckdb.core.errors import InternalError
+from inftda_duckdb.core.randomness import RandomSource
+from inftda_duckdb.core.topdown import release_level, release_tree
 
 TINY = Fraction(1, 200)  # N_Z(0, 1/200) is non-zero with probability < 1e-40: exact outputs
 

@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SQL_RELEASE = """
 import duckdb, inftda_duckdb
-from inftda_duckdb.extension import load
-from inftda_duckdb.demo import load_sample
+from inftda_duckdb.duckdb.extension import load
+from inftda_duckdb.tools.demo import load_sample
 con = duckdb.connect()
 load(con)
 load_sample(con, "trips", 5000)
@@ -37,7 +37,8 @@ def test_wheel_in_a_fresh_venv(tmp_path: Path) -> None:
     shipped_sql = {n for n in names if n.startswith("inftda_duckdb/sql/") and n.endswith(".sql")}
     repo_sql = {f"inftda_duckdb/sql/{p.name}" for p in (ROOT / "sql").glob("*.sql")}
     assert repo_sql and shipped_sql == repo_sql
-    modules = {f"inftda_duckdb/{p.name}" for p in (ROOT / "inftda_duckdb").glob("*.py")}
+    package = ROOT / "inftda_duckdb"
+    modules = {f"inftda_duckdb/{p.relative_to(package).as_posix()}" for p in package.rglob("*.py")}
     assert modules <= set(names)
     assert any(n.endswith("entry_points.txt") for n in names)
 

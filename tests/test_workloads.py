@@ -6,9 +6,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from inftda_duckdb import workloads as w
-from inftda_duckdb.errors import InputError
-from inftda_duckdb.evaluation import evaluate
+from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.duckdb.evaluation import evaluate
+from inftda_duckdb.tools import workloads as w
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """Goodness of fit of the noise against the exact discrete Gaussian law, rare paths forced too.
 
-The reference laws are computed here, independently of inftda_duckdb.noise, with the decimal module
-(50 significant digits, correctly rounded exp). Chi-square p-values come from a small regularised
-incomplete-gamma routine checked below against closed forms (no scipy).
+The reference laws are computed here, independently of inftda_duckdb.core.noise, with the
+decimal module (50 significant digits, correctly rounded exp). Chi-square p-values come from a
+small regularised incomplete-gamma routine checked below against closed forms (no scipy).
 
 Significance: every goodness-of-fit test rejects at ALPHA = 1e-4, so with a fresh seed each test
 would fail falsely with probability 1e-4; the seeds are fixed, so the outcomes are reproducible.
@@ -19,8 +19,8 @@ from functools import cache
 import numpy as np
 import pytest
 
-from inftda_duckdb.noise import DiscreteGaussian
-from inftda_duckdb.randomness import RandomSource
+from inftda_duckdb.core.noise import DiscreteGaussian
+from inftda_duckdb.core.randomness import RandomSource
 
 ALPHA = 1e-4  # per-test false-failure rate of every goodness-of-fit test in this file
 Z_BOUND = 4.42  # two-sided normal quantile for 1e-5: mean/variance checks

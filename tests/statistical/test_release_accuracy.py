@@ -12,9 +12,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from inftda_duckdb.accounting import error_bound, plan_budget
-from inftda_duckdb.randomness import RandomSource
-from inftda_duckdb.topdown import release_tree
+from inftda_duckdb.core.accounting import error_bound, plan_budget
+from inftda_duckdb.core.randomness import RandomSource
+from inftda_duckdb.core.topdown import release_tree
 
 pytestmark = [
     pytest.mark.statistical,

@@ -25,7 +25,7 @@ from typing import TextIO
 import duckdb
 import pyarrow as pa
 
-from .identifiers import literal, parse_qualified
+from ..core.identifiers import literal, parse_qualified
 
 HELP = """\
 Enter SQL statements ending in ';' (a statement may span several lines). Examples:
@@ -232,7 +232,7 @@ def _prompted_lines(shell: Shell) -> Iterator[str]:
 
 def main(database: str | None, stdin: TextIO | None = None) -> int:
     """Open ``database`` (in memory if None), load the package and run the shell."""
-    from .extension import load
+    from ..duckdb.extension import load
 
     source = stdin or sys.stdin
     interactive = source.isatty()

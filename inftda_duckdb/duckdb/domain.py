@@ -21,11 +21,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InputError, InternalError, bad_argument
-from .identifiers import quote_qualified
-from .ledger import resolve_source, source_key
-from .request import ReleaseRequest
-from .topdown import MAX_KEY_SPAN
+from ..core.errors import InputError, InternalError, bad_argument
+from ..core.identifiers import quote_qualified
+from ..core.request import ReleaseRequest
+from ..core.topdown import MAX_KEY_SPAN
+from ..ledger.store import resolve_source, source_key
 
 KINDS = ("list", "table", "enum", "data")
 

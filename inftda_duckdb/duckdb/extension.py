@@ -36,16 +36,17 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from . import evaluation, ledger
-from .accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
+from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
+from ..core.errors import BudgetExceededError, InftdaError, InputError, InternalError, bad_argument
+from ..core.noise import DiscreteGaussian
+from ..core.randomness import RandomSource
+from ..core.request import ReleaseRequest, from_json, parse_request
+from ..core.topdown import Allowed, Nodes, check_total, release_children, release_root
+from ..ledger import store as ledger
+from . import evaluation
 from .connections import register_udfs, registered
 from .domain import DomainPlan, load_checks, plan_domains, raise_for_checks
-from .errors import BudgetExceededError, InftdaError, InputError, InternalError, bad_argument
-from .noise import DiscreteGaussian
-from .randomness import RandomSource
-from .request import ReleaseRequest, from_json, parse_request
 from .sqlgen import PREFIXES, UdfNames, fragments, render_preview, render_release
-from .topdown import Allowed, Nodes, check_total, release_children, release_root
 
 MAX_LIVE_RELEASES = 64
 DEFAULT_DELTA = 1e-6

@@ -37,10 +37,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from .accounting import BudgetPlan, error_bound, total_rho
+from ..core.accounting import BudgetPlan, error_bound, total_rho
+from ..core.errors import InputError, bad_argument
+from ..core.identifiers import literal, parse_qualified, quote, quote_qualified
 from .connections import register_udfs
-from .errors import InputError, bad_argument
-from .identifiers import literal, parse_qualified, quote, quote_qualified
 
 #: Columns of the result, in order.
 RESULT_COLUMNS = (

@@ -26,11 +26,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from .accounting import epsilon_from_rho, rho_from_epsilon_delta
-from .connections import register_udfs
-from .errors import BudgetExceededError, InputError, InternalError, bad_argument
-from .exact import to_fraction, to_positive_fraction
-from .identifiers import literal, parse_qualified, quote
+from ..core.accounting import epsilon_from_rho, rho_from_epsilon_delta
+from ..core.errors import BudgetExceededError, InputError, InternalError, bad_argument
+from ..core.exact import to_fraction, to_positive_fraction
+from ..core.identifiers import literal, parse_qualified, quote
+from ..duckdb.connections import register_udfs
 
 LEDGER = "inftda_ledger"
 BUDGETS = "inftda_budgets"

@@ -31,8 +31,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from .errors import bad_argument
-from .identifiers import literal, quote
+from ..core.errors import bad_argument
+from ..core.identifiers import literal, quote
 
 SEED = 42
 KINDS = ("binary", "random")

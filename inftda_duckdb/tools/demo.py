@@ -17,7 +17,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from .identifiers import literal, quote
+from ..core.identifiers import literal, quote
 
 BOROUGHS = ("Manhattan", "Brooklyn", "Queens", "Bronx", "Staten Island")
 ZONES = (  # (zone, borough index)
@@ -77,8 +77,8 @@ def load_sample(con: duckdb.DuckDBPyConnection, name: str = "trips", rows: int =
 def run_demo(rows: int = 200_000, rho: Fraction | float | str = 1,
              out: TextIO | None = None) -> pa.Table:
     """Release the sample (secure noise), print it beside the truth; returns per-level metrics."""
-    from .evaluation import evaluate
-    from .extension import load, release
+    from ..duckdb.evaluation import evaluate
+    from ..duckdb.extension import load, release
     from .shell import render
 
     out = out or sys.stdout

@@ -21,9 +21,9 @@ from typing import Any, NoReturn
 import duckdb
 import pyarrow as pa
 
-from .errors import InftdaError, bad_argument
-from .exact import to_positive_fraction
-from .identifiers import literal, parse_qualified, quote, quote_qualified
+from ..core.errors import InftdaError, bad_argument
+from ..core.exact import to_positive_fraction
+from ..core.identifiers import literal, parse_qualified, quote, quote_qualified
 from .shell import clean_message, render
 
 FILE_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -195,7 +195,7 @@ def _add_release_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> Parser:
     """The full command-line grammar (also the source of every --help text)."""
-    from . import __version__
+    from .. import __version__
 
     parser = Parser(prog="inftda-duckdb", epilog=EPILOG,
                     formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -303,7 +303,7 @@ def build_parser() -> Parser:
 def _connect(database: str | None, must_exist: bool, read_only: bool = False,
              ) -> duckdb.DuckDBPyConnection:
     """Open a database (in memory if None) and load the package; refuse a missing file."""
-    from .extension import load
+    from ..duckdb.extension import load
 
     if database and must_exist and not os.path.isfile(database):
         raise bad_argument("DATABASE", database, "must be an existing DuckDB file",
@@ -415,7 +415,7 @@ def _is_private(table: pa.Table) -> bool:
 
 def cmd_release(args: argparse.Namespace) -> int:
     """Release --columns of the source into --into-table or --output."""
-    from .extension import release
+    from ..duckdb.extension import release
 
     if (args.into_table is None) == (args.output is None):
         raise bad_argument("--output", args.output, "or --into-table is required (exactly one)",
@@ -517,7 +517,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
         table = preview_sizes(args, budget)
         con = duckdb.connect()
     else:
-        from .extension import preview
+        from ..duckdb.extension import preview
 
         if not args.columns:
             raise bad_argument("--columns", None, "is required with a table",
@@ -554,7 +554,7 @@ BUDGET_COLUMNS = ("source", "budget_rho_exact", "spent_rho_exact", "remaining_rh
 
 def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
     """Per-level plan and bound from domain sizes alone (no data needed)."""
-    from .accounting import level_table, plan_budget
+    from ..core.accounting import level_table, plan_budget
 
     sizes = []
     for text in _names(args.domain_sizes, "--domain-sizes"):
@@ -592,7 +592,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 def cmd_budget(args: argparse.Namespace) -> int:
     """Show budgets, or set one with --set."""
-    from . import ledger
+    from ..ledger import store as ledger
 
     con = _connect(args.database, must_exist=True)
     try:
@@ -611,9 +611,9 @@ def cmd_budget(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Per-level error metrics of a released table against the truth (and a plot)."""
-    from .accounting import plan_budget
-    from .evaluation import evaluate, plot_errors
-    from .extension import release
+    from ..core.accounting import plan_budget
+    from ..duckdb.evaluation import evaluate, plot_errors
+    from ..duckdb.extension import release
 
     columns = _names(args.columns)
     if args.runs is not None and args.plot is None:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
+from ..core.identifiers import literal, quote, quote_qualified
+from ..core.request import ReleaseRequest
 from .domain import DomainPlan
-from .identifiers import literal, quote, quote_qualified
-from .request import ReleaseRequest
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,8 @@ PREFIXES = "STRUCT(k INTEGER[], key BIGINT[], n BIGINT[])"
 
 def sql_path(name: str) -> Path:
     """A template file: ``inftda_duckdb/sql`` in a wheel, ``<repo>/sql`` in a checkout."""
-    here = Path(__file__).resolve().parent
-    for folder in (here / "sql", here.parent / "sql"):
+    package = Path(__file__).resolve().parent.parent
+    for folder in (package / "sql", package.parent / "sql"):
         if (folder / name).is_file():
             return folder / name
     raise FileNotFoundError(f"SQL template {name} not found next to inftda_duckdb")

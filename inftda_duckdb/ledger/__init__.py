@@ -1,0 +1,1 @@
+"""The privacy ledger and budgets, shared by every engine."""
