@@ -35,8 +35,8 @@ import numpy.typing as npt
 
 from .accounting import BudgetPlan
 from .errors import InftdaError, InternalError, bad_argument
-from .intopt import intopt, intopt_ragged
-from .noise import DiscreteGaussian
+from .intopt import intopt_positive, intopt_ragged
+from .noise import DiscreteGaussian, address_buffer
 from .randomness import RandomSource
 from .tree import MAX_KEY_SPAN, Allowed, Levels, Nodes, find_columns, lookup, mixed_radix
 
@@ -229,7 +229,7 @@ class _Truth:
         for k in range(u, top, -1):  # bottom up: a level's prefixes from the one below
             m = int(sizes[k - 1])
             parent = keys // m
-            level_codes.append((keys - parent * m).astype(np.int32))
+            level_codes.append((keys - parent * m).astype(_code_type(sizes)))
             starts = _starts(parent)
             level_first.append(np.append(starts, n))
             keys = parent[starts]
@@ -258,7 +258,7 @@ class _Truth:
             raise _repeated_child()
         level_counts = [np.add.reduceat(counts, s) if n else counts[:0] for s in starts[top:]]
         level_codes = [np.zeros(0, np.int32)] + [
-            codes[k - 1][starts[k]].astype(np.int32) for k in range(top + 1, u + 1)]
+            codes[k - 1][starts[k]].astype(_code_type(sizes)) for k in range(top + 1, u + 1)]
         level_first = [np.append(np.searchsorted(starts[k + 1], starts[k]), starts[k + 1].size)
                        for k in range(top, u)]
         return cls(top, level_counts, level_codes, level_first, None,
@@ -347,13 +347,22 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
 
     parts = runner.run(k, n_par, planned, tasks, cells, work)
     if not parts:
-        return Nodes(np.zeros((k, 0), np.int32), np.zeros(0, np.int64), 0), np.zeros(0, np.int64)
+        return (Nodes(np.zeros((k, 0), _code_type(levels.sizes[:k])), np.zeros(0, np.int64), 0),
+                np.zeros(0, np.int64))
     prow = _cat([p[0] + a for p, (a, _) in zip(parts, tasks, strict=True)])
     code, count, tidx = (_cat([p[i] for p in parts]) for i in (1, 2, 3))
-    child_codes = np.empty((k, count.shape[0]), np.int32)
-    np.take(parents.codes, prow, axis=1, out=child_codes[:-1])
+    child_codes = np.empty((k, count.shape[0]), _code_type(levels.sizes[:k]))
+    if parents.codes.dtype == child_codes.dtype:
+        np.take(parents.codes, prow, axis=1, out=child_codes[:-1])
+    else:
+        child_codes[:-1] = parents.codes[:, prow]
     child_codes[-1] = code
     return Nodes(child_codes, count, planned), tidx
+
+
+def _code_type(sizes: Sizes) -> type[np.signedinteger]:
+    """Codes are int32 (half the memory) unless a domain has 2**31 values or more."""
+    return np.int32 if max(sizes, default=0) < 1 << 31 else np.int64
 
 
 def _cuts(ends: IntArray, cells: int) -> list[int]:
@@ -390,14 +399,20 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
     n_par = c.shape[0]
     groups = _ranges(lo, hi - lo)  # the true children of the block's parents, in code order
     true_rows = np.repeat(np.arange(n_par, dtype=np.int64), hi - lo)
+    addresser = levels.addressers[k - 1]
     if allowed is None:  # dense: every child of every parent
-        x = noise.sample(source, levels.addressers[k - 1].cells(parent_codes, None,
-                                                                 np.arange(m)))  # line 5
+        n = n_par * m
+        if addresser.narrow:  # addresses written straight into this thread's AES input
+            addresser.cells(parent_codes, None, np.arange(m), out=address_buffer(n))
+            x = noise.sample_addressed(source, n, _scratch(n))  # line 5
+        else:
+            x = noise.sample(source, addresser.cells(parent_codes, None, np.arange(m)),
+                             _scratch(n))
         pos = true_rows * m + true_codes[groups]
         x[pos] += true_counts[groups]
-        y = intopt(x.reshape(n_par, m), c).reshape(-1)  # line 6
-        _check(np.einsum("ij->i", y.reshape(n_par, m)), c, y)
-        flat = np.flatnonzero(y > 0)  # lines 7-8, row-major: codes ascending per parent
+        # lines 6-8: IntOpt, and the children > 0 in code order (flat positions ascending)
+        flat, kept, sums = intopt_positive(x.reshape(n_par, m), c)
+        _check(sums, c, kept)
         rows = flat // m
         codes = flat - rows * m
     else:  # nested: each parent's allowed children (a public domain table)
@@ -407,8 +422,7 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
         lengths = a_hi - a_lo
         codes_all = table.children[_ranges(a_lo, lengths)]
         rows_all = np.repeat(np.arange(n_par, dtype=np.int64), lengths)
-        x = noise.sample(source, levels.addressers[k - 1].cells(parent_codes, rows_all,
-                                                                 codes_all))  # line 5
+        x = noise.sample(source, addresser.cells(parent_codes, rows_all, codes_all))  # line 5
         cell_keys = rows_all * m + codes_all  # ascending
         true_keys = true_rows * m + true_codes[groups]
         pos = np.searchsorted(cell_keys, true_keys)
@@ -419,14 +433,26 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
         y = intopt_ragged(x, offsets, c)  # line 6
         _check(np.add.reduceat(y, offsets[:-1]) if y.size else y[:0], c, y)
         flat = np.flatnonzero(y > 0)  # lines 7-8
-        rows, codes = rows_all[flat], codes_all[flat]
+        rows, codes, kept = rows_all[flat], codes_all[flat], y[flat]
     # the true prefix of each released child: the truth's positions are ascending
     if pos.size:
         at = np.minimum(np.searchsorted(pos, flat), pos.shape[0] - 1)
         tidx = np.where(pos[at] == flat, groups[at], -1)
     else:
         tidx = np.full(flat.shape[0], -1, np.int64)
-    return rows, codes.astype(np.int32), y[flat], tidx
+    return rows, codes, kept, tidx
+
+
+_LOCAL = threading.local()
+
+
+def _scratch(n: int) -> IntArray:
+    """This thread's block matrix (int64, ``n`` cells): reused, so no block faults in fresh
+    pages. A block's outputs are copied out of it before the next block."""
+    buf = getattr(_LOCAL, "cells", None)
+    if buf is None or buf.shape[0] < n:
+        buf = _LOCAL.cells = np.empty(max(n, BLOCK_CELLS), np.int64)
+    return buf[:n]
 
 
 def _check(sums: IntArray, c: IntArray, y: IntArray) -> None:
