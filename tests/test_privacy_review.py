@@ -29,7 +29,7 @@ from inftda_duckdb.core.accounting import (
 from inftda_duckdb.core.errors import BudgetExceededError, InputError
 from inftda_duckdb.core.exact import to_fraction
 from inftda_duckdb.core.intopt import intopt
-from inftda_duckdb.core.noise import DiscreteGaussian
+from inftda_duckdb.core.noise import DiscreteGaussian, address_buffer
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import Nodes, release_below
 from inftda_duckdb.core.tree import Levels
@@ -50,6 +50,7 @@ class Recorder:
         self.samples: list[tuple[bytes, bool, Fraction, np.ndarray]] = []
         self.levels: list[dict[str, Any]] = []
         original_sample = DiscreteGaussian.sample
+        original_addressed = DiscreteGaussian.sample_addressed
         original_block = topdown._block
 
         def sample(dist: DiscreteGaussian, source: RandomSource, ids: np.ndarray,
@@ -57,6 +58,12 @@ class Recorder:
             ids_arr = np.asarray(ids).astype(np.uint64)
             self.samples.append((source._key, source.private, dist.sigma2, ids_arr.copy()))
             return original_sample(dist, source, ids, out)
+
+        def addressed(dist: DiscreteGaussian, source: RandomSource, n: int,
+                      out: np.ndarray) -> np.ndarray:  # the blocks' hot path
+            ids = np.asarray(address_buffer(n)).copy()
+            self.samples.append((source._key, source.private, dist.sigma2, ids))
+            return original_addressed(dist, source, n, out)
 
         def block(levels: Levels, k: int, parent_codes: np.ndarray, c: np.ndarray,
                   *args: Any) -> Any:
@@ -83,6 +90,7 @@ class Recorder:
             return out
 
         monkeypatch.setattr(DiscreteGaussian, "sample", sample)
+        monkeypatch.setattr(DiscreteGaussian, "sample_addressed", addressed)
         monkeypatch.setattr(topdown, "_block", block)
 
 

@@ -192,12 +192,15 @@ class DiscreteGaussian:
                 self._decode(source, chunk, source._pairs(chunk, 0, 0, 1)[:, 0], out[start:stop])
             else:
                 address_buffer(stop - start)[:] = chunk
-                self.sample_addressed(source, stop - start, out[start:stop])
+                self._addressed(source, stop - start, out[start:stop])
         return out
 
     def sample_addressed(self, source: RandomSource, n: int, out: np.ndarray) -> np.ndarray:
         """The hot path: the samples of the ``n`` 64-bit addresses just written into
         :func:`address_buffer` (this thread's), into ``out`` (int64, C-contiguous, ``n``)."""
+        return self._addressed(source, n, out)
+
+    def _addressed(self, source: RandomSource, n: int, out: np.ndarray) -> np.ndarray:
         blocks, words, _ = _buffers(n)
         w0 = source._encrypt(blocks[:n], words)[:n, 0]
         self._decode(source, w0, w0, out)

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from . import memory
 from .accounting import BudgetPlan
 from .errors import InftdaError, InternalError, bad_argument
 from .intopt import intopt_positive, intopt_ragged
@@ -209,31 +210,16 @@ class _Truth:
         span = math.prod(sizes)
         if keys.size and (int(keys.min()) < 0 or int(keys.max()) >= span):
             raise InternalError("a prefix key outside its domain")
-        if not counts.all():
+        if counts.size and not counts.all():
             keys, counts = keys[counts > 0], counts[counts > 0]
+        keys, counts = _sort_by_key(keys, counts, span)
         n = keys.shape[0]
-        bits = max(1, n.bit_length())
-        if span << bits < MAX_KEY_SPAN:  # sort (key, position) packed: ~8x faster than argsort
-            packed = np.left_shift(keys, bits)
-            packed |= np.arange(n, dtype=np.int64)
-            packed.sort()
-            keys = packed >> bits
-            counts = counts[packed & ((1 << bits) - 1)]
-        else:
-            order = np.argsort(keys, kind="stable")
-            keys, counts = keys[order], counts[order]
-        if n > 1 and not (keys[1:] > keys[:-1]).all():
-            raise _repeated_child()
-        u = len(sizes)
         level_counts, level_codes, level_first = [counts], [np.zeros(0, np.int32)], []
-        for k in range(u, top, -1):  # bottom up: a level's prefixes from the one below
-            m = int(sizes[k - 1])
-            parent = keys // m
-            level_codes.append((keys - parent * m).astype(_code_type(sizes)))
-            starts = _starts(parent)
+        for k in range(len(sizes), top, -1):  # bottom up: a level's prefixes from the one below
+            code, starts, keys, counts = _up(keys, counts, int(sizes[k - 1]),
+                                             _code_type(sizes), check=k == len(sizes))
+            level_codes.append(code)
             level_first.append(np.append(starts, n))
-            keys = parent[starts]
-            counts = np.add.reduceat(counts, starts) if n else counts
             level_counts.append(counts)
             n = keys.shape[0]
         return cls(top, level_counts[::-1], [level_codes[0], *level_codes[:0:-1]],
@@ -273,13 +259,63 @@ class _Truth:
         return lookup(self._keys, keys)
 
 
-def _starts(sorted_keys: IntArray) -> IntArray:
-    """Where each run of equal values begins in a sorted array."""
-    if sorted_keys.shape[0] == 0:
-        return np.zeros(0, np.int64)
-    starts = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1])
-    starts += 1
-    return np.concatenate([[0], starts])
+_CHUNK = 1 << 16  # elements per pass over a sorted truth level (cache-sized temporaries)
+
+
+def _sort_by_key(keys: IntArray, counts: IntArray, span: int) -> tuple[IntArray, IntArray]:
+    """Keys (distinct, in [0, span)) and their counts, sorted by key. Each (key, count) pair is
+    packed into one int64 when both fit (one in-place sort, no gather), else (key, position)."""
+    n = keys.shape[0]
+    kbits = max(1, (span - 1).bit_length())
+    cbits = max(1, int(counts.max()).bit_length()) if n else 1
+    low, lbits = (counts, cbits) if kbits + cbits <= 62 else (None, max(1, n.bit_length()))
+    if kbits + lbits > 62:  # too wide to pack: an argsort
+        order = np.argsort(keys, kind="stable")
+        return keys[order], counts[order]
+    packed = memory.empty(n, np.int64)
+    for a in range(0, n, _CHUNK):  # (key << lbits) | count (or position)
+        b = min(a + _CHUNK, n)
+        np.left_shift(keys[a:b], lbits, out=packed[a:b])
+        packed[a:b] |= low[a:b] if low is not None else np.arange(a, b, dtype=np.int64)
+    packed.sort()  # in place
+    out_counts = memory.empty(n, np.int64)
+    mask = (1 << lbits) - 1
+    for a in range(0, n, _CHUNK):  # unpacked in place: the keys overwrite the packed pairs
+        b = min(a + _CHUNK, n)
+        part = packed[a:b]
+        if low is not None:
+            np.bitwise_and(part, mask, out=out_counts[a:b])
+        else:
+            np.take(counts, part & mask, out=out_counts[a:b])
+        np.right_shift(part, lbits, out=part)
+    return packed, out_counts
+
+
+def _up(keys: IntArray, counts: IntArray, m: int, code_type: type[np.signedinteger],
+        check: bool) -> tuple[np.ndarray, IntArray, IntArray, IntArray]:
+    """One level up a sorted truth level (keys ascending, distinct): each key's last code, where
+    each parent's run of children starts, the parents' keys and their counts. In cache-sized
+    chunks: no temporary of the level's size."""
+    n = keys.shape[0]
+    codes = memory.empty(n, code_type)
+    starts, parents, previous = [], [], None
+    for a in range(0, n, _CHUNK):
+        b = min(a + _CHUNK, n)
+        part = keys[a:b]
+        parent = part // m
+        np.subtract(part, parent * m, out=codes[a:b], casting="unsafe")
+        if check and (not (part[1:] > part[:-1]).all() or (a and keys[a - 1] >= part[0])):
+            raise _repeated_child()
+        new = np.flatnonzero(parent[1:] != parent[:-1])
+        new += 1
+        if previous is None or parent[0] != previous:
+            new = np.concatenate([[0], new])
+        starts.append(new + a)
+        parents.append(parent[new])
+        previous = parent[-1]
+    first = _cat(starts) if starts else np.zeros(0, np.int64)
+    up = np.add.reduceat(counts, first) if n else counts[:0]
+    return codes, first, _cat(parents) if parents else np.zeros(0, np.int64), up
 
 
 def _sorted(nodes: Nodes, sizes: Sizes) -> Nodes:
