@@ -68,7 +68,7 @@ class Recorder:
         def block(levels: Levels, k: int, parent_codes: np.ndarray, c: np.ndarray,
                   *args: Any) -> Any:
             out = original_block(levels, k, parent_codes, c, *args)
-            allowed = args[-1]
+            first_child, width = args[-2], args[-1]
             record: dict[str, Any] = {
                 "parents": np.asarray(parent_codes).copy(),
                 "totals": np.asarray(c).copy(),
@@ -79,13 +79,11 @@ class Recorder:
                 "allowed": None,
                 "out_counts": out[2].copy(),
             }
-            if allowed is not None:
+            if first_child is not None:  # a nested level: each parent's allowed children
                 table = levels.children[k - 1]
                 assert table is not None
-                lo, hi = allowed
-                record["allowed_off"] = np.concatenate([[0], np.cumsum(hi - lo)])
-                record["allowed"] = np.concatenate(
-                    [table.children[a:b] for a, b in zip(lo, hi, strict=True)])
+                record["allowed_off"] = np.arange(c.shape[0] + 1) * width
+                record["allowed"] = table.children[first_child[:, None] + np.arange(width)].ravel()
             self.levels.append(record)
             return out
 

@@ -36,7 +36,7 @@ import numpy.typing as npt
 from . import memory
 from .accounting import BudgetPlan
 from .errors import InftdaError, InternalError, bad_argument
-from .intopt import intopt_positive, intopt_ragged
+from .intopt import intopt_positive
 from .noise import DiscreteGaussian, address_buffer
 from .randomness import RandomSource
 from .tree import MAX_KEY_SPAN, Allowed, Levels, Nodes, find_columns, lookup, mixed_radix
@@ -350,7 +350,11 @@ def _repeated_child() -> InftdaError:
 
 def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth: _Truth,
            runner: _Runner) -> tuple[Nodes, IntArray]:
-    """Algorithm 1, lines 3-9, for level ``k``: the children of every parent > 0."""
+    """Algorithm 1, lines 3-9, for level ``k``: the children of every parent > 0.
+
+    A nested level's parents have their own allowed children: they are taken in groups with
+    the same number of them, so every block is a dense matrix again (no ragged rows), and the
+    kept children are put back in parent order at the end (a sort of the kept ones only)."""
     live = parents.counts > 0  # line 3: a parent released 0 is pruned with its branch
     if not live.all():
         parents = Nodes(parents.codes[:, live], parents.counts[live])
@@ -362,31 +366,37 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     lo = np.where(has, first[t], 0) if first.shape[0] > 1 else np.zeros(n_par, np.int64)
     hi = np.where(has, first[t + 1], 0) if first.shape[0] > 1 else lo
     children = levels.children[k - 1]
+    order: IntArray | None = None
     if children is None:
-        step = max(1, BLOCK_CELLS // m)
-        tasks = [(p, min(p + step, n_par)) for p in range(0, n_par, step)]
-        cells, a_lo, a_hi = [(b - a) * m for a, b in tasks], None, None
-        planned = n_par * m
+        width = np.full(1, m)
+        runs = [(0, n_par, m)]
     else:
         a_lo, a_hi = children.of(parents.codes)
-        ends = np.cumsum(a_hi - a_lo)
-        planned = int(ends[-1]) if n_par else 0
-        cuts = _cuts(ends, BLOCK_CELLS)
-        tasks = list(itertools.pairwise(cuts))
-        cells = [int(ends[b - 1] - (ends[a - 1] if a else 0)) for a, b in tasks]
+        order = np.argsort(a_hi - a_lo, kind="stable")  # parents by number of children
+        width = (a_hi - a_lo)[order]
+        bounds = np.flatnonzero(np.diff(width)) + 1
+        edges = [0, *bounds.tolist(), n_par]
+        runs = [(a, b, int(width[a])) for a, b in itertools.pairwise(edges) if b > a]
+    tasks = [(p, min(p + max(1, BLOCK_CELLS // w), b), w) for a, b, w in runs
+             for p in range(a, b, max(1, BLOCK_CELLS // w))]
+    planned = sum((b - a) * w for a, b, w in runs)
 
-    def work(p0: int, p1: int) -> tuple[np.ndarray, ...]:
-        blk = slice(p0, p1)
-        return _block(levels, k, parents.codes[:, blk], parents.counts[blk], lo[blk], hi[blk],
-                      truth.codes[j], truth.counts[j],
-                      None if a_lo is None else (a_lo[blk], a_hi[blk]))  # type: ignore[index]
+    def work(p0: int, p1: int, w: int) -> tuple[np.ndarray, ...]:
+        rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
+        kids = None if order is None else a_lo[rows]
+        out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo[rows], hi[rows],
+                     truth.codes[j], truth.counts[j], kids, w)
+        glob = out[0] + p0 if order is None else order[p0:p1][out[0]]
+        return (glob, *out[1:])
 
-    parts = runner.run(k, n_par, planned, tasks, cells, work)
+    parts = runner.run(k, n_par, planned, tasks, [(b - a) * w for a, b, w in tasks], work)
     if not parts:
         return (Nodes(np.zeros((k, 0), _code_type(levels.sizes[:k])), np.zeros(0, np.int64), 0),
                 np.zeros(0, np.int64))
-    prow = _cat([p[0] + a for p, (a, _) in zip(parts, tasks, strict=True)])
-    code, count, tidx = (_cat([p[i] for p in parts]) for i in (1, 2, 3))
+    prow, code, count, tidx = (_cat([p[i] for p in parts]) for i in range(4))
+    if order is not None:  # back in parent order, codes ascending within a parent
+        back = np.argsort(prow * m + code, kind="stable")  # merges the runs (one per width)
+        prow, code, count, tidx = prow[back], code[back], count[back], tidx[back]
     child_codes = np.empty((k, count.shape[0]), _code_type(levels.sizes[:k]))
     if parents.codes.dtype == child_codes.dtype:
         np.take(parents.codes, prow, axis=1, out=child_codes[:-1])
@@ -399,17 +409,6 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
 def _code_type(sizes: Sizes) -> type[np.signedinteger]:
     """Codes are int32 (half the memory) unless a domain has 2**31 values or more."""
     return np.int32 if max(sizes, default=0) < 1 << 31 else np.int64
-
-
-def _cuts(ends: IntArray, cells: int) -> list[int]:
-    """Parent boundaries of blocks of about ``cells`` cells (each block at least one parent),
-    from the running totals of cells per parent."""
-    cuts, n = [0], ends.shape[0]
-    while cuts[-1] < n:
-        base = int(ends[cuts[-1] - 1]) if cuts[-1] else 0
-        nxt = int(np.searchsorted(ends, base + cells, side="right"))
-        cuts.append(max(nxt, cuts[-1] + 1))
-    return cuts
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:
@@ -427,49 +426,40 @@ def _ranges(starts: IntArray, lengths: IntArray) -> IntArray:
 
 def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: IntArray,
            hi: IntArray, true_codes: np.ndarray, true_counts: IntArray,
-           allowed: tuple[IntArray, IntArray] | None) -> tuple[np.ndarray, ...]:
-    """Lines 4-9 for a block of parents, fused: noise drawn into the block's cells, the true
-    children added, IntOpt, children > 0 kept. Returns, per kept child, its parent's row in the
-    block, its code, its count and its true prefix (index at level k, -1 if none)."""
+           first_child: IntArray | None, width: int) -> tuple[np.ndarray, ...]:
+    """Lines 4-9 for a block of parents with ``width`` children each, fused: noise drawn into the
+    block's cells, the true children added, IntOpt, children > 0 kept. A nested level's parents
+    have the allowed children ``children[first_child[p]:][:width]`` (else every code 0..m-1).
+    Returns, per kept child, its parent's row in the block, its code, its count and its true
+    prefix (index at level k, -1 if none)."""
     m, noise, source = levels.sizes[k - 1], levels.noise[k - 1], levels.sources[k - 1]
-    n_par = c.shape[0]
+    n_par, n = c.shape[0], c.shape[0] * width
     groups = _ranges(lo, hi - lo)  # the true children of the block's parents, in code order
     true_rows = np.repeat(np.arange(n_par, dtype=np.int64), hi - lo)
+    true_keys = true_rows * m + true_codes[groups]  # ascending
     addresser = levels.addressers[k - 1]
-    if allowed is None:  # dense: every child of every parent
-        n = n_par * m
-        if addresser.narrow:  # addresses written straight into this thread's AES input
-            addresser.cells(parent_codes, None, np.arange(m), out=address_buffer(n))
-            x = noise.sample_addressed(source, n, _scratch(n))  # line 5
-        else:
-            x = noise.sample(source, addresser.cells(parent_codes, None, np.arange(m)),
-                             _scratch(n))
-        pos = true_rows * m + true_codes[groups]
-        x[pos] += true_counts[groups]
-        # lines 6-8: IntOpt, and the children > 0 in code order (flat positions ascending)
-        flat, kept, sums = intopt_positive(x.reshape(n_par, m), c)
-        _check(sums, c, kept)
-        rows = flat // m
-        codes = flat - rows * m
-    else:  # nested: each parent's allowed children (a public domain table)
+    if first_child is None:  # every child of every parent: cell (p, j) has code j
+        kids = np.arange(m)
+        pos = true_keys
+    else:  # the allowed children of each parent, ascending
         table = levels.children[k - 1]
         assert table is not None
-        a_lo, a_hi = allowed
-        lengths = a_hi - a_lo
-        codes_all = table.children[_ranges(a_lo, lengths)]
-        rows_all = np.repeat(np.arange(n_par, dtype=np.int64), lengths)
-        x = noise.sample(source, addresser.cells(parent_codes, rows_all, codes_all))  # line 5
-        cell_keys = rows_all * m + codes_all  # ascending
-        true_keys = true_rows * m + true_codes[groups]
+        kids = table.children[first_child[:, None] + np.arange(width)]
+        cell_keys = (np.arange(n_par, dtype=np.int64)[:, None] * m + kids).reshape(-1)
         pos = np.searchsorted(cell_keys, true_keys)
-        if pos.size and (pos.max() >= cell_keys.shape[0] or (cell_keys[pos] != true_keys).any()):
+        if pos.size and (pos.max() >= n or (cell_keys[pos] != true_keys).any()):
             raise InternalError("a true child of a nested level is not among the allowed children")
-        x[pos] += true_counts[groups]
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        y = intopt_ragged(x, offsets, c)  # line 6
-        _check(np.add.reduceat(y, offsets[:-1]) if y.size else y[:0], c, y)
-        flat = np.flatnonzero(y > 0)  # lines 7-8
-        rows, codes, kept = rows_all[flat], codes_all[flat], y[flat]
+    if addresser.narrow:  # addresses written straight into this thread's AES input
+        addresser.cells(parent_codes, None, kids, out=address_buffer(n))
+        x = noise.sample_addressed(source, n, _scratch(n))  # line 5
+    else:
+        x = noise.sample(source, addresser.cells(parent_codes, None, kids), _scratch(n))
+    x[pos] += true_counts[groups]
+    # lines 6-8: IntOpt, and the children > 0 in code order (flat positions ascending)
+    flat, kept, sums = intopt_positive(x.reshape(n_par, width), c)
+    _check(sums, c, kept)
+    rows = flat // width
+    codes = flat - rows * width if first_child is None else kids.reshape(-1)[flat]
     # the true prefix of each released child: the truth's positions are ascending
     if pos.size:
         at = np.minimum(np.searchsorted(pos, flat), pos.shape[0] - 1)
@@ -531,8 +521,8 @@ class _Runner:
         if self.cancel is not None and self.cancel():
             raise Cancelled("the release was cancelled between two blocks")
 
-    def run(self, level: int, parents: int, planned: int, tasks: Sequence[tuple[int, int]],
-            cells: Sequence[int], work: Callable[[int, int], Any]) -> list[Any]:
+    def run(self, level: int, parents: int, planned: int, tasks: Sequence[tuple[int, ...]],
+            cells: Sequence[int], work: Callable[..., Any]) -> list[Any]:
         start, done, told = time.perf_counter(), 0, 0
         results: list[Any] = []
 
@@ -547,18 +537,18 @@ class _Runner:
 
         self._stop()
         if self.workers == 1 or len(tasks) < 2:
-            for a, b in tasks:
-                finished(work(a, b))
+            for task in tasks:
+                finished(work(*task))
                 if len(results) < len(tasks):
                     self._stop()
         else:
             pool, pending = _pool(self.workers), collections.deque[Future[Any]]()
             try:
-                for a, b in tasks:
+                for task in tasks:
                     if len(pending) >= 2 * self.workers:  # bounded: a few blocks per worker
                         finished(pending.popleft().result())
                         self._stop()
-                    pending.append(pool.submit(work, a, b))
+                    pending.append(pool.submit(work, *task))
                 while pending:
                     finished(pending.popleft().result())
             finally:  # on an error or a cancel: drop what has not started, wait for the rest
