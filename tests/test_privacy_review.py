@@ -68,7 +68,7 @@ class Recorder:
         def block(levels: Levels, k: int, parent_codes: np.ndarray, c: np.ndarray,
                   *args: Any) -> Any:
             out = original_block(levels, k, parent_codes, c, *args)
-            first_child, width = args[-2], args[-1]
+            first_child, width = args[3], args[4]  # after lo, hi and the truth
             record: dict[str, Any] = {
                 "parents": np.asarray(parent_codes).copy(),
                 "totals": np.asarray(c).copy(),

@@ -148,12 +148,14 @@ _LOCAL = threading.local()
 
 def _buffer(name: str, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
     """This thread's reusable array ``name`` of at least ``shape`` (uninitialised)."""
-    pool = _LOCAL.__dict__.setdefault("buffers", {})
-    size = math.prod(shape)
-    key = (name, np.dtype(dtype).str)
-    buf = pool.get(key)
+    try:
+        pool = _LOCAL.buffers
+    except AttributeError:
+        pool = _LOCAL.buffers = {}
+    size = shape[0] * shape[1] if len(shape) == 2 else math.prod(shape)
+    buf = pool.get((name, dtype))
     if buf is None or buf.size < size:
-        buf = pool[key] = np.empty(max(size, BLOCK_CELLS), dtype)
+        buf = pool[(name, dtype)] = np.empty(max(size, BLOCK_CELLS), dtype)
     return buf[:size].reshape(shape)
 
 
@@ -354,6 +356,10 @@ def _row_order(vals: IntArray, row: IntArray, n_rows: int) -> IntArray:
 def _safe(xmax: Any, xmin: Any, c: Any, m: Any, limit: float = _SAFE_LIMIT) -> Any:
     """Whether the intermediate sums stay below ``limit`` (2**62 in int64, see the module
     docstring; 2**31 for int32)."""
+    if np.ndim(xmax) == 0 and np.ndim(c) == 0 and np.ndim(m) == 0:  # one block: scalars
+        bound = max(float(xmax), -float(xmin), float(c))
+        return (4.0 * float(m) + 4.0) * (bound + 1.0) < limit
+
     def f(a: Any) -> Any:
         return np.asarray(a, dtype=np.float64)
 

@@ -140,7 +140,7 @@ def release_below(
     parent_truth = truth_t.match(nodes.codes)
     runner = _Runner(depth, workers, progress, cancel)
     for k in range(top + 1, upto + 1):
-        nodes, parent_truth = _level(levels, k, nodes, parent_truth, truth_t, runner)
+        nodes, parent_truth = _level(levels, k, nodes, parent_truth, truth_t, runner, k == upto)
     return nodes
 
 
@@ -175,16 +175,34 @@ def release_tree(
 # The truth below a batch, as a sorted forest
 
 
+class _Level(NamedTuple):
+    """One level of the truth, in code order: the last code and the count of each prefix, as
+    arrays, or (the leaves) as the sorted pairs ``(key << bits) | count`` they were sorted as
+    (the codes and counts are read from them block by block: no level-sized copies)."""
+
+    codes: np.ndarray | None
+    counts: IntArray
+    bits: int = 0
+    m: int = 0
+
+    def __call__(self, groups: IntArray) -> tuple[np.ndarray, IntArray]:
+        """The codes and counts of the prefixes ``groups``."""
+        if self.codes is not None:
+            return self.codes[groups], self.counts[groups]
+        pairs = self.counts[groups]
+        keys = pairs >> self.bits
+        return keys - keys // self.m * self.m, pairs & ((1 << self.bits) - 1)
+
+
 class _Truth:
     """True counts of the prefixes of levels ``top..upto``, each level sorted in code order:
-    ``counts[j]`` and ``codes[j]`` (the last code) of level ``top + j``'s prefixes, and
+    ``levels[j]`` gives the last codes and the counts of level ``top + j``'s prefixes, and
     ``first[j]``: prefix ``i`` of level ``top + j`` has the children ``first[j][i]`` to
     ``first[j][i + 1] - 1`` at the level below."""
 
-    def __init__(self, top: int, counts: list[IntArray], codes: list[np.ndarray],
-                 first: list[IntArray], top_keys: IntArray | None, top_codes: np.ndarray,
-                 sizes: Sizes) -> None:
-        self.top, self.counts, self.codes, self.first = top, counts, codes, first
+    def __init__(self, top: int, levels: list[_Level], first: list[IntArray],
+                 top_keys: IntArray | None, top_codes: np.ndarray, sizes: Sizes) -> None:
+        self.top, self.levels, self.first = top, levels, first
         self._keys, self._codes, self._sizes = top_keys, top_codes, sizes
 
     @classmethod
@@ -207,23 +225,42 @@ class _Truth:
 
     @classmethod
     def _from_keys(cls, keys: IntArray, counts: IntArray, sizes: Sizes, top: int) -> _Truth:
-        span = math.prod(sizes)
+        span, u = math.prod(sizes), len(sizes)
         if keys.size and (int(keys.min()) < 0 or int(keys.max()) >= span):
             raise InternalError("a prefix key outside its domain")
         if counts.size and not counts.all():
             keys, counts = keys[counts > 0], counts[counts > 0]
-        keys, counts = _sort_by_key(keys, counts, span)
-        n = keys.shape[0]
-        level_counts, level_codes, level_first = [counts], [np.zeros(0, np.int32)], []
-        for k in range(len(sizes), top, -1):  # bottom up: a level's prefixes from the one below
-            code, starts, keys, counts = _up(keys, counts, int(sizes[k - 1]),
-                                             _code_type(sizes), check=k == len(sizes))
-            level_codes.append(code)
-            level_first.append(np.append(starts, n))
-            level_counts.append(counts)
+        pairs, bits, sorted_counts = _sort_by_key(keys, counts, span)
+        n = pairs.shape[0]
+        chunk: Callable[[int, int], tuple[IntArray, IntArray]]
+        leaves: _Level | None = None
+        current: IntArray | None = sorted_counts
+        if bits:  # the leaves stay packed (key << bits) | count, read block by block
+            mask = (1 << bits) - 1
+            leaves = _Level(None, pairs, bits, int(sizes[-1]) if u else 1)
+            chunk = lambda a, b: (pairs[a:b] >> bits, pairs[a:b] & mask)  # noqa: E731
+            if top == u:  # nothing to release below: the leaves' keys and counts for matching
+                keys, current = pairs >> bits, pairs & mask
+        else:
+            keys = pairs
+            assert sorted_counts is not None
+            chunk = _slicer(pairs, sorted_counts)
+        levels: list[_Level] = []
+        first: list[IntArray] = []
+        for k in range(u, top, -1):  # bottom up: a level's prefixes from the one below
+            code, starts, keys, up = _up(n, chunk, int(sizes[k - 1]), _code_type(sizes),
+                                         check=k == u, keep=leaves is None)
+            if leaves is None:
+                assert current is not None
+                leaves = _Level(code, current)
+            levels.append(leaves)
+            leaves, current = None, up
+            first.append(np.append(starts, n))
             n = keys.shape[0]
-        return cls(top, level_counts[::-1], [level_codes[0], *level_codes[:0:-1]],
-                   level_first[::-1], keys, np.zeros((0, 0), np.int32), sizes)
+            chunk = _slicer(keys, up)
+        assert current is not None
+        levels.append(_Level(None, current))
+        return cls(top, levels[::-1], first[::-1], keys, np.zeros((0, 0), np.int32), sizes)
 
     @classmethod
     def _from_codes(cls, codes: np.ndarray, counts: IntArray, sizes: Sizes, top: int) -> _Truth:
@@ -243,12 +280,12 @@ class _Truth:
         if starts[u].shape[0] != n:
             raise _repeated_child()
         level_counts = [np.add.reduceat(counts, s) if n else counts[:0] for s in starts[top:]]
-        level_codes = [np.zeros(0, np.int32)] + [
-            codes[k - 1][starts[k]].astype(_code_type(sizes)) for k in range(top + 1, u + 1)]
+        level_codes = [None] + [codes[k - 1][starts[k]].astype(_code_type(sizes))
+                                for k in range(top + 1, u + 1)]
         level_first = [np.append(np.searchsorted(starts[k + 1], starts[k]), starts[k + 1].size)
                        for k in range(top, u)]
-        return cls(top, level_counts, level_codes, level_first, None,
-                   codes[:top, starts[top]], sizes)
+        return cls(top, [_Level(c, n_) for c, n_ in zip(level_codes, level_counts, strict=True)],
+                   level_first, None, codes[:top, starts[top]], sizes)
 
     def match(self, node_codes: np.ndarray) -> IntArray:
         """Index of each node (columns of ``node_codes``, level ``top``) among the true
@@ -262,60 +299,79 @@ class _Truth:
 _CHUNK = 1 << 16  # elements per pass over a sorted truth level (cache-sized temporaries)
 
 
-def _sort_by_key(keys: IntArray, counts: IntArray, span: int) -> tuple[IntArray, IntArray]:
-    """Keys (distinct, in [0, span)) and their counts, sorted by key. Each (key, count) pair is
-    packed into one int64 when both fit (one in-place sort, no gather), else (key, position)."""
+def _sort_by_key(keys: IntArray, counts: IntArray,
+                 span: int) -> tuple[IntArray, int, IntArray | None]:
+    """Keys (distinct, in [0, span)) sorted with their counts: ``(pairs, bits, None)`` with the
+    sorted pairs ``(key << bits) | count`` when both fit one int64 (one in-place sort, nothing
+    else of the level's size), else ``(keys, 0, counts)`` sorted (packed with positions)."""
     n = keys.shape[0]
     kbits = max(1, (span - 1).bit_length())
     cbits = max(1, int(counts.max()).bit_length()) if n else 1
-    low, lbits = (counts, cbits) if kbits + cbits <= 62 else (None, max(1, n.bit_length()))
+    lbits = cbits if kbits + cbits <= 62 else max(1, n.bit_length())
     if kbits + lbits > 62:  # too wide to pack: an argsort
         order = np.argsort(keys, kind="stable")
-        return keys[order], counts[order]
+        return keys[order], 0, counts[order]
     packed = memory.empty(n, np.int64)
     for a in range(0, n, _CHUNK):  # (key << lbits) | count (or position)
         b = min(a + _CHUNK, n)
         np.left_shift(keys[a:b], lbits, out=packed[a:b])
-        packed[a:b] |= low[a:b] if low is not None else np.arange(a, b, dtype=np.int64)
+        packed[a:b] |= counts[a:b] if lbits == cbits else np.arange(a, b, dtype=np.int64)
     packed.sort()  # in place
+    if lbits == cbits:
+        return packed, cbits, None
     out_counts = memory.empty(n, np.int64)
     mask = (1 << lbits) - 1
     for a in range(0, n, _CHUNK):  # unpacked in place: the keys overwrite the packed pairs
         b = min(a + _CHUNK, n)
         part = packed[a:b]
-        if low is not None:
-            np.bitwise_and(part, mask, out=out_counts[a:b])
-        else:
-            np.take(counts, part & mask, out=out_counts[a:b])
+        np.take(counts, part & mask, out=out_counts[a:b])
         np.right_shift(part, lbits, out=part)
-    return packed, out_counts
+    return packed, 0, out_counts
 
 
-def _up(keys: IntArray, counts: IntArray, m: int, code_type: type[np.signedinteger],
-        check: bool) -> tuple[np.ndarray, IntArray, IntArray, IntArray]:
-    """One level up a sorted truth level (keys ascending, distinct): each key's last code, where
-    each parent's run of children starts, the parents' keys and their counts. In cache-sized
-    chunks: no temporary of the level's size."""
-    n = keys.shape[0]
-    codes = memory.empty(n, code_type)
-    starts, parents, previous = [], [], None
+def _slicer(keys: IntArray, counts: IntArray) -> Callable[[int, int], tuple[IntArray, IntArray]]:
+    return lambda a, b: (keys[a:b], counts[a:b])
+
+
+def _up(n: int, chunk: Callable[[int, int], tuple[IntArray, IntArray]], m: int,
+        code_type: type[np.signedinteger], check: bool,
+        keep: bool) -> tuple[np.ndarray | None, IntArray, IntArray, IntArray]:
+    """One level up a sorted truth level of ``n`` prefixes (read by ``chunk(a, b)``: keys
+    ascending and distinct, counts): each key's last code (if ``keep``), where each parent's
+    run of children starts, the parents' keys and their counts. In cache-sized chunks: no
+    temporary of the level's size."""
+    codes = memory.empty(n, code_type) if keep else None
+    starts: list[IntArray] = []
+    parents: list[IntArray] = []
+    sums: list[IntArray] = []
+    previous, last = None, None
     for a in range(0, n, _CHUNK):
         b = min(a + _CHUNK, n)
-        part = keys[a:b]
+        part, cnt = chunk(a, b)
         parent = part // m
-        np.subtract(part, parent * m, out=codes[a:b], casting="unsafe")
-        if check and (not (part[1:] > part[:-1]).all() or (a and keys[a - 1] >= part[0])):
+        if codes is not None:
+            np.subtract(part, parent * m, out=codes[a:b], casting="unsafe")
+        if check and (not (part[1:] > part[:-1]).all() or (last is not None and last >= part[0])):
             raise _repeated_child()
+        last = part[-1]
         new = np.flatnonzero(parent[1:] != parent[:-1])
         new += 1
-        if previous is None or parent[0] != previous:
-            new = np.concatenate([[0], new])
+        head = previous is None or parent[0] != previous
+        segments = np.concatenate([[0], new])
+        total = np.add.reduceat(cnt, segments)
+        if head:
+            new = segments
+        else:  # the chunk continues the previous chunk's last parent
+            sums[-1][-1] += total[0]
+            total = total[1:]
         starts.append(new + a)
         parents.append(parent[new])
+        sums.append(total)
         previous = parent[-1]
-    first = _cat(starts) if starts else np.zeros(0, np.int64)
-    up = np.add.reduceat(counts, first) if n else counts[:0]
-    return codes, first, _cat(parents) if parents else np.zeros(0, np.int64), up
+    if not starts:
+        empty = np.zeros(0, np.int64)
+        return codes, empty, empty, empty
+    return codes, _cat(starts), _cat(parents), _cat(sums)
 
 
 def _sorted(nodes: Nodes, sizes: Sizes) -> Nodes:
@@ -349,12 +405,13 @@ def _repeated_child() -> InftdaError:
 
 
 def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth: _Truth,
-           runner: _Runner) -> tuple[Nodes, IntArray]:
+           runner: _Runner, last: bool) -> tuple[Nodes, IntArray]:
     """Algorithm 1, lines 3-9, for level ``k``: the children of every parent > 0.
 
     A nested level's parents have their own allowed children: they are taken in groups with
     the same number of them, so every block is a dense matrix again (no ragged rows), and the
-    kept children are put back in parent order at the end (a sort of the kept ones only)."""
+    kept children are put back in parent order at the end (a sort of the kept ones only). The
+    ``last`` level needs no link from its children to the truth."""
     live = parents.counts > 0  # line 3: a parent released 0 is pruned with its branch
     if not live.all():
         parents = Nodes(parents.codes[:, live], parents.counts[live])
@@ -381,29 +438,51 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
              for p in range(a, b, max(1, BLOCK_CELLS // w))]
     planned = sum((b - a) * w for a, b, w in runs)
 
-    def work(p0: int, p1: int, w: int) -> tuple[np.ndarray, ...]:
+    def work(p0: int, p1: int, w: int) -> tuple[np.ndarray, ...] | tuple[Any, ...]:
         rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
         kids = None if order is None else a_lo[rows]
         out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo[rows], hi[rows],
-                     truth.codes[j], truth.counts[j], kids, w)
+                     truth.levels[j], kids, w, not last)
         glob = out[0] + p0 if order is None else order[p0:p1][out[0]]
         return (glob, *out[1:])
 
-    parts = runner.run(k, n_par, planned, tasks, [(b - a) * w for a, b, w in tasks], work)
-    if not parts:
-        return (Nodes(np.zeros((k, 0), _code_type(levels.sizes[:k])), np.zeros(0, np.int64), 0),
-                np.zeros(0, np.int64))
-    prow, code, count, tidx = (_cat([p[i] for p in parts]) for i in range(4))
-    if order is not None:  # back in parent order, codes ascending within a parent
-        back = np.argsort(prow * m + code, kind="stable")  # merges the runs (one per width)
-        prow, code, count, tidx = prow[back], code[back], count[back], tidx[back]
-    child_codes = np.empty((k, count.shape[0]), _code_type(levels.sizes[:k]))
-    if parents.codes.dtype == child_codes.dtype:
-        np.take(parents.codes, prow, axis=1, out=child_codes[:-1])
-    else:
-        child_codes[:-1] = parents.codes[:, prow]
-    child_codes[-1] = code
-    return Nodes(child_codes, count, planned), tidx
+    # the released children, written as the blocks finish (in order): at most one per unit of
+    # the parents' counts (children > 0 add up to their parent), so that bounds the arrays
+    # (untouched pages take no memory)
+    cap = int(parents.counts.sum())
+    codes = memory.empty((k, cap), _code_type(levels.sizes[:k]))
+    counts = memory.empty(cap, np.int64)
+    tidx = memory.empty(cap, np.int64) if last is False else None
+    prow = memory.empty(cap, np.int64) if order is not None else None
+    filled = 0
+
+    def sink(result: tuple[np.ndarray, ...]) -> None:
+        nonlocal filled
+        rows, kid, count, tix = result
+        a, b = filled, filled + count.shape[0]
+        if parents.codes.dtype == codes.dtype:
+            np.take(parents.codes, rows, axis=1, out=codes[:-1, a:b], mode="clip")
+        else:
+            codes[:-1, a:b] = parents.codes[:, rows]
+        codes[-1, a:b] = kid
+        counts[a:b] = count
+        if tidx is not None:
+            tidx[a:b] = tix
+        if prow is not None:
+            prow[a:b] = rows
+        filled = b
+
+    runner.run(k, n_par, planned, tasks, [(b - a) * w for a, b, w in tasks], work, sink)
+    flat = codes.reshape(-1)
+    for r in range(1, k):  # rows packed to the filled length: (k, filled) contiguous
+        flat[r * filled:(r + 1) * filled] = codes[r, :filled]
+    out_codes, out_counts = flat[: k * filled].reshape(k, filled), counts[:filled]
+    out_truth = tidx[:filled] if tidx is not None else np.zeros(0, np.int64)
+    if prow is not None:  # back in parent order, codes ascending within a parent
+        back = np.argsort(prow[:filled] * m + out_codes[-1], kind="stable")  # merges the runs
+        out_codes, out_counts = out_codes[:, back], out_counts[back]
+        out_truth = out_truth[back] if tidx is not None else out_truth
+    return Nodes(out_codes, out_counts, planned), out_truth
 
 
 def _code_type(sizes: Sizes) -> type[np.signedinteger]:
@@ -425,18 +504,19 @@ def _ranges(starts: IntArray, lengths: IntArray) -> IntArray:
 
 
 def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: IntArray,
-           hi: IntArray, true_codes: np.ndarray, true_counts: IntArray,
-           first_child: IntArray | None, width: int) -> tuple[np.ndarray, ...]:
+           hi: IntArray, truth: _Level, first_child: IntArray | None, width: int,
+           link: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Lines 4-9 for a block of parents with ``width`` children each, fused: noise drawn into the
     block's cells, the true children added, IntOpt, children > 0 kept. A nested level's parents
     have the allowed children ``children[first_child[p]:][:width]`` (else every code 0..m-1).
-    Returns, per kept child, its parent's row in the block, its code, its count and its true
-    prefix (index at level k, -1 if none)."""
+    Returns, per kept child, its parent's row in the block, its code, its count and (with
+    ``link``) its true prefix (index at level k, -1 if none)."""
     m, noise, source = levels.sizes[k - 1], levels.noise[k - 1], levels.sources[k - 1]
     n_par, n = c.shape[0], c.shape[0] * width
     groups = _ranges(lo, hi - lo)  # the true children of the block's parents, in code order
+    true_codes, true_counts = truth(groups)
     true_rows = np.repeat(np.arange(n_par, dtype=np.int64), hi - lo)
-    true_keys = true_rows * m + true_codes[groups]  # ascending
+    true_keys = true_rows * m + true_codes  # ascending
     addresser = levels.addressers[k - 1]
     if first_child is None:  # every child of every parent: cell (p, j) has code j
         kids = np.arange(m)
@@ -454,17 +534,18 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
         x = noise.sample_addressed(source, n, _scratch(n))  # line 5
     else:
         x = noise.sample(source, addresser.cells(parent_codes, None, kids), _scratch(n))
-    x[pos] += true_counts[groups]
+    x[pos] += true_counts
     # lines 6-8: IntOpt, and the children > 0 in code order (flat positions ascending)
     flat, kept, sums = intopt_positive(x.reshape(n_par, width), c)
     _check(sums, c, kept)
     rows = flat // width
     codes = flat - rows * width if first_child is None else kids.reshape(-1)[flat]
     # the true prefix of each released child: the truth's positions are ascending
-    if pos.size:
+    tidx: np.ndarray | None = None
+    if link and pos.size:
         at = np.minimum(np.searchsorted(pos, flat), pos.shape[0] - 1)
         tidx = np.where(pos[at] == flat, groups[at], -1)
-    else:
+    elif link:
         tidx = np.full(flat.shape[0], -1, np.int64)
     return rows, codes, kept, tidx
 
@@ -522,14 +603,15 @@ class _Runner:
             raise Cancelled("the release was cancelled between two blocks")
 
     def run(self, level: int, parents: int, planned: int, tasks: Sequence[tuple[int, ...]],
-            cells: Sequence[int], work: Callable[..., Any]) -> list[Any]:
-        start, done, told = time.perf_counter(), 0, 0
-        results: list[Any] = []
+            cells: Sequence[int], work: Callable[..., Any], sink: Callable[[Any], None]) -> None:
+        """``sink(work(*task))`` for every task, in the order of ``tasks``."""
+        start, done, told, count = time.perf_counter(), 0, 0, 0
 
         def finished(result: Any) -> None:
-            nonlocal done, told
-            results.append(result)
-            done += cells[len(results) - 1]
+            nonlocal done, told, count
+            sink(result)
+            done += cells[count]
+            count += 1
             if self.progress is not None and (done == planned or done - told >= planned / 16):
                 told = done
                 self.progress(LevelProgress(level, self.depth, parents, done, planned,
@@ -539,7 +621,7 @@ class _Runner:
         if self.workers == 1 or len(tasks) < 2:
             for task in tasks:
                 finished(work(*task))
-                if len(results) < len(tasks):
+                if count < len(tasks):
                     self._stop()
         else:
             pool, pending = _pool(self.workers), collections.deque[Future[Any]]()
@@ -558,7 +640,6 @@ class _Runner:
         if self.progress is not None and not tasks:
             self.progress(LevelProgress(level, self.depth, parents, 0, 0,
                                         time.perf_counter() - start))
-        return results
 
 
 __all__ = [
