@@ -9,8 +9,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from inftda_duckdb.core import conversion
 from inftda_duckdb.core.accounting import (
-    _epsilon_decimal,
+    CONVERSIONS,
     epsilon_from_rho,
     error_bound,
     level_table,
@@ -28,32 +29,37 @@ CASES = [(1, 1e-6), (0.1, 1e-8), (10, 1e-8), ("0.37", "1e-5"), (Fraction(1, 3), 
 
 
 @pytest.mark.parametrize(("eps", "delta"), CASES)
-def test_rho_from_epsilon_delta_is_conservative_and_tight(eps: object, delta: object) -> None:
+def test_rho_from_epsilon_delta_is_conservative_and_short(eps: object, delta: object) -> None:
     rho = rho_from_epsilon_delta(eps, delta)
-    e, d = Fraction(str(eps)), Fraction(str(delta))
-    # Never spends more than (eps, delta) allows: exact epsilon of rho <= eps ...
-    assert Fraction(_epsilon_decimal(rho, d)) <= e
-    # ... and is the same number as the float formula (peers: L (sqrt(1 + eps/L) - 1)^2).
-    big_l = math.log(1 / float(d))
-    assert rho == pytest.approx(big_l * (math.sqrt(1 + float(e) / big_l) - 1) ** 2, rel=1e-9)
-    # A short rational: at most 20 significant digits.
+    e = Fraction(str(eps))
+    # Never spends more than (eps, delta) allows, and loses nothing visible (tests/test_conversion
+    # checks this independently on a dense grid) ...
+    back = epsilon_from_rho(rho, delta)
+    assert back <= math.nextafter(float(e), math.inf)
+    assert back == pytest.approx(float(e), rel=1e-12)
+    # ... beats Bun-Steinke, which stays available by name as the float formula (peers:
+    # L (sqrt(1 + eps/L) - 1)^2) ...
+    bs = rho_from_epsilon_delta(eps, delta, "bun-steinke-2016")
+    big_l = math.log(1 / float(Fraction(str(delta))))
+    assert bs == pytest.approx(big_l * (math.sqrt(1 + float(e) / big_l) - 1) ** 2, rel=1e-9)
+    assert rho > bs
+    # ... and is a short rational: at most 20 significant digits.
     assert len(str(Decimal(rho.numerator) / Decimal(rho.denominator)).replace(".", "").lstrip("0")
                .split("E")[0]) <= 20
-    # Round trip through epsilon_from_rho, rounded up but not past the next float above eps.
-    back = epsilon_from_rho(rho, delta)
-    assert back == pytest.approx(float(e), rel=1e-15)
-    assert back <= math.nextafter(float(e), math.inf)
 
 
 @pytest.mark.parametrize(("rho", "delta"), [(0.5, 1e-6), ("1/3", 1e-8), (Fraction(2, 7), 0.01)])
 def test_epsilon_from_rho_rounds_up(rho: object, delta: object) -> None:
-    eps = epsilon_from_rho(rho, delta)
     r, d = Fraction(str(rho)) if not isinstance(rho, Fraction) else rho, Fraction(str(delta))
-    exact = _epsilon_decimal(r, d)
-    assert Fraction(eps) >= Fraction(exact)
-    assert Fraction(math.nextafter(eps, 0)) < Fraction(exact)  # the smallest float above
+    for name in CONVERSIONS:
+        eps = epsilon_from_rho(rho, delta, name)
+        exact = conversion.epsilon_upper(r, d, name)  # the exact bound, before the float
+        assert Fraction(eps) >= exact
+        assert Fraction(math.nextafter(eps, 0)) < exact  # the smallest float above
     big_l = math.log(1 / float(d))
-    assert eps == pytest.approx(float(r) + 2 * math.sqrt(float(r) * big_l), rel=1e-14)
+    bs = epsilon_from_rho(rho, delta, "bun-steinke-2016")
+    assert bs == pytest.approx(float(r) + 2 * math.sqrt(float(r) * big_l), rel=1e-14)
+    assert epsilon_from_rho(rho, delta) < bs
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,11 @@
 """Privacy accounting: zCDP budgets, the split over levels, noise scales, and Theorem 1's bound.
 
-- ``rho`` (zCDP) <-> ``(epsilon, delta)``: ``epsilon = rho + 2 sqrt(rho ln(1/delta))`` (Bun and
-  Steinke 2016, Prop. 1.3), inverted exactly as ``rho = (sqrt(L + epsilon) - sqrt(L))**2`` with
-  ``L = ln(1/delta)``, computed in 60-digit decimal arithmetic and rounded *down* to a 20-digit
-  rational, so a release never spends more than ``(epsilon, delta)`` allows.
+- ``rho`` (zCDP) <-> ``(epsilon, delta)``: :data:`CONVERSION` names the conversion in force,
+  Canonne, Kamath and Steinke 2020 (``epsilon = inf over a > 1 of a rho + (ln(1/delta) +
+  (a - 1) ln(1 - 1/a) - ln a) / (a - 1)``, never worse than Bun and Steinke 2016's ``rho +
+  2 sqrt(rho ln(1/delta))``, which stays available by name). Bounded exactly (:mod:`.conversion`):
+  rho is rounded *down* to a 20-digit rational and epsilon *up*, so a release never spends more
+  than ``(epsilon, delta)`` allows.
 - Level split (paper, Algorithm 1 line 5): ``substitute`` (bounded DP, the paper) noises levels
   ``1..d``; a unit holding at most ``m`` rows moves ``m`` rows from one cell to another, so the L2
   sensitivity of a level is ``sqrt(2) m`` and ``rho_k = Delta**2 / (2 sigma_k**2)`` gives
@@ -16,17 +18,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_FLOOR, Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
+from .conversion import CKS, CONVERSIONS, epsilon_upper, rho_lower
 from .errors import InternalError, bad_argument
 from .exact import to_fraction, to_positive_fraction
 from .noise import MAX_SIGMA2
 
 __all__ = [
+    "CONVERSION",
+    "CONVERSIONS",
     "NEIGHBOURS",
     "BudgetPlan",
     "epsilon_from_rho",
@@ -39,12 +43,9 @@ __all__ = [
 
 NEIGHBOURS = ("substitute", "add_remove")
 
-_PRECISION = 60  # decimal digits of the intermediate arithmetic
+#: The (epsilon, delta) <-> rho conversion in force (the ledger records it per row).
+CONVERSION = CKS
 _DIGITS = 20  # significant digits kept in a converted rho
-
-
-def _decimal(value: Fraction) -> Decimal:
-    return Decimal(value.numerator) / Decimal(value.denominator)
 
 
 def _check_delta(delta: object) -> Fraction:
@@ -55,46 +56,61 @@ def _check_delta(delta: object) -> Fraction:
     return value
 
 
-def rho_from_epsilon_delta(epsilon: object, delta: object) -> Fraction:
-    """The largest ``rho`` (rounded down to 20 significant digits) whose zCDP guarantee implies
-    ``(epsilon, delta)``-DP: ``rho = (sqrt(L + epsilon) - sqrt(L))**2``, ``L = ln(1/delta)``."""
+def rho_from_epsilon_delta(
+    epsilon: object, delta: object, conversion: str = CONVERSION
+) -> Fraction:
+    """The largest ``rho`` whose zCDP guarantee implies ``(epsilon, delta)``-DP under
+    ``conversion`` (default: the one in force, :data:`CONVERSION`), rounded *down* to 20
+    significant digits; see :mod:`.conversion`."""
     eps = to_positive_fraction(epsilon, "epsilon", "pass a positive epsilon, e.g. epsilon := 1")
     dlt = _check_delta(delta)
-    with localcontext() as ctx:
-        ctx.prec = _PRECISION
-        big_l = (1 / _decimal(dlt)).ln()
-        rho = ((big_l + _decimal(eps)).sqrt() - big_l.sqrt()) ** 2
-        rho *= 1 - Decimal(10) ** (-40)  # margin over the 60-digit rounding error
-        quantum = Decimal(10) ** (rho.adjusted() - _DIGITS + 1)
-        rounded = rho.quantize(quantum, rounding=ROUND_FLOOR)
-    if rounded <= 0:
+    rho = _round_down(_convert(rho_lower, eps, dlt, conversion, "epsilon", epsilon), _DIGITS)
+    if rho <= 0:
         raise bad_argument(
             "epsilon", epsilon, f"gives a rho too small to represent at delta = {delta}",
             "pass a larger epsilon",
         )
-    return Fraction(rounded)
+    return rho
 
 
-def _epsilon_decimal(rho: Fraction, delta: Fraction) -> Decimal:
-    with localcontext() as ctx:
-        ctx.prec = _PRECISION
-        big_l = (1 / _decimal(delta)).ln()
-        r = _decimal(rho)
-        return r + 2 * (r * big_l).sqrt()
-
-
-def epsilon_from_rho(rho: object, delta: object) -> float:
-    """The ``epsilon`` of ``(epsilon, delta)``-DP implied by ``rho``-zCDP, rounded *up* to a float:
-    ``epsilon = rho + 2 sqrt(rho ln(1/delta))``."""
+def epsilon_from_rho(rho: object, delta: object, conversion: str = CONVERSION) -> float:
+    """The ``epsilon`` of ``(epsilon, delta)``-DP implied by ``rho``-zCDP under ``conversion``
+    (default: :data:`CONVERSION`), rounded *up* to a float; see :mod:`.conversion`."""
     r = to_positive_fraction(rho, "rho", "pass a positive rho, e.g. rho := 0.5")
-    eps = _epsilon_decimal(r, _check_delta(delta))
-    with localcontext() as ctx:
-        ctx.prec = _PRECISION
-        eps *= 1 + Decimal(10) ** (-40)  # margin over the 60-digit rounding error
-        result = float(eps)
-        if Decimal(result) < eps:
-            result = math.nextafter(result, math.inf)
+    eps = _convert(epsilon_upper, r, _check_delta(delta), conversion, "rho", rho)
+    result = float(eps)
+    if Fraction(result) < eps:
+        result = math.nextafter(result, math.inf)
     return result
+
+
+def _convert(
+    direction: Callable[[Fraction, Fraction, str], Fraction],
+    value: Fraction, delta: Fraction, conversion: str, name: str, given: object,
+) -> Fraction:
+    if conversion not in CONVERSIONS:
+        raise bad_argument(
+            "conversion", conversion, f"must be one of {', '.join(CONVERSIONS)}",
+            f"omit it (the conversion in force is {CONVERSION!r})",
+        )
+    try:
+        return direction(value, delta, conversion)
+    except (ValueError, OverflowError):
+        raise bad_argument(
+            name, given, f"is outside the range the conversion supports at delta = {delta}",
+            "pass a value between 1e-300 and 1e300",
+        ) from None
+
+
+def _round_down(x: Fraction, digits: int) -> Fraction:
+    """``x`` cut (towards 0) to ``digits`` significant decimal digits, exactly."""
+    if x <= 0:
+        return Fraction(0)
+    e = len(str(x.numerator)) - len(str(x.denominator))  # 10**(e-1) < x < 10**(e+1)
+    if Fraction(10) ** e > x:
+        e -= 1
+    quantum = Fraction(10) ** (e - digits + 1)
+    return (x // quantum) * quantum
 
 
 @dataclass(frozen=True)
