@@ -36,7 +36,14 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
+from ..core.accounting import (
+    CONVERSION,
+    BudgetPlan,
+    epsilon_from_rho,
+    level_table,
+    plan_budget,
+    total_rho,
+)
 from ..core.errors import BudgetExceededError, InftdaError, InputError, InternalError, bad_argument
 from ..core.noise import DiscreteGaussian
 from ..core.randomness import RandomSource
@@ -92,7 +99,9 @@ def _keep_error(token: str | None, exc: BaseException) -> None:
                 _ERRORS.setdefault(token, exc)
 
 
-def budget_plan(request: ReleaseRequest) -> BudgetPlan:
+def budget_plan(request: ReleaseRequest, domains: DomainPlan, checks: str) -> BudgetPlan:
+    """The release's split of its budget; auto weights read the public cells per level from
+    the check row (domain sizes and nested node counts, never the data's counts)."""
     return plan_budget(
         request.depth,
         rho=request.rho,
@@ -101,7 +110,16 @@ def budget_plan(request: ReleaseRequest) -> BudgetPlan:
         level_weights=request.level_weights,
         neighbours=request.neighbours,
         max_rows_per_unit=request.max_rows_per_unit,
+        auto_target=request.auto_target,
+        nodes=_level_cells(domains, load_checks(checks)),
     )
+
+
+def _level_cells(domains: DomainPlan, data: dict[str, Any]) -> list[int]:
+    """Cells at each level from the check row: the domain sizes (public; from the data only
+    with domain_from_data) and the nested domain tables' node counts."""
+    sizes = [int(c["size"]) for c in data["columns"]]
+    return _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,8 +138,8 @@ def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
 
 def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, Any]:
     request = from_json(spec["request"])
-    plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
+    plan = budget_plan(request, domains, checks)
     n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
     sizes = [int(c["size"]) for c in load_checks(checks)["columns"]]
     key = ledger.source_key(domains.source)  # resolved once, at render time: what the SQL reads
@@ -253,12 +271,12 @@ def _leaves(nodes: Nodes) -> pa.Array:
 def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
     spec = json.loads(spec_text)
     request = from_json(spec["request"])
-    plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
     raise_for_checks(request, domains, checks)
+    plan = budget_plan(request, domains, checks)
     data = load_checks(checks)
     sizes = [int(c["size"]) for c in data["columns"]]
-    nodes = _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
+    nodes = _level_cells(domains, data)
     delta = float(spec["delta"])
     total_eps = epsilon_from_rho(plan.rho, delta)
     rows = []
@@ -274,6 +292,10 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
                 "sigma2_k": str(row["sigma2_k"]),
                 "sigma_k": float(row["sigma_k"]),
                 "bound": float(row["bound"]),
+                "split": row["split"],
+                "uniform_bound": _maybe(float, row["uniform_bound"]),
+                "auto_rho_k": _maybe(str, row["auto_rho_k"]),
+                "auto_bound": _maybe(float, row["auto_bound"]),
                 "beta": float(spec["beta"]),
                 "epsilon": total_eps,
                 "delta": delta,
@@ -283,9 +305,14 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _maybe(kind: Callable[[Any], Any], value: Any) -> Any:
+    return None if value is None else kind(value)
+
+
 _PREVIEW_TYPE = (
     "STRUCT(level INTEGER, \"column\" VARCHAR, domain_size BIGINT, nodes BIGINT, rho_k VARCHAR, "
-    "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
+    "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, split VARCHAR, uniform_bound DOUBLE, "
+    "auto_rho_k VARCHAR, auto_bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
     "private BOOLEAN)[]"
 )
 
@@ -455,7 +482,8 @@ def release(
     domains: dict[str, Any] | None = None,
     domain_tables: list[str] | None = None,
     domain_from_data: bool = False,
-    level_weights: list[object] | None = None,
+    level_weights: list[object] | str | None = None,
+    auto_target: str | int | None = None,
     output: str = "counts",
     neighbours: str = "substitute",
     privacy_unit: str | None = None,
@@ -481,9 +509,9 @@ def release(
                            "pass a function progress(level, depth, parents, cells, seconds)")
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
-        domain_from_data=domain_from_data, level_weights=level_weights, output=output,
-        neighbours=neighbours, privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
-        unknown=unknown, seed=seed,
+        domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
+        output=output, neighbours=neighbours, privacy_unit=privacy_unit,
+        max_rows_per_unit=max_rows_per_unit, unknown=unknown, seed=seed,
     )
     request, plan, names = _prepare(con, source, columns, options)
     token = uuid.uuid4().hex
@@ -500,11 +528,12 @@ def release(
             _PROGRESS.pop(token, None)
             _ERRORS.pop(token, None)
     _warn_not_private(request)
-    bplan = budget_plan(request)
+    rho = total_rho(request.rho, request.epsilon, request.delta)
     meta = {
         "private": str(request.private).lower(),
-        "rho": str(bplan.rho),
-        "epsilon_at_1e-6": repr(epsilon_from_rho(bplan.rho, DEFAULT_DELTA)),
+        "rho": str(rho),
+        "epsilon_at_1e-6": repr(epsilon_from_rho(rho, DEFAULT_DELTA)),
+        "conversion": CONVERSION,
         "neighbours": request.neighbours,
         "max_rows_per_unit": str(request.max_rows_per_unit),
         "seed": "" if request.seed is None else str(request.seed),
@@ -551,22 +580,25 @@ def preview(
     domains: dict[str, Any] | None = None,
     domain_tables: list[str] | None = None,
     domain_from_data: bool = False,
-    level_weights: list[object] | None = None,
+    level_weights: list[object] | str | None = None,
+    auto_target: str | int | None = None,
     neighbours: str = "substitute",
     max_rows_per_unit: int | None = None,
     privacy_unit: str | None = None,
     beta: float = 0.05,
 ) -> pa.Table:
     """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
-    total epsilon at ``delta`` (with ``rho``, delta only sets the reported epsilon).
+    total epsilon at ``delta`` (with ``rho``, delta only sets the reported epsilon); beside the
+    split in force (``split``), the bound under the uniform split and the budget and bound under
+    ``level_weights='auto'`` (its target, else the leaves).
 
     Spends nothing and reads no private data, except with ``domain_from_data`` (then the domain
     sizes come from the data: the result is marked not private and a warning says so).
     """
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
-        domain_from_data=domain_from_data, level_weights=level_weights, neighbours=neighbours,
-        max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
+        domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
+        neighbours=neighbours, max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
     )
     report = _report_delta(options)
     request, plan, names = _prepare(con, source, columns, options)
