@@ -262,7 +262,7 @@ def _choice(name: str, value: object, allowed: tuple[str, ...], default: str) ->
 def _weights(weights: object, depth: int, neighbours: str) -> tuple[Fraction, ...] | str:
     need = depth + (neighbours == "add_remove")
     fix = f"pass {need} positive numbers, e.g. level_weights := {[1] * need}, or 'auto'"
-    if weights == AUTO:
+    if isinstance(weights, str) and weights.strip().lower() == AUTO:
         return AUTO
     if isinstance(weights, str) or not isinstance(weights, list | tuple):
         raise bad_argument("level_weights", weights, "must be a list of numbers or 'auto'", fix)
