@@ -35,7 +35,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
-from results import cpu_model, write_section
+from results import cpu_model, finish
 
 from inftda_duckdb.core.accounting import (
     CONVERSION,
@@ -263,12 +263,8 @@ def main() -> None:
     for case in cases:
         body += case_section(con, case, runs)
         print("\n".join(body), flush=True)
-    body += [f"Total benchmark time: {time.time() - started:.0f} s.", ""]
     con.close()
-    print("\n".join(body))
-    if not args.no_write:
-        write_section(SECTION, body)
-        log(f"wrote the '{SECTION}' section of RESULTS.md")
+    finish(SECTION, body, started, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
-from results import RESULTS, cpu_model, peak_rss_mb, write_section
+from results import cpu_model, finish, peak_rss_mb
 
 from inftda_duckdb.core import accounting
 from inftda_duckdb.core.errors import InputError
@@ -516,12 +516,8 @@ def main() -> None:
     body += ["", *same_rho_section(con, tmp, peer, acc, acc_runs)]
     print("\n".join(body), flush=True)
     body += paper_section(con, paper_wls, runs)
-    body += [f"Total benchmark time: {time.time() - started:.0f} s.", ""]
     con.close()
-    print("\n".join(body))
-    if not args.no_write:
-        write_section(SECTION, body)
-        log(f"wrote the '{SECTION}' section of {RESULTS}")
+    finish(SECTION, body, started, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -401,12 +401,15 @@ def auto_shares(
     cells = _cells(None, nodes)
     if len(cells) != unit.depth:
         raise bad_argument("nodes", cells, f"must have {unit.depth} entries", "one per level")
-    if not isinstance(target, int) and target not in AUTO_TARGETS:
-        raise InternalError(f"auto target {target!r} was not checked by auto_level")
     d = unit.depth
-    levels = [d] if target == "leaves" else list(range(1, d + 1)) if target == "all" else []
-    if isinstance(target, int):
+    if target == "leaves":
+        levels = [d]
+    elif target == "all":
+        levels = list(range(1, d + 1))
+    elif isinstance(target, int) and 1 <= target < d:
         levels = [target, d]
+    else:
+        raise InternalError(f"auto target {target!r} was not checked by auto_level")
     coef = [0.0] * (d + (unit.root_sigma2 is not None))
     for k in levels:
         for i, a in enumerate(_contributions(cells, unit, AUTO_BETA, k, paper=False)):
