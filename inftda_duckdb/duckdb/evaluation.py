@@ -40,7 +40,7 @@ import pyarrow as pa
 from ..core.accounting import BudgetPlan, error_bound, total_rho
 from ..core.errors import InputError, bad_argument
 from ..core.identifiers import literal, parse_qualified, quote, quote_qualified
-from .connections import register_udfs
+from .connections import create_macro, register_udfs
 
 #: Columns of the result, in order.
 RESULT_COLUMNS = (
@@ -391,8 +391,9 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
             )
 
     n = register_udfs(con, "evaluation", create)
-    con.execute(
-        "CREATE OR REPLACE TEMP MACRO inftda_evaluate(true_table, released_table, columns, "
+    create_macro(
+        con,
+        "inftda_evaluate(true_table, released_table, columns, "
         "rho := NULL, epsilon := NULL, delta := NULL, beta := 0.05, domains := NULL, "
         "domain_tables := NULL, true_count := NULL) AS TABLE SELECT * FROM query("
         f"inftda_evaluate_sql_{n}(true_table, released_table, columns, to_json({{'rho': rho, "

@@ -30,7 +30,7 @@ from ..core.accounting import epsilon_from_rho, rho_from_epsilon_delta
 from ..core.errors import BudgetExceededError, InputError, InternalError, bad_argument
 from ..core.exact import to_fraction, to_positive_fraction
 from ..core.identifiers import literal, parse_qualified, quote
-from ..duckdb.connections import register_udfs
+from ..duckdb.connections import create_macro, register_udfs
 
 LEDGER = "inftda_ledger"
 BUDGETS = "inftda_budgets"
@@ -575,12 +575,14 @@ def register(con: Any) -> None:
         )  # fmt: skip
 
     n = register_udfs(con, "ledger", create)
-    con.execute(
-        "CREATE OR REPLACE TEMP MACRO inftda_budget(delta := 1e-6) AS TABLE "
+    create_macro(
+        con,
+        "inftda_budget(delta := 1e-6) AS TABLE "
         f"SELECT * FROM query(inftda_budget_sql_{n}(delta))"
     )
-    con.execute(
-        "CREATE OR REPLACE TEMP MACRO inftda_set_budget(source, rho := NULL, epsilon := NULL, "
+    create_macro(
+        con,
+        "inftda_set_budget(source, rho := NULL, epsilon := NULL, "
         f"delta := NULL) AS inftda_set_budget_udf_{n}(source::VARCHAR, rho::VARCHAR, "
         "epsilon::VARCHAR, delta::VARCHAR, current_database(), current_schema(), "
         "current_setting('search_path'))"
