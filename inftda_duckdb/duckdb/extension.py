@@ -580,20 +580,27 @@ def run_release(
             _PROGRESS[token] = progress
             if charge_as is not None:
                 _CHARGE_AS[token] = charge_as
+        ledger_id = None
         try:
-            if statement is None:
-                result = con.sql(sql).to_arrow_table()
-            else:
-                result = con.execute(statement(sql)).fetchall()
-        except duckdb.Error as exc:
-            _reraise(exc, token)
-            raise  # pragma: no cover
-        finally:
-            with _LOCK:
-                _PROGRESS.pop(token, None)
-                _ERRORS.pop(token, None)
-                _CHARGE_AS.pop(token, None)
-                ledger_id = _LEDGER_IDS.pop(token, None)
+            try:
+                if statement is None:
+                    result = con.sql(sql).to_arrow_table()
+                else:
+                    result = con.execute(statement(sql)).fetchall()
+            except duckdb.Error as exc:
+                _reraise(exc, token)
+                raise  # pragma: no cover
+            finally:
+                with _LOCK:
+                    _PROGRESS.pop(token, None)
+                    _ERRORS.pop(token, None)
+                    _CHARGE_AS.pop(token, None)
+                    ledger_id = _LEDGER_IDS.pop(token, None)
+        except BaseException as exc:  # an interrupt, say: tell the caller what was charged
+            if ledger_id is not None:
+                with contextlib.suppress(AttributeError, TypeError):
+                    exc.inftda_ledger_id = ledger_id  # type: ignore[attr-defined]
+            raise
         bplan = budget_plan(request)
         record = provenance(
             rho=bplan.rho, columns=request.columns, neighbours=request.neighbours,
