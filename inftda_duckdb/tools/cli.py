@@ -49,6 +49,7 @@ from .status import (
     charged_text,
     error_text,
     exit_status,
+    is_interrupt,
 )
 
 FILE_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -633,7 +634,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             for path in (args.db, args.db + ".wal"):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(path)
-        if isinstance(error, KeyboardInterrupt | duckdb.InterruptException):
+        if is_interrupt(error):
             raise Interrupted(charged_text(error)) from None
         raise
     con.close()

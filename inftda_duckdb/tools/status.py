@@ -87,9 +87,16 @@ def unknown_parameters(macro: str, signature: str, sql: str | None) -> str | Non
 
 
 
+def is_interrupt(error: BaseException) -> bool:
+    """Ctrl-C: in Python, in DuckDB, or inside a UDF (DuckDB wraps it in its own error)."""
+    if isinstance(error, Interrupted | KeyboardInterrupt | duckdb.InterruptException):
+        return True
+    return isinstance(error, duckdb.Error) and "KeyboardInterrupt" in str(error)
+
+
 def exit_status(error: BaseException) -> int:
     """The exit status for ``error`` (see :data:`EXIT_STATUS`)."""
-    if isinstance(error, Interrupted | KeyboardInterrupt | duckdb.InterruptException):
+    if is_interrupt(error):
         return EXIT_INTERRUPTED
     text = str(error)
     if isinstance(error, InternalError) or "InternalError:" in text:
@@ -105,7 +112,7 @@ def error_text(error: BaseException, sql: str | None = None) -> str:
     """The one line printed for ``error`` (without ``Error: ``)."""
     if isinstance(error, Interrupted):
         return f"interrupted (Ctrl-C): {error}"
-    if isinstance(error, KeyboardInterrupt | duckdb.InterruptException):
+    if is_interrupt(error):
         return f"interrupted (Ctrl-C): {charged_text(error)}"
     if exit_status(error) == EXIT_INTERNAL and not isinstance(error, InftdaError):
         return (f"internal error, this is a bug in inftda-duckdb (please report it): "
@@ -115,4 +122,4 @@ def error_text(error: BaseException, sql: str | None = None) -> str:
 
 __all__ = ["EXIT_INPUT", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REFUSED",
            "EXIT_STATUS", "Interrupted", "charged_text", "clean_message", "error_text",
-           "exit_status", "unknown_parameters"]
+           "exit_status", "is_interrupt", "unknown_parameters"]
