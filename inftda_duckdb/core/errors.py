@@ -146,6 +146,8 @@ def python_literal(value: Any) -> str:
         return "..."
     if isinstance(value, float):
         return _number(value)
+    if isinstance(value, range):
+        return sql_literal(value)  # range(24) / range(1, 13): the same spelling
     if isinstance(value, list):
         return "[" + ", ".join(python_literal(v) for v in value) + "]"
     if isinstance(value, dict):

@@ -33,6 +33,8 @@ SIDECAR = ".provenance.json"
 
 def _plain(value: Any) -> Any:
     """A JSON/CSV-friendly value: text for fractions, decimals, dates and times."""
+    if isinstance(value, Decimal) and value == value.to_integral_value():
+        return int(value)  # sum() of BIGINTs is a HUGEINT / DECIMAL: still a whole number
     if isinstance(value, Fraction | Decimal):
         return str(value)
     if isinstance(value, dt.datetime | dt.date | dt.time):
