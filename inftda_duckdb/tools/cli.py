@@ -775,9 +775,10 @@ def _check_plot_runs(con: duckdb.DuckDBPyConnection, args: argparse.Namespace,
         raise BudgetExceededError(
             f"--runs {args.runs} at rho {plan.rho} each needs rho {need} (~{float(need):.6g}) "
             f"but only {left} (~{float(left):.6g}) of the budget of {row['source']} remains; "
-            f"nothing was run or charged. Fix: pass --runs {int(left // plan.rho)} or fewer, "
-            "or raise the budget with inftda-duckdb budget DATABASE --set "
-            f"{args.true_table} --rho R")
+            "nothing was run or charged. Fix: "
+            + (f"pass --runs {int(left // plan.rho)} or fewer, or raise" if left >= plan.rho
+               else "raise")
+            + f" the budget with inftda-duckdb budget DATABASE --set {args.true_table} --rho R")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
