@@ -472,7 +472,8 @@ def test_ledger_round_trip_of_an_epsilon_delta_budget(con: duckdb.DuckDBPyConnec
     """A budget set as (1, 1e-6) holds exactly one release at (1, 1e-6): the same conversion
     on both sides (CKS), the row's epsilon is the one asked for, and nothing more fits."""
     set_budget(con, "trips", epsilon=1, delta=1e-6)
-    extension.release(con, "trips", ["origin"], epsilon=1, delta=1e-6)
+    table = extension.release(con, "trips", ["origin"], epsilon=1, delta=1e-6)
+    assert table.schema.metadata[b"conversion"] == CONVERSION.encode()  # the provenance says
     ((rho, eps, delta),) = con.execute("SELECT rho, epsilon, delta FROM inftda_ledger").fetchall()
     assert Fraction(rho) == rho_from_epsilon_delta(1, 1e-6) == budget_cap(con)
     assert delta == 1e-6 and 1 - 1e-12 < eps <= 1.0

@@ -134,7 +134,7 @@ def test_auto_weights_and_their_target():
 @pytest.mark.parametrize(
     ("options", "match"),
     [
-        ({"auto_target": 1}, "auto_target only applies with level_weights := 'auto'"),
+        ({"auto_target": 1}, "auto_target only applies with level_weights 'auto'"),
         ({"level_weights": [1, 1], "auto_target": "a"}, "only applies with level_weights"),
         ({"level_weights": "auto", "auto_target": "c"}, "auto_target must be 'leaves', 'all'"),
         ({"level_weights": "auto", "auto_target": 0}, r"a level 1\.\.2"),

@@ -24,11 +24,12 @@ from fractions import Fraction
 from typing import Any
 
 from .conversion import CKS, CONVERSIONS, epsilon_upper, rho_lower
-from .errors import InputError, InternalError, bad_argument
+from .errors import InputError, InternalError, bad_argument, opt
 from .exact import to_fraction, to_positive_fraction
 from .noise import MAX_SIGMA2
 
 __all__ = [
+    "ALIASES",
     "CONVERSION",
     "CONVERSIONS",
     "NEIGHBOURS",
@@ -44,10 +45,17 @@ __all__ = [
 ]
 
 NEIGHBOURS = ("substitute", "add_remove")
+ALIASES = {"bounded": "substitute", "unbounded": "add_remove"}
+"""The usual names of the two neighbouring relations (bounded / unbounded DP), accepted too."""
 AUTO = "auto"  #: level_weights that minimise Theorem 1's bound at a target (auto_shares)
 AUTO_TARGETS = ("leaves", "all")  #: besides a level number 1..d
 AUTO_BETA = 0.05  #: the beta of the bound auto weights minimise (it only enters through logs)
 _AUTO_DIGITS = 6  # significant digits of each auto share but the largest
+
+
+def neighbours_name(value: object) -> object:
+    """``value`` with the aliases 'bounded' / 'unbounded' replaced by the canonical names."""
+    return ALIASES.get(value, value) if isinstance(value, str) else value
 
 #: The (epsilon, delta) <-> rho conversion in force (the ledger records it per row).
 CONVERSION = CKS
@@ -55,7 +63,7 @@ _DIGITS = 20  # significant digits kept in a converted rho
 
 
 def _check_delta(delta: object) -> Fraction:
-    fix = "pass 0 < delta < 1, e.g. delta := 1e-6"
+    fix = f"pass 0 < delta < 1, e.g. {opt('delta', 1e-6)}"
     value = to_positive_fraction(delta, "delta", fix)
     if value >= 1:
         raise bad_argument("delta", delta, "must be strictly between 0 and 1", fix)
@@ -68,7 +76,8 @@ def rho_from_epsilon_delta(
     """The largest ``rho`` whose zCDP guarantee implies ``(epsilon, delta)``-DP under
     ``conversion`` (default: the one in force, :data:`CONVERSION`), rounded *down* to 20
     significant digits; see :mod:`.conversion`."""
-    eps = to_positive_fraction(epsilon, "epsilon", "pass a positive epsilon, e.g. epsilon := 1")
+    eps = to_positive_fraction(epsilon, "epsilon",
+                               f"pass a positive epsilon, e.g. {opt('epsilon', 1)}")
     dlt = _check_delta(delta)
     rho = _round_down(_convert(rho_lower, eps, dlt, conversion, "epsilon", epsilon), _DIGITS)
     if rho <= 0:
@@ -82,7 +91,7 @@ def rho_from_epsilon_delta(
 def epsilon_from_rho(rho: object, delta: object, conversion: str = CONVERSION) -> float:
     """The ``epsilon`` of ``(epsilon, delta)``-DP implied by ``rho``-zCDP under ``conversion``
     (default: :data:`CONVERSION`), rounded *up* to a float; see :mod:`.conversion`."""
-    r = to_positive_fraction(rho, "rho", "pass a positive rho, e.g. rho := 0.5")
+    r = to_positive_fraction(rho, "rho", f"pass a positive rho, e.g. {opt('rho', 0.5)}")
     eps = _convert(epsilon_upper, r, _check_delta(delta), conversion, "rho", rho)
     result = float(eps)
     if Fraction(result) < eps:
@@ -178,15 +187,19 @@ def plan_budget(
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise bad_argument("depth", depth, "must be an integer >= 1", "pass the number of columns")
+    neighbours = str(neighbours_name(neighbours))
     if neighbours not in NEIGHBOURS:
         raise bad_argument(
-            "neighbours", neighbours, f"must be one of {NEIGHBOURS}",
-            "use 'substitute' (bounded DP, n public) or 'add_remove' (unbounded DP)",
+            "neighbours", neighbours, f"must be one of {', '.join(NEIGHBOURS)} (or the aliases "
+            "bounded, unbounded)",
+            f"use {opt('neighbours', 'substitute')} (bounded DP, n public) or "
+            f"{opt('neighbours', 'add_remove')} (unbounded DP)",
         )
     m = max_rows_per_unit
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise bad_argument(
-            "max_rows_per_unit", m, "must be an integer >= 1", "pass e.g. max_rows_per_unit := 1"
+            "max_rows_per_unit", m, "must be an integer >= 1",
+            f"pass e.g. {opt('max_rows_per_unit', 1)}"
         )
     total = total_rho(rho, epsilon, delta)
     parts = depth + 1 if neighbours == "add_remove" else depth
@@ -196,8 +209,8 @@ def plan_budget(
         return _split(depth, neighbours, m, total, shares, AUTO, target)
     if auto_target is not None:
         raise bad_argument(
-            "auto_target", auto_target, "only applies with level_weights := 'auto'",
-            "pass level_weights := 'auto' as well, or drop auto_target",
+            "auto_target", auto_target, "only applies with level_weights 'auto'",
+            f"pass {opt('level_weights', AUTO)} as well, or drop auto_target",
         )
     weights = _weights(level_weights, parts, neighbours)
     shares = tuple(total * w / sum(weights) for w in weights)
@@ -245,7 +258,8 @@ def total_rho(rho: object, epsilon: object, delta: object) -> Fraction:
                 "rho", rho, "must not be combined with epsilon/delta",
                 "give either rho, or epsilon with delta",
             )
-        return to_positive_fraction(rho, "rho", "pass a positive finite rho, e.g. rho := 0.5")
+        return to_positive_fraction(rho, "rho",
+                                    f"pass a positive finite rho, e.g. {opt('rho', 0.5)}")
     if epsilon is None or delta is None:
         missing = "delta" if epsilon is not None else "epsilon" if delta is not None else "rho"
         raise bad_argument(
@@ -375,7 +389,8 @@ def auto_level(target: object, depth: int) -> str | int:
         return target
     raise bad_argument(
         "auto_target", target, f"must be 'leaves', 'all' or a level 1..{depth}",
-        "pass e.g. auto_target := 'leaves' (or a level number, or a hierarchy column's name)",
+        f"pass e.g. {opt('auto_target', 'leaves')} (or a level number, or a hierarchy column's "
+        "name)",
     )
 
 
