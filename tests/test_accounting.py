@@ -56,6 +56,16 @@ def test_epsilon_from_rho_rounds_up(rho: object, delta: object) -> None:
     assert eps == pytest.approx(float(r) + 2 * math.sqrt(float(r) * big_l), rel=1e-14)
 
 
+@pytest.mark.parametrize(("eps", "delta"), [(1e59, 1e-6), (1e60, 1e-6), (1e100, 1e-100)])
+def test_conversion_of_huge_epsilon_is_exact_not_a_decimal_error(eps: float, delta: float) -> None:
+    """Past epsilon = 1e60 the rounding quantum was computed as a 60-digit power of ten, and
+    quantize raised decimal.InvalidOperation (issue 15, epsilon := 1e300 before the parser's
+    limit; 1e100 is inside it)."""
+    rho = rho_from_epsilon_delta(eps, delta)
+    assert Fraction(_epsilon_decimal(rho, Fraction(repr(delta)))) <= Fraction(repr(eps))
+    assert float(rho) == pytest.approx(eps, rel=1e-9)
+
+
 @pytest.mark.parametrize(
     ("eps", "delta", "match"),
     [

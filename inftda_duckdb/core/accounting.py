@@ -65,7 +65,8 @@ def rho_from_epsilon_delta(epsilon: object, delta: object) -> Fraction:
         big_l = (1 / _decimal(dlt)).ln()
         rho = ((big_l + _decimal(eps)).sqrt() - big_l.sqrt()) ** 2
         rho *= 1 - Decimal(10) ** (-40)  # margin over the 60-digit rounding error
-        quantum = Decimal(10) ** (rho.adjusted() - _DIGITS + 1)
+        # scaleb, not 10 ** k: a power past 10**60 would carry 60 digits and break quantize
+        quantum = Decimal(1).scaleb(rho.adjusted() - _DIGITS + 1)
         rounded = rho.quantize(quantum, rounding=ROUND_FLOOR)
     if rounded <= 0:
         raise bad_argument(
