@@ -116,6 +116,18 @@ checks AS (SELECT to_json({$totals
          'dups': count(d.v) - count(DISTINCT d.v)}
  FROM typed AS t LEFT JOIN dom${i}_l AS d ON true)
 
+-- @column_check_range
+-- a preview of level $i's declared range of $size values: its two ends are cast to the column's
+-- type (never the values in between: arithmetic on sizes)
+(SELECT {'type': typeof(t.v$i), 'size': $size,
+         'bad': (try(cast_to_type($first, t.v$i)) IS NULL)::INTEGER
+                + (try(cast_to_type($last, t.v$i)) IS NULL)::INTEGER,
+         'bad_examples': CASE WHEN try(cast_to_type($first, t.v$i)) IS NULL
+                               OR try(cast_to_type($last, t.v$i)) IS NULL
+                              THEN [$first, $last] ELSE []::VARCHAR[] END,
+         'dups': 0}
+ FROM typed AS t)
+
 -- @column_check_enum
 -- level $i's ENUM labels: valid and distinct by construction (read from the typed row, the
 -- FROM of the checks list: one subquery for all such columns, ~0.7 ms less planning for four)

@@ -43,7 +43,7 @@ def to_fraction(value: object, name: str, fix: str) -> Fraction:
             raise _too_big(name, value, fix)
         return _in_range(Fraction(int(value)), name, value, fix)
     if isinstance(value, Fraction | Rational):
-        num, den = int(value.numerator), int(value.denominator)  # type: ignore[attr-defined]
+        num, den = int(value.numerator), int(value.denominator)
         if max(num.bit_length(), den.bit_length()) > _MAX_BITS:
             raise _too_big(name, value, fix)
         return _in_range(Fraction(num, den), name, value, fix)
@@ -57,11 +57,11 @@ def to_fraction(value: object, name: str, fix: str) -> Fraction:
         text = value.strip()
         if len(text) > MAX_TEXT:
             raise _too_big(name, value, fix)
-        num, slash, den = text.partition("/")
+        top, slash, bottom = text.partition("/")
         try:
             if slash:
-                result = _decimal_fraction(_decimal(num), name, fix, value) / _decimal_fraction(
-                    _decimal(den), name, fix, value)
+                result = _decimal_fraction(_decimal(top), name, fix, value) / _decimal_fraction(
+                    _decimal(bottom), name, fix, value)
             else:
                 result = _decimal_fraction(_decimal(text), name, fix, value)
         except InputError:
@@ -115,8 +115,8 @@ def _too_big(name: str, value: object, fix: str) -> InputError:
     if isinstance(value, int):
         shown: object = f"an integer of {value.bit_length()} bits"
     elif isinstance(value, Fraction | Rational):
-        shown = "a fraction of {} / {} bits".format(
-            int(value.numerator).bit_length(), int(value.denominator).bit_length())  # type: ignore[attr-defined]
+        num, den = int(value.numerator), int(value.denominator)
+        shown = f"a fraction of {num.bit_length()} / {den.bit_length()} bits"
     else:
         text = str(value)
         shown = text if len(text) <= 40 else f"{text[:20]}...{text[-12:]} ({len(text)} chars)"

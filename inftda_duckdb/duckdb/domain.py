@@ -21,9 +21,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import limits
 from ..core.errors import InputError, InternalError, bad_argument
 from ..core.identifiers import quote_qualified
-from ..core.request import ReleaseRequest
+from ..core.request import Labels, ReleaseRequest
 from ..core.topdown import MAX_KEY_SPAN
 from ..ledger.store import resolve_source, source_key
 
@@ -36,7 +37,7 @@ class ColumnDomain:
 
     column: str
     kind: str  # one of KINDS
-    labels: tuple[str, ...] = ()  # kind 'list': the values as text, in code order
+    labels: Labels = ()  # kind 'list': the values as text in code order, or an integer range
     table: int = -1  # kind 'table': index into DomainPlan.nestings
     table_column: str = ""  # kind 'table': the column's name in that table
     known_enum: bool = False  # kind 'enum' and the catalog showed an ENUM: code = enum_code(v)
@@ -65,6 +66,14 @@ class DomainPlan:
             if level in nest.levels[1:]:
                 return t, nest.levels[: nest.levels.index(level)]
         return None
+
+    def check_sizes(self) -> None:
+        """Refuse a release (not a preview) with a domain larger than the cell limit, when its
+        size is known as planned: before any SQL runs (a level noises every value of its
+        domain under each released parent)."""
+        for k, c in enumerate(self.columns, 1):
+            if c.size is not None:
+                limits.check_domain(c.column, k, c.size)
 
     def key_sizes(self, level: int) -> list[int] | None:
         """The domain sizes of levels 1..``level`` when all were known at planning time and

@@ -36,8 +36,16 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ..core import limits
 from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
-from ..core.errors import BudgetExceededError, InftdaError, InputError, InternalError, bad_argument
+from ..core.errors import (
+    BudgetExceededError,
+    InftdaError,
+    InputError,
+    InternalError,
+    ReleaseAbortedError,
+    bad_argument,
+)
 from ..core.noise import DiscreteGaussian
 from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, from_json, parse_request
@@ -101,6 +109,7 @@ def budget_plan(request: ReleaseRequest) -> BudgetPlan:
         level_weights=request.level_weights,
         neighbours=request.neighbours,
         max_rows_per_unit=request.max_rows_per_unit,
+        noised_root=request.noised_root,
     )
 
 
@@ -123,7 +132,12 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
     plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
     n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
-    sizes = [int(c["size"]) for c in load_checks(checks)["columns"]]
+    data = load_checks(checks)
+    sizes = [int(c["size"]) for c in data["columns"]]
+    nodes = _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
+    # the cell limit from public information: the domains, and n when it is published as it is
+    fits = limits.check_cells(request.columns, sizes, nodes,
+                              None if request.noised_root else n)
     key = ledger.source_key(domains.source)  # resolved once, at render time: what the SQL reads
     con = con_ref()
     if con is None:
@@ -150,6 +164,9 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
         for k in range(request.depth)
     ]
     root = release_root(n, plan, source)
+    if not fits:  # only the noised root can decide: after the charge, and the error says so
+        limits.check_cells(request.columns, sizes, nodes, root,
+                           charged=f"rho {plan.rho} on {key}")
     rid = uuid.uuid4().hex
     token = spec.get("token")
     if spec["origin"] == "sql" and not request.private:
@@ -261,6 +278,7 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
     nodes = _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
     delta = float(spec["delta"])
     total_eps = epsilon_from_rho(plan.rho, delta)
+    cap = limits.max_cells()
     rows = []
     for row in level_table(None, plan, float(spec["beta"]), delta, nodes=nodes):
         level = int(row["level"])
@@ -278,6 +296,7 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
                 "epsilon": total_eps,
                 "delta": delta,
                 "private": request.private,
+                "max_cells": cap,
             }
         )
     return rows
@@ -286,7 +305,7 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
 _PREVIEW_TYPE = (
     "STRUCT(level INTEGER, \"column\" VARCHAR, domain_size BIGINT, nodes BIGINT, rho_k VARCHAR, "
     "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
-    "private BOOLEAN)[]"
+    "private BOOLEAN, max_cells BIGINT)[]"
 )
 
 
@@ -377,6 +396,7 @@ def _register(con: Any, n: int) -> None:
         request = from_json(json.dumps(data))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
+        plan.check_sizes()
         return render_release(request, plan, names, "sql")
 
     def preview_sql(options: str) -> str:
@@ -412,6 +432,7 @@ _KINDS: dict[str, type[InftdaError]] = {
     "InputError": InputError,
     "BudgetExceededError": BudgetExceededError,
     "InternalError": InternalError,
+    "ReleaseAbortedError": ReleaseAbortedError,
 }
 
 
@@ -422,7 +443,7 @@ def _reraise(exc: duckdb.Error, token: str | None = None) -> None:
         original = _ERRORS.pop(token, None) if token is not None else None
     if original is not None:
         raise original.with_traceback(None) from None
-    m = re.search(r"\b(InputError|BudgetExceededError|InternalError): (.*)", str(exc), re.S)
+    m = re.search(r"\b(" + "|".join(_KINDS) + r"): (.*)", str(exc), re.S)
     if m is None:
         raise exc
     err = _KINDS[m.group(1)].__new__(_KINDS[m.group(1)])
@@ -460,6 +481,7 @@ def release(
     neighbours: str = "substitute",
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
+    rows_per_unit_public: bool = False,
     unknown: str = "error",
     seed: int | None = None,
     progress: Progress | None = None,
@@ -483,9 +505,10 @@ def release(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
         domain_from_data=domain_from_data, level_weights=level_weights, output=output,
         neighbours=neighbours, privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
-        unknown=unknown, seed=seed,
+        rows_per_unit_public=rows_per_unit_public, unknown=unknown, seed=seed,
     )
     request, plan, names = _prepare(con, source, columns, options)
+    plan.check_sizes()
     token = uuid.uuid4().hex
     sql = render_release(request, plan, names, origin, token)
     with _LOCK:
@@ -507,6 +530,7 @@ def release(
         "epsilon_at_1e-6": repr(epsilon_from_rho(bplan.rho, DEFAULT_DELTA)),
         "neighbours": request.neighbours,
         "max_rows_per_unit": str(request.max_rows_per_unit),
+        "rows_per_unit_public": str(request.rows_per_unit_public).lower(),
         "seed": "" if request.seed is None else str(request.seed),
         "domain_from_data": str(request.domain_from_data).lower(),
         "source": request.source,
@@ -555,6 +579,7 @@ def preview(
     neighbours: str = "substitute",
     max_rows_per_unit: int | None = None,
     privacy_unit: str | None = None,
+    rows_per_unit_public: bool = False,
     beta: float = 0.05,
 ) -> pa.Table:
     """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
@@ -567,6 +592,7 @@ def preview(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
         domain_from_data=domain_from_data, level_weights=level_weights, neighbours=neighbours,
         max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
+        rows_per_unit_public=rows_per_unit_public,
     )
     report = _report_delta(options)
     request, plan, names = _prepare(con, source, columns, options)

@@ -15,8 +15,12 @@ from pathlib import Path
 from string import Template
 
 from ..core.identifiers import literal, quote, quote_qualified
-from ..core.request import ReleaseRequest
+from ..core.request import Labels, ReleaseRequest
 from .domain import DomainPlan
+
+FULL_CHECK = 1 << 16
+"""A preview validates a declared range of more values by its two ends only (arithmetic on
+sizes: never materialised); a release validates every value of the domain it uses."""
 
 
 @dataclass(frozen=True)
@@ -115,15 +119,23 @@ def _ctes_public(request: ReleaseRequest, plan: DomainPlan) -> list[str]:
 _INTEGER = re.compile(r"-?[1-9][0-9]{0,17}|0")
 
 
-def _labels(labels: tuple[str, ...]) -> str:
-    """A query of (label, code) rows: a range() for integer progressions, else a JSON array."""
+def _progression(labels: Labels) -> range | None:
+    """The labels as an integer range, if they are one (a declared range always is)."""
+    if isinstance(labels, range):
+        return labels
     if all(_INTEGER.fullmatch(x) for x in labels):
         start = int(labels[0])
         step = int(labels[1]) - start if len(labels) > 1 else 1
         if step != 0 and all(int(x) == start + c * step for c, x in enumerate(labels)):
-            return (
-                f"SELECT ({start} + r.i * {step})::VARCHAR, r.i FROM range({len(labels)}) AS r(i)"
-            )
+            return range(start, start + len(labels) * step, step)
+    return None
+
+
+def _labels(labels: Labels) -> str:
+    """A query of (label, code) rows: a range() for integer progressions, else a JSON array."""
+    r = _progression(labels)
+    if r is not None:
+        return f"SELECT ({r.start} + r.i * {r.step})::VARCHAR, r.i FROM range({len(r)}) AS r(i)"
     array = literal(json.dumps(list(labels)))
     return (
         "SELECT unnest(lst), generate_subscripts(lst, 1) - 1 "
@@ -161,11 +173,18 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
               unit_nulls=unit_nulls)
 
 
-def _column_checks(plan: DomainPlan) -> str:
-    return ",\n".join(
-        _f("column_check_enum" if c.known_enum else "column_check", i=i)
-        for i, c in enumerate(plan.columns, 1)
-    )
+def _column_checks(plan: DomainPlan, preview: bool = False) -> str:
+    items = []
+    for i, c in enumerate(plan.columns, 1):
+        if c.known_enum:
+            items.append(_f("column_check_enum", i=i))
+        elif preview and isinstance(c.labels, range) and len(c.labels) > FULL_CHECK:
+            ends = (str(c.labels[0]), str(c.labels[-1]))
+            items.append(_f("column_check_range", i=i, size=len(c.labels),
+                            first=literal(ends[0]), last=literal(ends[1])))
+        else:
+            items.append(_f("column_check", i=i))
+    return ",\n".join(items)
 
 
 def _nest_checks(plan: DomainPlan, data: bool) -> str:
@@ -312,7 +331,7 @@ def render_preview(
     checks = _f(
         "checks",
         totals="",
-        column_checks=_column_checks(plan),
+        column_checks=_column_checks(plan, preview=True),
         nest_checks=_nest_checks(plan, False),
     )
     ctes.append(checks)
