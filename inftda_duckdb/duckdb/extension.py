@@ -36,7 +36,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..core import limits
+from ..core import limits, units
 from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
 from ..core.errors import (
     BudgetExceededError,
@@ -422,6 +422,8 @@ def _register(con: Any, n: int) -> None:
        "STRUCT(k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
        null_handling="special")
     fn(names.preview, _preview_rows, ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
+    fn(names.rowkey, lambda seed: units.row_key(seed), ["BIGINT"], "VARCHAR",
+       side_effects=True, null_handling="special")
 
 
 # ---------------------------------------------------------------------------------------------

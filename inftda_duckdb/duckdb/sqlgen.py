@@ -30,10 +30,12 @@ class UdfNames:
     begin: str
     levels: str
     preview: str
+    rowkey: str
 
     @classmethod
     def numbered(cls, n: int) -> UdfNames:
-        return cls(f"inftda_begin_{n}", f"inftda_levels_{n}", f"inftda_prev_{n}")
+        return cls(f"inftda_begin_{n}", f"inftda_levels_{n}", f"inftda_prev_{n}",
+                   f"inftda_rowkey_{n}")
 
 
 PREFIXES = "STRUCT(k INTEGER[], key BIGINT[], n BIGINT[])"
@@ -72,11 +74,15 @@ def spec_json(
     return json.dumps(spec, sort_keys=True)
 
 
-def _ctes_public(request: ReleaseRequest, plan: DomainPlan) -> list[str]:
-    """typed row, domains and coded domain tables (public, except domain_from_data)."""
+def _ctes_public(request: ReleaseRequest, plan: DomainPlan, names: UdfNames) -> list[str]:
+    """typed row, domains and coded domain tables (public, except domain_from_data); the row
+    key of a release with a privacy unit."""
     src = quote_qualified(plan.source)
     typed = ", ".join(f"{quote(c)} AS v{i}" for i, c in enumerate(request.columns, 1))
     ctes = [_f("typed", typed_cols=typed, source=src)]
+    if request.privacy_unit is not None:
+        seed = "NULL::BIGINT" if request.seed is None else f"{int(request.seed)}::BIGINT"
+        ctes.append(_f("row_key", rowkey=names.rowkey, seed=seed))
     if request.domain_from_data:
         ctes.append(_leaf_raw(request, plan))
     for i, dom in enumerate(plan.columns, 1):
@@ -146,22 +152,19 @@ def _labels(labels: Labels) -> str:
 def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
     src = quote_qualified(plan.source)
     cols = ", ".join(quote(c) for c in request.columns)
-    rows, unit_nulls = src, ""
+    rows, unit_nulls, count = src, "", "count(*)"
     if request.privacy_unit is not None:
         # NULL units are counted (all of them: refused before charging) or, with unknown :=
         # 'drop', dropped; never pooled into one unit
         keep = "inftda_unit IS NOT NULL" if request.unknown == "drop" else "true"
-        unit_nulls = ", count(*) FILTER (inftda_unit IS NULL)::BIGINT AS nulls_unit"
-        order = (
-            "random()"
-            if request.seed is None
-            else f"hash({int(request.seed)}, {cols})"
-        )
+        count = "sum(inftda_w)"
+        unit_nulls = ", sum(inftda_w) FILTER (inftda_unit IS NULL)::BIGINT AS nulls_unit"
+        unit = quote(request.privacy_unit)
         rows = _f(
             "unit_source",
             cols=cols,
-            unit=quote(request.privacy_unit),
-            order=order,
+            unit=unit,
+            group=" || ".join(_encode(x) for x in [unit, *(quote(c) for c in request.columns)]),
             source=src,
             m=int(request.max_rows_per_unit),
             keep_null=keep,
@@ -170,7 +173,13 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
     # materialised only when domain_from_data reads it twice (domains and counts)
     materialized = "MATERIALIZED " if request.domain_from_data else ""
     return _f("leaf_raw", raw_cols=raw, source_rows=rows, materialized=materialized,
-              unit_nulls=unit_nulls)
+              unit_nulls=unit_nulls, count=count)
+
+
+def _encode(column: str) -> str:
+    """``enc(x) = len(s) ':' s ';'`` (NULL: ``'N;'``) of core/units.py, for one column."""
+    text = f"{column}::VARCHAR"
+    return f"coalesce(length({text})::VARCHAR || ':' || {text} || ';', 'N;')"
 
 
 def _column_checks(plan: DomainPlan, preview: bool = False) -> str:
@@ -238,7 +247,7 @@ def render_release(
 ) -> str:
     """The whole release as one statement (see the header of sql/release.sql)."""
     d = request.depth
-    ctes = _ctes_public(request, plan)
+    ctes = _ctes_public(request, plan, names)
     if not request.domain_from_data:
         ctes.append(_leaf_raw(request, plan))
     # an ENUM column seen in the catalog is coded by its label position (no join needed)
@@ -327,7 +336,7 @@ def render_preview(
     request: ReleaseRequest, plan: DomainPlan, names: UdfNames, beta: float, delta: float
 ) -> str:
     """Domain sizes (public; private data only with domain_from_data) -> the preview UDF."""
-    ctes = _ctes_public(request, plan)
+    ctes = _ctes_public(request, plan, names)
     checks = _f(
         "checks",
         totals="",
