@@ -26,35 +26,46 @@ leaf_raw AS $materialized(
 
 -- @unit_source
 -- a privacy unit contributes at most $m rows: the m smallest sort keys of a keyed PRF of (unit,
--- row); not DuckDB's random (setseed and scan order would decide), nor other units' rows. Identical
--- rows of a unit are one group of c rows; its candidates i = 0 .. min(c, m) - 1 get keys
--- E_0 + ... + E_i, E_i = -ln(U_i) / (c - i), U_i from sha256(key ':' i ':' group): the smallest
--- of c Exp(1) keys, so a uniform m-subset of the unit's rows is kept (core/units.py, the
--- reference). Rows with a NULL unit are never pooled: all are kept and counted (inftda_begin
+-- row); not DuckDB's random (setseed and scan order would decide), nor other units' rows.
+-- Identical rows of a unit are one group of c rows; its candidates i = 0 .. min(c, m) - 1 get the
+-- keys E_0 + ... + E_i, E_i = -ln(U_i) / (c - i), U_i from sha256(key ':' i ':' group): the
+-- smallest of c Exp(1) keys, so a uniform m-subset of the unit's rows is kept (core/units.py is
+-- the reference). Rows with a NULL unit are never pooled: all are kept and counted (inftda_begin
 -- refuses them), or dropped. inftda_w: the rows a candidate stands for.
 (SELECT $cols, inftda_unit, inftda_w FROM (
     SELECT $cols, inftda_unit, inftda_w,
         row_number() OVER (PARTITION BY inftda_unit ORDER BY inftda_key) AS inftda_rn
     FROM (
         SELECT $cols, inftda_unit, CASE WHEN inftda_unit IS NULL THEN inftda_c ELSE 1 END AS inftda_w,
-            unnest(CASE WHEN inftda_unit IS NULL THEN [0.0]
-                   ELSE list_transform(range(1, len(inftda_e) + 1), lambda j: list_sum(inftda_e[1:j]))
-                   END) AS inftda_key
-        FROM (
-            SELECT $cols, inftda_unit, inftda_c,
-                CASE WHEN inftda_unit IS NULL THEN []::DOUBLE[] ELSE list_transform(
-                    range(least(inftda_c, $m)), lambda i: -ln((('0x' || left(sha256(
-                        k.key || ':' || i::VARCHAR || ':' || inftda_g), 13))::BIGINT + 0.5)
-                        / 4503599627370496.0) / (inftda_c - i)) END AS inftda_e
-            FROM (SELECT $cols, $unit AS inftda_unit, $group AS inftda_g, count(*) AS inftda_c
-                  FROM $source GROUP BY ALL) CROSS JOIN inftda_rk AS k
-        )
+            $sort_key AS inftda_key
+        FROM (SELECT *, $group AS inftda_g$exps
+              FROM (SELECT $cols, $unit AS inftda_unit, count(*) AS inftda_c
+                    FROM $source GROUP BY ALL) CROSS JOIN inftda_rk)
     )
 ) WHERE (inftda_rn <= $m OR inftda_unit IS NULL) AND $keep_null)
 
+-- @unit_key_one
+-- m = 1: one candidate per group, E_0 (no lists)
+-ln($u0) / inftda_c
+
+-- @unit_exps
+-- m > 1: the group's E_i, i = 0 .. min(c, m) - 1
+, CASE WHEN inftda_unit IS NULL THEN []::DOUBLE[] ELSE list_transform(range(least(inftda_c, $m)),
+    lambda i: -ln($ui) / (inftda_c - i)) END AS inftda_e
+
+-- @unit_keys
+-- m > 1: one row per candidate, keyed E_0 + ... + E_i
+unnest(CASE WHEN inftda_unit IS NULL THEN [0.0]
+       ELSE list_transform(range(1, len(inftda_e) + 1), lambda j: list_sum(inftda_e[1:j])) END)
+
+-- @unit_u
+-- U_i in (0, 1): 52 bits of sha256(row key ':' i ':' group), plus one half
+((('0x' || left(sha256(inftda_k || ':' || $i || ':' || inftda_g), 13))::BIGINT + 0.5)
+ / 4503599627370496.0)
+
 -- @row_key
 -- the row key of this execution (ONE call, MATERIALIZED): 128 bits from the OS, or from seed :=
-inftda_rk AS MATERIALIZED (SELECT $rowkey($seed) AS key)
+inftda_rk AS MATERIALIZED (SELECT $rowkey($seed) AS inftda_k)
 
 -- @dom_list
 -- explicit public domain of level $i: labels (text) in code order, cast to the column's type;

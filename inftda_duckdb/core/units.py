@@ -17,8 +17,8 @@ The sort keys (engine-neutral; ``sql/release.sql`` ``@unit_source`` computes the
 :func:`kept` is the reference). Identical rows of a unit (same unit and hierarchy values,
 ``c`` of them) are one group. With ``E_i = -ln(U_i) / (c - i)`` and::
 
-    U_i = (int(sha256(K ':' i ':' enc(unit) enc(v_1) ... enc(v_d))[:13], 16) + 0.5) / 2**52
-    enc(x) = len(s) ':' s ';'  with s = x as text (NULL: 'N;')
+    U_i = (int(sha256(K ':' i ':' G)[:13], 16) + 0.5) / 2**52
+    G = the JSON array of the unit and the hierarchy values as text: ["7","JFK","13"] (NULL: null)
 
 the group's candidates ``i = 0 .. min(c, m) - 1`` get the keys ``E_0 + ... + E_i``: exactly the
 smallest ``min(c, m)`` of ``c`` independent Exp(1) keys, one per row (Renyi's representation of
@@ -31,6 +31,7 @@ among a unit's candidates; they cannot affect other units.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
@@ -51,8 +52,9 @@ def row_key(seed: int | None) -> str:
 
 
 def encode(values: Sequence[object]) -> str:
-    """``enc(unit) enc(v_1) ...``: an injective text form of a group (as the SQL builds it)."""
-    return "".join("N;" if v is None else f"{len(str(v))}:{v};" for v in values)
+    """``G``: a group's unit and values as a compact JSON array of texts (SQL's ``to_json``)."""
+    texts = [None if v is None else str(v) for v in values]
+    return json.dumps(texts, separators=(",", ":"), ensure_ascii=False)
 
 
 def group_keys(key: str, text: str, count: int, m: int) -> list[float]:

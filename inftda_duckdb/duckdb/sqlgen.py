@@ -160,13 +160,22 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
         count = "sum(inftda_w)"
         unit_nulls = ", sum(inftda_w) FILTER (inftda_unit IS NULL)::BIGINT AS nulls_unit"
         unit = quote(request.privacy_unit)
+        m = int(request.max_rows_per_unit)
+        if m == 1:
+            exps, sort_key = "", _f("unit_key_one", u0=_f("unit_u", i="'0'"))
+        else:
+            exps = _f("unit_exps", m=m, ui=_f("unit_u", i="i::VARCHAR"))
+            sort_key = _f("unit_keys")
+        texts = ", ".join(f"{x}::VARCHAR" for x in ["inftda_unit", *map(quote, request.columns)])
         rows = _f(
             "unit_source",
             cols=cols,
             unit=unit,
-            group=" || ".join(_encode(x) for x in [unit, *(quote(c) for c in request.columns)]),
+            group=f"to_json([{texts}])",
+            exps=exps,
+            sort_key=sort_key,
             source=src,
-            m=int(request.max_rows_per_unit),
+            m=m,
             keep_null=keep,
         )
     raw = ", ".join(f"{quote(c)} AS r{i}" for i, c in enumerate(request.columns, 1))
@@ -174,12 +183,6 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
     materialized = "MATERIALIZED " if request.domain_from_data else ""
     return _f("leaf_raw", raw_cols=raw, source_rows=rows, materialized=materialized,
               unit_nulls=unit_nulls, count=count)
-
-
-def _encode(column: str) -> str:
-    """``enc(x) = len(s) ':' s ';'`` (NULL: ``'N;'``) of core/units.py, for one column."""
-    text = f"{column}::VARCHAR"
-    return f"coalesce(length({text})::VARCHAR || ':' || {text} || ';', 'N;')"
 
 
 def _column_checks(plan: DomainPlan, preview: bool = False) -> str:
