@@ -1,4 +1,5 @@
--- The user-facing TEMP table macros, created on each connection by inftda_duckdb.load(con).
+-- The user-facing table macros, created by inftda_duckdb.load(con) as TEMP macros of the
+-- connection and in the default database for its cursors (see duckdb/connections.py).
 --
 -- DuckDB's Python API has no table functions, so each macro is SELECT * FROM query(<SQL text>)
 -- where the text is rendered at bind time by a side-effect-free Python UDF ($generator, one per
@@ -10,7 +11,7 @@
 -- domain_from_data := true, which reads the private table's distinct values).
 
 -- @release_macro
-CREATE OR REPLACE TEMP MACRO inftda_release(
+inftda_release(
     source, columns, rho := NULL, epsilon := NULL, delta := NULL, domains := NULL,
     domain_tables := NULL, domain_from_data := false, level_weights := NULL,
     output := NULL, neighbours := NULL, privacy_unit := NULL, max_rows_per_unit := NULL,
@@ -26,7 +27,7 @@ CREATE OR REPLACE TEMP MACRO inftda_release(
 })::VARCHAR))
 
 -- @preview_macro
-CREATE OR REPLACE TEMP MACRO inftda_preview(
+inftda_preview(
     source, columns, rho := NULL, epsilon := NULL, delta := NULL, domains := NULL,
     domain_tables := NULL, domain_from_data := false, level_weights := NULL,
     neighbours := NULL, privacy_unit := NULL, max_rows_per_unit := NULL,

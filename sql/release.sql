@@ -141,6 +141,12 @@ checks AS (SELECT to_json({$totals
     UNION ALL SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal
 ) WHERE lower(name) = $name),
 
+-- @frame_check
+-- the source is a TEMP view over a registered pandas DataFrame (catalog only): its ENUM columns
+-- are Categoricals, whose categories pandas may have taken from the data (a warning)
+'frame': (SELECT count(*) FROM duckdb_views()
+          WHERE temporary AND lower(view_name) = $name AND sql LIKE '%pandas_scan(%'),
+
 -- @column_check
 -- level $i's public domain in one query: type, size, labels not valid for the type, duplicates
 (SELECT {'type': typeof(any_value(t.v$i)), 'size': count(d.v),
@@ -250,10 +256,11 @@ inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)
 list_transform(enum_range(v$i), lambda x: cast_to_type(x, v$i)) AS l$i
 
 -- @final_counts
--- decode to the columns' own values and types, in code order
-SELECT $decoded, r.n AS "count" FROM inftda_r AS r CROSS JOIN inftda_dl AS dl
+-- decode to the columns' own values and types, in code order ($marker: a release that is not
+-- private says so in a constant column, which CREATE TABLE AS and COPY keep)
+SELECT $decoded, r.n AS "count"$marker FROM inftda_r AS r CROSS JOIN inftda_dl AS dl
 
 -- @final_rows
-SELECT $decoded_names FROM (
+SELECT $decoded_names$marker FROM (
     SELECT $decoded, unnest(range(r.n)) AS inftda_i FROM inftda_r AS r CROSS JOIN inftda_dl AS dl
 )

@@ -141,7 +141,7 @@ def test_plan_from_epsilon_delta() -> None:
         ((2,), {"epsilon": 1, "delta": 2}, "delta must be strictly between"),
         ((0,), {"rho": 1}, "depth must be an integer >= 1"),
         ((True,), {"rho": 1}, "depth must be an integer"),
-        ((2,), {"rho": 1, "neighbours": "bounded"}, "neighbours must be one of"),
+        ((2,), {"rho": 1, "neighbours": "sometimes"}, "neighbours must be one of"),
         ((2,), {"rho": 1, "max_rows_per_unit": 0}, "max_rows_per_unit must be an integer >= 1"),
         ((2,), {"rho": 1, "max_rows_per_unit": 1.5}, "max_rows_per_unit"),
         ((2,), {"rho": 1, "level_weights": [1]}, "must have 2 entries"),

@@ -27,11 +27,12 @@ from decimal import ROUND_FLOOR, Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
-from .errors import InternalError, bad_argument
+from .errors import InternalError, bad_argument, opt
 from .exact import to_fraction, to_positive_fraction
 from .noise import MAX_SIGMA2
 
 __all__ = [
+    "ALIASES",
     "NEIGHBOURS",
     "BudgetPlan",
     "epsilon_from_rho",
@@ -43,6 +44,13 @@ __all__ = [
 ]
 
 NEIGHBOURS = ("substitute", "add_remove")
+ALIASES = {"bounded": "substitute", "unbounded": "add_remove"}
+"""The usual names of the two neighbouring relations (bounded / unbounded DP), accepted too."""
+
+
+def neighbours_name(value: object) -> object:
+    """``value`` with the aliases 'bounded' / 'unbounded' replaced by the canonical names."""
+    return ALIASES.get(value, value) if isinstance(value, str) else value
 
 _PRECISION = 60  # decimal digits of the intermediate arithmetic
 _DIGITS = 20  # significant digits kept in a converted rho
@@ -53,7 +61,7 @@ def _decimal(value: Fraction) -> Decimal:
 
 
 def _check_delta(delta: object) -> Fraction:
-    fix = "pass 0 < delta < 1, e.g. delta := 1e-6"
+    fix = f"pass 0 < delta < 1, e.g. {opt('delta', 1e-6)}"
     value = to_positive_fraction(delta, "delta", fix)
     if value >= 1:
         raise bad_argument("delta", delta, "must be strictly between 0 and 1", fix)
@@ -63,7 +71,8 @@ def _check_delta(delta: object) -> Fraction:
 def rho_from_epsilon_delta(epsilon: object, delta: object) -> Fraction:
     """The largest ``rho`` (rounded down to 20 significant digits) whose zCDP guarantee implies
     ``(epsilon, delta)``-DP: ``rho = (sqrt(L + epsilon) - sqrt(L))**2``, ``L = ln(1/delta)``."""
-    eps = to_positive_fraction(epsilon, "epsilon", "pass a positive epsilon, e.g. epsilon := 1")
+    eps = to_positive_fraction(epsilon, "epsilon",
+                               f"pass a positive epsilon, e.g. {opt('epsilon', 1)}")
     dlt = _check_delta(delta)
     with localcontext() as ctx:
         ctx.prec = _PRECISION
@@ -92,7 +101,7 @@ def _epsilon_decimal(rho: Fraction, delta: Fraction) -> Decimal:
 def epsilon_from_rho(rho: object, delta: object) -> float:
     """The ``epsilon`` of ``(epsilon, delta)``-DP implied by ``rho``-zCDP, rounded *up* to a float:
     ``epsilon = rho + 2 sqrt(rho ln(1/delta))``."""
-    r = to_positive_fraction(rho, "rho", "pass a positive rho, e.g. rho := 0.5")
+    r = to_positive_fraction(rho, "rho", f"pass a positive rho, e.g. {opt('rho', 0.5)}")
     eps = _epsilon_decimal(r, _check_delta(delta))
     with localcontext() as ctx:
         ctx.prec = _PRECISION
@@ -150,15 +159,19 @@ def plan_budget(
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise bad_argument("depth", depth, "must be an integer >= 1", "pass the number of columns")
+    neighbours = str(neighbours_name(neighbours))
     if neighbours not in NEIGHBOURS:
         raise bad_argument(
-            "neighbours", neighbours, f"must be one of {NEIGHBOURS}",
-            "use 'substitute' (bounded DP, n public) or 'add_remove' (unbounded DP)",
+            "neighbours", neighbours, f"must be one of {', '.join(NEIGHBOURS)} (or the aliases "
+            "bounded, unbounded)",
+            f"use {opt('neighbours', 'substitute')} (bounded DP, n public) or "
+            f"{opt('neighbours', 'add_remove')} (unbounded DP)",
         )
     m = max_rows_per_unit
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise bad_argument(
-            "max_rows_per_unit", m, "must be an integer >= 1", "pass e.g. max_rows_per_unit := 1"
+            "max_rows_per_unit", m, "must be an integer >= 1",
+            f"pass e.g. {opt('max_rows_per_unit', 1)}"
         )
     root = neighbours == "add_remove" if noised_root is None else bool(noised_root)
     if neighbours == "add_remove" and not root:
@@ -197,7 +210,8 @@ def total_rho(rho: object, epsilon: object, delta: object) -> Fraction:
                 "rho", rho, "must not be combined with epsilon/delta",
                 "give either rho, or epsilon with delta",
             )
-        return to_positive_fraction(rho, "rho", "pass a positive finite rho, e.g. rho := 0.5")
+        return to_positive_fraction(rho, "rho",
+                                    f"pass a positive finite rho, e.g. {opt('rho', 0.5)}")
     if epsilon is None or delta is None:
         missing = "delta" if epsilon is not None else "epsilon" if delta is not None else "rho"
         raise bad_argument(

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from .errors import InputError, bad_argument
+from .accounting import neighbours_name
+from .errors import InputError, bad_argument, opt
 from .exact import to_positive_fraction
 from .identifiers import parse_qualified
 
@@ -25,7 +26,7 @@ Labels = tuple[str, ...] | range
 range end to end: never expanded to validate, plan or preview it)."""
 
 OUTPUTS = ("counts", "rows")
-NEIGHBOURS = ("substitute", "add_remove")
+NEIGHBOURS = ("substitute", "add_remove")  # 'bounded' / 'unbounded' are accepted as aliases
 UNKNOWN = ("error", "drop")
 MAX_DEPTH = 32
 OPTIONS = (
@@ -151,14 +152,15 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
     cols = _columns(columns)
     rho, epsilon, delta = _budget(options.get("rho"), options.get("epsilon"), options.get("delta"))
     output = _choice("output", options.get("output"), OUTPUTS, "counts")
-    neighbours = _choice("neighbours", options.get("neighbours"), NEIGHBOURS, "substitute")
+    neighbours = _choice("neighbours", neighbours_name(options.get("neighbours")), NEIGHBOURS,
+                         "substitute", " (or the aliases bounded, unbounded)")
     unknown = _choice("unknown", options.get("unknown"), UNKNOWN, "error")
     if output == "counts" and "count" in {c.lower() for c in cols}:
         raise bad_argument(
             "columns",
             list(cols),
             "must not contain a column named 'count' with output 'counts' (the output adds one)",
-            "rename the column in a view, or use output := 'rows'",
+            f"rename the column in a view, or use {opt('output', 'rows')}",
         )
     unit = options.get("privacy_unit")
     if unit is not None and (not isinstance(unit, str) or not unit):
@@ -170,14 +172,14 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
         raise bad_argument(
             "max_rows_per_unit", m if isinstance(m, int) and m < _BIGINT else "a huge number",
             f"must be a positive integer (at most {MAX_ROWS_PER_UNIT:,})",
-            "pass e.g. max_rows_per_unit := 3",
+            f"pass e.g. {opt('max_rows_per_unit', 3)}",
         )
     elif unit is None and m != 1:
         raise bad_argument(
             "max_rows_per_unit",
             m,
             "needs privacy_unit (the column identifying whose rows are bounded)",
-            "pass privacy_unit := 'person_id' as well",
+            f"pass {opt('privacy_unit', 'person_id')} as well",
         )
     public_rows = _rows_public(options.get("rows_per_unit_public"), unit, neighbours)
     noised_root = neighbours == "add_remove" or (unit is not None and not public_rows)
@@ -188,7 +190,8 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
             "cannot be 'drop' with neighbours 'substitute' when the total is released exactly "
             "(no privacy unit, or rows_per_unit_public): dropping rows changes the number of "
             "rows n, which is then published as it is",
-            "use neighbours := 'add_remove', or clean the table in a view and release the view",
+            f"use {opt('neighbours', 'add_remove')}, or clean the table in a view and release "
+            "the view",
         )
     seed = options.get("seed")
     if seed is not None and (
@@ -196,14 +199,15 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
     ):
         raise bad_argument(
             "seed", seed if isinstance(seed, int) and seed < _BIGINT else "a huge number",
-            "must be a non-negative integer below 2**63", "pass e.g. seed := 42",
+            "must be a non-negative integer below 2**63", f"pass e.g. {opt('seed', 42)}",
         )
     from_data = options.get("domain_from_data")
     if from_data is None:
         from_data = False
     if not isinstance(from_data, bool):
         raise bad_argument(
-            "domain_from_data", from_data, "must be true or false", "pass domain_from_data := true"
+            "domain_from_data", from_data, "must be true or false",
+            f"pass {opt('domain_from_data', True)}",
         )
     weights = options.get("level_weights")
     if weights is not None:
@@ -236,7 +240,7 @@ def _rows_public(value: object, unit: object, neighbours: str) -> bool:
         return False
     if value is not True:
         raise bad_argument("rows_per_unit_public", value, "must be true or false",
-                           "pass rows_per_unit_public := true, or leave it out")
+                           f"pass {opt('rows_per_unit_public', True)}, or leave it out")
     if unit is None or neighbours != "substitute":
         raise bad_argument(
             "rows_per_unit_public", True,
@@ -271,7 +275,7 @@ def _columns(columns: object) -> tuple[str, ...]:
 def _budget(
     rho: object, epsilon: object, delta: object
 ) -> tuple[Fraction | None, Fraction | None, Fraction | None]:
-    fix = "pass rho := 0.5, or epsilon := 1 with delta := 1e-6"
+    fix = f"pass {opt('rho', 0.5)}, or {opt('epsilon', 1)} with {opt('delta', 1e-6)}"
     if rho is not None:
         if epsilon is not None or delta is not None:
             raise bad_argument(
@@ -288,7 +292,7 @@ def _budget(
     eps = _positive(epsilon, "epsilon", fix)
     dlt = _positive(delta, "delta", fix)
     if dlt >= 1:
-        raise bad_argument("delta", delta, "must be below 1", "pass e.g. delta := 1e-6")
+        raise bad_argument("delta", delta, "must be below 1", f"pass e.g. {opt('delta', 1e-6)}")
     return None, eps, dlt
 
 
@@ -298,19 +302,21 @@ def _positive(value: object, name: str, fix: str) -> Fraction:
     return to_positive_fraction(value, name, fix)
 
 
-def _choice(name: str, value: object, allowed: tuple[str, ...], default: str) -> str:
+def _choice(name: str, value: object, allowed: tuple[str, ...], default: str,
+            also: str = "") -> str:
     if value is None:
         return default
     if value not in allowed:
         raise bad_argument(
-            name, value, f"must be one of {', '.join(allowed)}", f"pass {name} := '{allowed[0]}'"
+            name, value, f"must be one of {', '.join(allowed)}{also}",
+            f"pass {opt(name, allowed[0])}",
         )
     return str(value)
 
 
 def _weights(weights: object, depth: int, noised_root: bool) -> tuple[Fraction, ...]:
     need = depth + noised_root
-    fix = f"pass {need} positive numbers, e.g. level_weights := {[1] * need}"
+    fix = f"pass {need} positive numbers, e.g. {opt('level_weights', [1] * need)}"
     if isinstance(weights, str) or not isinstance(weights, list | tuple):
         raise bad_argument("level_weights", weights, "must be a list of numbers", fix)
     if len(weights) != need:
@@ -343,7 +349,7 @@ def label(value: object) -> str:
 
 
 def _domains(domains: object, columns: tuple[str, ...]) -> dict[str, Labels]:
-    fix = "pass domains := {'hour': range(24), 'origin': ['EWR', 'JFK', 'LGA']}"
+    fix = f"pass {opt('domains', {'hour': range(24), 'origin': ['EWR', 'JFK', 'LGA']})}"
     if domains is None:
         return {}
     if not isinstance(domains, Mapping):
@@ -386,7 +392,7 @@ def _head(values: list[Any] | tuple[Any, ...]) -> object:
 
 def _range(name: object, spec: Mapping[Any, Any]) -> range:
     """``{'start': a, 'stop': b, 'step': c}`` (step optional): the range a, a + c, ... < b."""
-    fix = f"pass domains := {{'{name}': {{'start': 0, 'stop': 1000}}}} (stop excluded)"
+    fix = f"pass {opt('domains', {str(name): {'start': 0, 'stop': 1000}})} (stop excluded)"
     keys = set(spec)
     if not {"start", "stop"} <= keys <= {"start", "stop", "step"}:
         raise bad_argument(f"domains['{name}']", dict(spec),
@@ -401,7 +407,7 @@ def _range(name: object, spec: Mapping[Any, Any]) -> range:
 
 def _checked_range(name: object, values: range) -> range:
     """A range domain, checked by arithmetic alone: non-empty, BIGINT values."""
-    fix = f"pass e.g. domains := {{'{name}': range(1000)}}"
+    fix = f"pass e.g. {opt('domains', {str(name): range(1000)})}"
     shown = f"range({values.start}, {values.stop}, {values.step})"
     size = max(0, -(-(values.stop - values.start) // values.step))  # len() stops at 2**63
     if size == 0:

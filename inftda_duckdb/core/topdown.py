@@ -18,6 +18,7 @@ Parent ids are ranks of the parents in lexicographic code order within their lev
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -32,6 +33,20 @@ from .randomness import RandomSource
 
 IntArray = npt.NDArray[np.int64]
 Sizes = list[int] | tuple[int, ...]
+
+CancelHook = Callable[[], bool]
+"""``cancel()``: asked before each block of a level; True stops the release (:class:`Cancelled`).
+(The smallest form of wp-core's hook, same names: its release_below replaces this loop.)"""
+
+
+class Cancelled(InftdaError):
+    """The release stopped between two blocks because its cancel hook asked it to."""
+
+
+def _stop_if(cancel: CancelHook | None) -> None:
+    if cancel is not None and cancel():
+        raise Cancelled("the release was cancelled between two blocks of a level")
+
 
 MAX_KEY_SPAN = 1 << 62
 """Mixed-radix keys of prefixes stay below this (int64 with room): the SQL sends keys only for
@@ -64,6 +79,7 @@ def release_level(
     source: RandomSource,
     allowed_offsets: npt.ArrayLike | None = None,
     allowed_codes: npt.ArrayLike | None = None,
+    cancel: CancelHook | None = None,
 ) -> LevelOutput:
     """Algorithm 1, lines 4-9, for a batch of parents of one level.
 
@@ -95,11 +111,12 @@ def release_level(
     if t_counts.size and t_counts.min() < 0:
         raise bad_argument("true_counts", int(t_counts.min()), "must be >= 0",
                            "pass the true (non-negative) child counts")
+    _stop_if(cancel)
     if allowed_offsets is None:
-        return _dense(pid, c, t_rows, t_codes, t_counts, m, noise, source)
+        return _dense(pid, c, t_rows, t_codes, t_counts, m, noise, source, cancel)
     a_off = np.asarray(allowed_offsets, dtype=np.int64)
     a_codes = np.asarray(allowed_codes, dtype=np.int64)
-    return _ragged(pid, c, t_rows, t_codes, t_counts, m, noise, source, a_off, a_codes)
+    return _ragged(pid, c, t_rows, t_codes, t_counts, m, noise, source, a_off, a_codes, cancel)
 
 
 def _index(a: npt.ArrayLike) -> np.ndarray:
@@ -127,6 +144,7 @@ def _dense(
     m: int,
     noise: DiscreteGaussian,
     source: RandomSource,
+    cancel: CancelHook | None = None,
 ) -> LevelOutput:
     n_par = pid.shape[0]
     span = max(1, DENSE_CELLS // max(m, 1))  # parents densified at once (bounded memory)
@@ -157,6 +175,7 @@ def _dense(
         if int(x.sum()) != int(t_counts[a:b].sum()):  # a pair repeated with a count > 0
             raise _repeated_child()
         for lo in range(0, s1 - s0, step):  # cache-sized blocks, in place
+            _stop_if(cancel)
             hi = min(lo + step, s1 - s0)
             if ranged:
                 ids = np.arange(int(pid[s0 + lo]) * m, (int(pid[s0 + hi - 1]) + 1) * m,
@@ -189,6 +208,7 @@ def _ragged(
     source: RandomSource,
     a_off: IntArray,
     a_codes: IntArray,
+    cancel: CancelHook | None = None,
 ) -> LevelOutput:
     lengths = np.diff(a_off)
     if lengths.shape[0] != pid.shape[0] or (lengths == 0).any():
@@ -205,6 +225,7 @@ def _ragged(
         raise _repeated_child()
     ids = pid[a_rows].astype(np.uint64) * np.uint64(m) + a_codes.astype(np.uint64)
     values += noise.sample(source, ids)  # line 5
+    _stop_if(cancel)  # a nested level is one sweep: asked between its phases only
     y = intopt_ragged(values, a_off, c)  # line 6
     _check(np.add.reduceat(y, a_off[:-1]) if y.size else np.zeros(0, np.int64), c, y)
     keep = y > 0  # lines 7-8
@@ -268,6 +289,7 @@ def release_children(
     sigma2: object,
     source: RandomSource,
     allowed: Allowed | None = None,
+    cancel: CancelHook | None = None,
 ) -> Nodes:
     """Algorithm 1, lines 3-9, for a whole level k = ``len(sizes)``.
 
@@ -304,16 +326,17 @@ def release_children(
         last = codes[-1]
         rows = _find_rows(parents.codes, codes[:-1], sizes[:-1])
     found = rows >= 0  # true children of pruned parents are not noised
-    a_args: tuple[IntArray, IntArray] | tuple[()] = ()
+    a_off: IntArray | None = None
+    a_codes: IntArray | None = None
     noised = n_par * int(sizes[-1])
     if allowed is not None:
-        a_args = _allowed_children(parents.codes, allowed, sizes)
-        noised = int(a_args[0][-1])
+        a_off, a_codes = _allowed_children(parents.codes, allowed, sizes)
+        noised = int(a_off[-1])
     if not found.all():
         rows, last, counts = rows[found], last[found], counts[found]
     out = release_level(
         np.arange(n_par), parents.counts, rows, last, counts, int(sizes[-1]), sigma2, source,
-        *a_args,
+        a_off, a_codes, cancel,
     )
     child_codes = memory.empty((k, out.codes.shape[0]), np.int32)
     parent_rows = np.repeat(np.arange(n_par, dtype=_small(n_par)), np.diff(out.offsets))

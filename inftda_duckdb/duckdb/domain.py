@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from ..core import limits
-from ..core.errors import InputError, InternalError, bad_argument
+from ..core.errors import InputError, InternalError, bad_argument, opt, render
 from ..core.identifiers import quote_qualified
 from ..core.request import Labels, ReleaseRequest
 from ..core.topdown import MAX_KEY_SPAN
@@ -153,8 +154,8 @@ def plan_domains(
                 "combinations would be read from the private data, and the release would not "
                 "be private",
                 "pass a public table that is not derived from the data, or declare the values "
-                "with domains := {...}; to read domains from the data explicitly (not private) "
-                "pass domain_from_data := true",
+                f"with {opt('domains')}; to read domains from the data explicitly (not private) "
+                f"pass {opt('domain_from_data', True)}",
             )
         cols = table_columns(con, parts)
         if cols is None:
@@ -205,10 +206,55 @@ def plan_domains(
                 raise no_domain(col, typ)
             size = None if typ is None else len(_ENUM_LABEL.findall(typ))
             columns.append(ColumnDomain(col, "enum", known_enum=typ is not None, size=size))
-    return DomainPlan(tuple(columns), tuple(nestings), resolved, shadow)
+    result = DomainPlan(tuple(columns), tuple(nestings), resolved, shadow)
+    if strict:  # the caller's own connection sees its TEMP views (SQL: the checks do it)
+        warn_frame_enums(request.source, frame_enums(con, result))
+    return result
 
 
 _ENUM_LABEL = re.compile(r"'((?:[^']|'')*)'")  # one label of an ENUM type's name (as in SQL)
+
+FRAME_SCAN = "pandas_scan("
+"""In the SQL of the TEMP view DuckDB makes for a registered pandas DataFrame."""
+
+
+class CategoricalDomainWarning(UserWarning):
+    """A level's domain is the ENUM of a registered pandas DataFrame: a Categorical's categories
+    are, unless declared, the values pandas found in the data."""
+
+
+def frame_enums(con: Any, plan: DomainPlan) -> tuple[str, ...]:
+    """The hierarchy columns whose domain is the ENUM of a registered pandas DataFrame (from
+    the catalog: the view's SQL, never the data)."""
+    db, schema, name = plan.source
+    enums = tuple(c.column for c in plan.columns if c.kind == "enum")
+    if not enums or db.lower() != "temp":
+        return ()
+    try:
+        rows = con.execute(
+            "SELECT sql FROM duckdb_views() WHERE temporary AND lower(schema_name) = lower(?) "
+            "AND lower(view_name) = lower(?)", [schema, name]).fetchall()
+    except Exception:  # a connection that cannot run it: nothing to say
+        return ()
+    return enums if any(FRAME_SCAN in str(sql) for (sql,) in rows) else ()
+
+
+def frame_enum_text(source: str, columns: tuple[str, ...] | list[str]) -> str:
+    names = ", ".join(repr(c) for c in columns)
+    frame = "" if source.startswith("inftda_source_") else f" {source!r}"  # release(con, df)
+    return (
+        f"the domain of {names} is the ENUM that DuckDB made from the pandas Categorical of the "
+        f"registered DataFrame{frame}: unless its categories were declared from a public "
+        "list, pandas took them from the data, and a value only one person has would be "
+        "released as a private category. Fix: build the column with pd.CategoricalDtype("
+        f"categories=[...public values...]), or declare the values with {opt('domains', ...)}"
+    )
+
+
+def warn_frame_enums(source: str, columns: tuple[str, ...]) -> None:
+    if columns:
+        warnings.warn(render(frame_enum_text(source, columns)), CategoricalDomainWarning,
+                      stacklevel=4)
 
 
 def _source_fix() -> str:
@@ -233,8 +279,9 @@ def _check_columns(request: ReleaseRequest, source: list[tuple[str, str]]) -> No
 def no_domain(column: str, type_name: str) -> InputError:
     return InputError(
         f"column {column!r} ({type_name}) has no public domain. Fix: declare its values with "
-        f"domains := {{'{column}': [...]}}, make it an ENUM, list it in a domain table, or "
-        "(exploration only, not private) pass domain_from_data := true"
+        f"{opt('domains', {column: '...'})}, make it an ENUM, list it in a domain table "
+        f"({opt('domain_tables', ['...'])}), or (exploration only, not private) pass "
+        f"{opt('domain_from_data', True)}"
     )
 
 
@@ -272,8 +319,8 @@ def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str
         raise InputError(
             f"privacy_unit {request.privacy_unit!r} of {request.source} is NULL in "
             f"{checks['nulls_unit']} rows: they cannot be told apart as units. Fix: filter "
-            "them out or fill them (e.g. one unit per row) in a view, or pass unknown := "
-            "'drop' with neighbours := 'add_remove' to drop them"
+            f"them out or fill them (e.g. one unit per row) in a view, or pass "
+            f"{opt('unknown', 'drop')} with {opt('neighbours', 'add_remove')} to drop them"
         )
     for col, dom, c in zip(request.columns, plan.columns, checks["columns"], strict=True):
         _check_domain(col, dom, c)
@@ -289,8 +336,8 @@ def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str
                     f"{c['outside']} rows of {request.source} have a combination of ({names}) "
                     f"that domain table {'.'.join(nest.table)} does not list (e.g. "
                     f"{c['outside_examples']}). Fix: add the combinations to the domain table, "
-                    "filter or map those rows in a view, or pass unknown := 'drop' with "
-                    "neighbours := 'add_remove'"
+                    "filter or map those rows in a view, or pass "
+                    f"{opt('unknown', 'drop')} with {opt('neighbours', 'add_remove')}"
                 )
     return int(checks.get("kept", 0))
 
@@ -338,7 +385,7 @@ def _check_nesting(request: ReleaseRequest, nest: Nesting, c: dict[str, Any]) ->
 
 
 def _check_data(request: ReleaseRequest, col: str, dom: ColumnDomain, c: dict[str, Any]) -> None:
-    fix_drop = "or pass unknown := 'drop' with neighbours := 'add_remove'"
+    fix_drop = f"or pass {opt('unknown', 'drop')} with {opt('neighbours', 'add_remove')}"
     if c["nulls"]:
         raise InputError(
             f"column {col!r} of {request.source} is NULL in {c['nulls']} rows. Fix: filter "

@@ -20,6 +20,7 @@ one before, returns the released leaves as one row of lists and drops the state.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import re
@@ -28,9 +29,10 @@ import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
@@ -44,18 +46,36 @@ from ..core.errors import (
     InputError,
     InternalError,
     ReleaseAbortedError,
+    ReleaseInterrupted,
     bad_argument,
+    call,
+    opt,
+    render,
+    shown,
+    speaking,
+    speaks,
 )
+from ..core.identifiers import parse_qualified
+from ..core.interrupts import GRACE, interruptible, stopped
 from ..core.noise import DiscreteGaussian
+from ..core.provenance import provenance
 from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, from_json, parse_request
-from ..core.topdown import Allowed, Nodes, check_total, release_children, release_root
+from ..core.topdown import (
+    Allowed,
+    Cancelled,
+    Nodes,
+    check_total,
+    release_children,
+    release_root,
+)
 from ..ledger import store as ledger
 from . import evaluation
-from .connections import register_udfs, registered
-from .domain import DomainPlan, load_checks, plan_domains, raise_for_checks
+from .connections import create_macro, register_udfs, registered
+from .domain import DomainPlan, frame_enum_text, load_checks, plan_domains, raise_for_checks
 from .sqlgen import PREFIXES, UdfNames, fragments, render_preview, render_release
 
+T = TypeVar("T")
 MAX_LIVE_RELEASES = 64
 DEFAULT_DELTA = 1e-6
 ORIGINS = ("python", "cli")  #: origins a Python caller may record (SQL releases record 'sql')
@@ -84,6 +104,9 @@ class _Release:
     nodes: Nodes
     token: str | None = None
     progress: Progress | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    owner: int = 0  #: id() of the connection that loaded the UDFs (see interrupt())
+    charged: str | None = None  #: what the release spent ('rho 1/2 on memory.main.t')
 
 
 _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
@@ -91,6 +114,31 @@ _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
 # exception a UDF raised (DuckDB only passes its text on)
 _PROGRESS: dict[str, Progress | None] = {}
 _ERRORS: dict[str, BaseException] = {}
+# ... what the call charges to when it releases an in-memory object (an explicit name; see
+# _source), and the ledger row its charge wrote (for the output's provenance)
+_CHARGE_AS: dict[str, str] = {}
+_LEDGER_IDS: dict[str, int] = {}
+# releases inside inftda_begin, not charged yet (owner, token, cancel flag), and the tokens
+# of Python calls interrupted before their begin ran
+_BEGINNING: dict[int, tuple[int, str | None, threading.Event]] = {}
+_CANCELLED: set[str] = set()
+# our UDFs running now, by (connection id, token): DuckDB is never interrupted under them (it
+# would return while the UDF still runs); they stop on their own flags
+_ACTIVE: collections.Counter[tuple[int, str | None]] = collections.Counter()
+_LEVELS: dict[int, _Release] = {}  # releases inside their levels UDF (popped from _RELEASES)
+
+
+@contextlib.contextmanager
+def _active(owner: int, token: str | None) -> Iterator[None]:
+    with _LOCK:
+        _ACTIVE[owner, token] += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _ACTIVE[owner, token] -= 1
+            if not _ACTIVE[owner, token]:
+                del _ACTIVE[owner, token]
 
 
 def _keep_error(token: str | None, exc: BaseException) -> None:
@@ -117,17 +165,40 @@ def budget_plan(request: ReleaseRequest) -> BudgetPlan:
 # UDF bodies
 
 
+def _origin(con_ref: Any, spec_text: str, checks: str) -> str:
+    """The interface a release was asked from (its errors speak its language)."""
+    try:
+        return str(json.loads(spec_text).get("origin", "sql")).replace("preview", "sql")
+    except ValueError:
+        return "sql"
+
+
+@speaks(_origin)
 def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
     """Once per execution: checks -> errors, charge, key, root (Algorithm 1, line 1)."""
     spec = json.loads(spec_text)
+    flag, phase = threading.Event(), ["checks"]  # phase: checks, charging, charged
+    owner, token = id(con_ref()), spec.get("token")
+    with _LOCK:
+        _BEGINNING[id(flag)] = (owner, token, flag)
     try:
-        return _begin_spec(con_ref, spec, checks)
+        with _active(owner, token):
+            return _begin_spec(con_ref, spec, checks, flag, phase)
+    except KeyboardInterrupt as exc:  # Ctrl-C landed in this UDF: say what was charged
+        err = exc if isinstance(exc, ReleaseInterrupted) else stopped(
+            phase[0] if phase[0] != "checks" else None, recording=phase[0] == "charging")
+        _keep_error(spec.get("token"), err)
+        raise err from None
     except InftdaError as exc:
         _keep_error(spec.get("token"), exc)
         raise
+    finally:
+        with _LOCK:
+            _BEGINNING.pop(id(flag), None)
 
 
-def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, Any]:
+def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading.Event,
+                phase: list[str]) -> dict[str, Any]:
     request = from_json(spec["request"])
     plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
@@ -138,10 +209,14 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
     # the cell limit from public information: the domains, and n when it is published as it is
     fits = limits.check_cells(request.columns, sizes, nodes,
                               None if request.noised_root else n)
-    key = ledger.source_key(domains.source)  # resolved once, at render time: what the SQL reads
+    token = spec.get("token")
+    with _LOCK:  # an in-memory object is charged to the name its caller gave (see _source)
+        key = _CHARGE_AS.get(token or "") or ledger.source_key(domains.source)
     con = con_ref()
     if con is None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
+    if flag.is_set() or (token is not None and token in _CANCELLED):
+        raise stopped(None)  # interrupted before the charge
     with con.cursor() as cur:
         charge = ledger.Charge(
             source=key,
@@ -156,7 +231,13 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
             origin=spec["origin"],
             delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
         )
-        ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
+        phase[0] = "charging"
+        ledger_id = ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
+        phase[0] = charged = f"rho {plan.rho} on {key}"
+    if token is not None:
+        with _LOCK:
+            if token in _PROGRESS:
+                _LEDGER_IDS[token] = ledger_id
     source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
     levels = [
         (source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]), sizes[k],
@@ -165,19 +246,28 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
     ]
     root = release_root(n, plan, source)
     if not fits:  # only the noised root can decide: after the charge, and the error says so
-        limits.check_cells(request.columns, sizes, nodes, root,
-                           charged=f"rho {plan.rho} on {key}")
+        limits.check_cells(request.columns, sizes, nodes, root, charged=charged)
+    if flag.is_set():
+        raise stopped(charged)
     rid = uuid.uuid4().hex
-    token = spec.get("token")
     if spec["origin"] == "sql" and not request.private:
         _LOG.warning("%s", _not_private_text(request))  # visible on stderr, even under -W error
+    if spec["origin"] == "sql":  # the Python API warned when it planned
+        _log_frame_enums(request, domains, data)
     with _LOCK:
         state = _Release(levels, root, Nodes.root(root), token,
-                         _PROGRESS.get(token) if token else None)
+                         _PROGRESS.get(token) if token else None, flag, id(con), charged)
         _RELEASES[rid] = state
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
     return {"rid": rid, "root": root}
+
+
+def _log_frame_enums(request: ReleaseRequest, plan: DomainPlan, checks: dict[str, Any]) -> None:
+    """From SQL: a warning on stderr when a level's domain is a registered DataFrame's ENUM."""
+    if checks.get("frame"):
+        enums = [c.column for c in plan.columns if c.kind == "enum"]
+        _LOG.warning("%s", render(frame_enum_text(request.source, enums), "sql"))
 
 
 def _one(rid: Any) -> _Release:
@@ -216,17 +306,33 @@ def _levels(rid: Any, upper: Any, leaf: Any, allowed: Any) -> pa.Array:
     ``allowed[k - 1]``; returns the released leaves as one row of column lists and drops the
     release state."""
     state = _one(rid)
+    with _LOCK:
+        _LEVELS[id(state)] = state
     try:
-        upper, allowed = _plain(upper).flatten(), _plain(allowed).flatten()
-        kids = [upper.slice(k, 1) for k in range(len(upper))] + [leaf]
-        if len(kids) != len(state.levels) or len(allowed) != len(state.levels):
-            raise InternalError(f"a release of {len(state.levels)} levels got {len(kids)} "
-                                f"levels of prefixes and {len(allowed)} of allowed children")
-        for level in range(1, len(state.levels) + 1):
-            _level_step(state, level, kids[level - 1], allowed.slice(level - 1, 1))
+        with _active(state.owner, state.token):
+            return _release_levels(state, upper, leaf, allowed)
+    except (Cancelled, KeyboardInterrupt):  # cancel(), interrupt(con) or Ctrl-C in this UDF
+        err = stopped(state.charged)
+        _keep_error(state.token, err)
+        raise err from None
     except InftdaError as exc:
         _keep_error(state.token, exc)
         raise
+    finally:
+        with _LOCK:
+            _LEVELS.pop(id(state), None)
+
+
+def _release_levels(state: _Release, upper: Any, leaf: Any, allowed: Any) -> pa.Array:
+    if state.cancelled.is_set():
+        raise Cancelled("the release was cancelled before its levels")
+    upper, allowed = _plain(upper).flatten(), _plain(allowed).flatten()
+    kids = [upper.slice(k, 1) for k in range(len(upper))] + [leaf]
+    if len(kids) != len(state.levels) or len(allowed) != len(state.levels):
+        raise InternalError(f"a release of {len(state.levels)} levels got {len(kids)} "
+                            f"levels of prefixes and {len(allowed)} of allowed children")
+    for level in range(1, len(state.levels) + 1):
+        _level_step(state, level, kids[level - 1], allowed.slice(level - 1, 1))
     return _leaves(state.nodes)
 
 
@@ -239,12 +345,106 @@ def _level_step(state: _Release, level: int, kids: Any, allowed: Any) -> None:
     rule = None if nest is None else Allowed(nest, _prefixes(allowed, len(nest) + 1))
     sizes = [size for _, _, size, _ in state.levels[:level]]
     parents = int((state.nodes.counts > 0).sum())
-    nodes = release_children(state.nodes, codes, counts, sizes, dist, lsource, rule)
+    nodes = release_children(state.nodes, codes, counts, sizes, dist, lsource, rule,
+                             state.cancelled.is_set)
     check_total(nodes, state.root, level)
     state.nodes = nodes
     if state.progress is not None:
         state.progress(level, len(state.levels), parents, nodes.noised,
                        time.perf_counter() - start)
+
+
+def cancel(token: str | None = None, owner: object = None) -> int:
+    """Ask running releases to stop between two blocks: the one a Python call started under
+    ``token``, those of connection ``owner``, or all of them; they raise
+    :class:`ReleaseInterrupted` saying whether they were charged. Returns how many (a release
+    still before its charge counts, and is never charged)."""
+    with _LOCK:
+        if token is not None:
+            _CANCELLED.add(token)
+        states = [*_RELEASES.values(), *_LEVELS.values()]
+        flags = [s.cancelled for s in states if _matches(s.token, s.owner, token, owner)]
+        flags += [f for o, t, f in _BEGINNING.values() if _matches(t, o, token, owner)]
+    for flag in flags:
+        flag.set()
+    return len(flags)
+
+
+def _matches(token: str | None, owner_id: int, wanted: str | None, owner: object) -> bool:
+    return (wanted is None or token == wanted) and (owner is None or owner_id == id(owner))
+
+
+def _ours_running(token: str | None, owner: object) -> bool:
+    """Whether a matching release is in one of our UDFs, or between them: it stops on its own
+    flag, and DuckDB must not be interrupted under it."""
+    with _LOCK:
+        return any(_matches(s.token, s.owner, token, owner) for s in _RELEASES.values()) or any(
+            _matches(t, o, token, owner) for o, t in _ACTIVE)
+
+
+def _wait_idle(token: str, timeout: float = GRACE) -> None:
+    """Until no UDF of the call ``token`` runs (DuckDB may return before a UDF has)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with _LOCK:
+            if not any(t == token for _, t in _ACTIVE):
+                return
+        time.sleep(0.005)
+
+
+def interrupt(con: Any) -> int:
+    """Stop the releases running on ``con`` (call it from another thread, as
+    ``con.interrupt()``): each stops within a block of its level and raises
+    :class:`ReleaseInterrupted` saying whether it was charged. A release still in DuckDB's own
+    work (reading the data) is stopped by ``con.interrupt()``, before any charge. Returns how
+    many releases were asked to stop."""
+    return _stop(con, owner=con)
+
+
+def _stop(con: Any, token: str | None = None, owner: object = None) -> int:
+    ours = _ours_running(token, owner)
+    n = cancel(token, owner)
+    if not ours:  # DuckDB's own work (reading the data): its interrupt is the fast way
+        con.interrupt()
+    return n
+
+
+@contextlib.contextmanager
+def _planning() -> Iterator[None]:
+    """Ctrl-C while a release is planned (DuckDB reports it as 'Query interrupted'): nothing
+    was charged, and the error says so."""
+    try:
+        yield
+    except ReleaseInterrupted:
+        raise
+    except (KeyboardInterrupt, RuntimeError, duckdb.InterruptException) as exc:
+        if isinstance(exc, RuntimeError) and str(exc) != "Query interrupted":
+            raise
+        raise stopped(None) from None
+
+
+def statement(con: Any, run: Callable[[], T]) -> T:
+    """Run one SQL statement's work (``run``, on ``con``) so that Ctrl-C stops a release in it
+    within a block: on a helper thread, Ctrl-C here calling :func:`interrupt`. A release it
+    stopped raises :class:`ReleaseInterrupted` (charged or not); other statements raise
+    ``KeyboardInterrupt`` as usual. For shells and notebooks that run raw SQL."""
+
+    def unwrapped() -> T:
+        try:
+            return run()
+        except duckdb.Error as exc:
+            m = re.search(r"\bReleaseInterrupted: (.*)", str(exc), re.S)
+            if m is None:
+                raise
+            text = m[1].strip()
+            raise ReleaseInterrupted(text, "after its budget was charged" in text) from None
+
+    return interruptible(unwrapped, lambda: interrupt(con), KeyboardInterrupt)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """DuckDB's own interrupt, or a Ctrl-C it caught inside a UDF (it wraps the text)."""
+    return isinstance(exc, duckdb.InterruptException) or "KeyboardInterrupt" in str(exc)
 
 
 def _plain(arr: Any) -> Any:
@@ -274,6 +474,8 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
     domains = DomainPlan.from_json(spec["domains"])
     raise_for_checks(request, domains, checks)
     data = load_checks(checks)
+    if spec.get("interface", "sql") == "sql":  # Python's preview warned when it planned
+        _log_frame_enums(request, domains, data)
     sizes = [int(c["size"]) for c in data["columns"]]
     nodes = _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
     delta = float(spec["delta"])
@@ -333,14 +535,15 @@ def _nodes(sizes: list[int], domains: DomainPlan, nest_nodes: list[list[int]]) -
 
 
 def load(con: Any) -> None:
-    """Register InfTDA on ``con`` (idempotent; each connection or cursor needs its own load)."""
+    """Register InfTDA on ``con`` (idempotent). Its cursors (``con.cursor()``, jupysql's
+    ``%sql``) see the functions too, except on a read-only database (then load each cursor)."""
     ledger.ensure_tables(con)
     ledger.register(con)
     evaluation.register(con)
     n = register_udfs(con, "release", lambda n: _register(con, n))
     macros = fragments("macros.sql")
-    con.execute(macros["release_macro"].substitute(generator=f"inftda_release_sql_{n}"))
-    con.execute(macros["preview_macro"].substitute(generator=f"inftda_preview_sql_{n}"))
+    create_macro(con, macros["release_macro"].substitute(generator=f"inftda_release_sql_{n}"))
+    create_macro(con, macros["preview_macro"].substitute(generator=f"inftda_preview_sql_{n}"))
 
 
 def _report_delta(options: dict[str, Any]) -> float:
@@ -351,7 +554,9 @@ def _report_delta(options: dict[str, Any]) -> float:
         delta = DEFAULT_DELTA if delta is None else delta
     else:
         delta = options.get("delta")
-    fix = "pass e.g. delta := 1e-6"
+    fix = f"pass e.g. {opt('delta', 1e-6)}"
+    if isinstance(delta, Fraction):
+        delta = float(delta)
     if isinstance(delta, bool) or not isinstance(delta, int | float | str):
         raise bad_argument("delta", delta, "must be a number in (0, 1)", fix)
     try:
@@ -365,7 +570,8 @@ def _report_delta(options: dict[str, Any]) -> float:
 
 def _beta(beta: object) -> float:
     if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta < 1:
-        raise bad_argument("beta", beta, "must be a number in (0, 1)", "pass e.g. beta := 0.05")
+        raise bad_argument("beta", beta, "must be a number in (0, 1)",
+                           f"pass e.g. {opt('beta', 0.05)}")
     return float(beta)
 
 
@@ -390,6 +596,7 @@ def _register(con: Any, n: int) -> None:
             raise InputError("the connection that loaded inftda_duckdb is closed")
         return c.cursor()
 
+    @speaks("sql")
     def release_sql(options: str) -> str:
         data = json.loads(options)
         context = _context(data)
@@ -399,6 +606,7 @@ def _register(con: Any, n: int) -> None:
         plan.check_sizes()
         return render_release(request, plan, names, "sql")
 
+    @speaks("sql")
     def preview_sql(options: str) -> str:
         data = json.loads(options)
         context = _context(data)
@@ -453,9 +661,69 @@ def _reraise(exc: duckdb.Error, token: str | None = None) -> None:
     raise err from None
 
 
-def _prepare(con: Any, source: object, columns: object, options: dict[str, Any]) -> Any:
+SOURCE_KINDS = ("a table or view name", "a DuckDB relation", "a pandas or polars DataFrame",
+                "an Arrow table, record batch, reader or dataset")
+
+
+def _is_object_source(source: object) -> bool:
+    """A relation, DataFrame or Arrow object DuckDB can read (by its type; never inspected)."""
+    if isinstance(source, duckdb.DuckDBPyRelation | pa.Table | pa.RecordBatch
+                  | pa.RecordBatchReader):
+        return True
+    module = type(source).__module__.split(".")[0]
+    name = type(source).__name__
+    return (module, name) in {("pandas", "DataFrame"), ("polars", "DataFrame"),
+                              ("polars", "LazyFrame"), ("pyarrow", "Dataset"),
+                              ("pyarrow", "FileSystemDataset"), ("pyarrow", "Scanner")}
+
+
+@contextlib.contextmanager
+def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str, str | None]]:
+    """(the name the SQL reads, the name it is charged to) for ``source``.
+
+    A table or view name is read and charged as itself. An in-memory object (relation,
+    DataFrame, Arrow) is registered on ``con`` under a fresh name for the duration of the call
+    (DuckDB reads it in place) and charged to ``source_name``, which the caller must give: an
+    object has no stable name of its own, and a budget must follow the data from call to call.
+    The object is never printed or executed here (a relation runs when the release does).
+    """
+    if isinstance(source, str):
+        if source_name is not None:
+            raise bad_argument("source_name", source_name,
+                               "is only for in-memory sources (a table is charged by its name)",
+                               "leave it out, or pass the DataFrame / relation itself")
+        yield source, None
+        return
+    if not _is_object_source(source):
+        raise bad_argument("source", source, f"must be {', '.join(SOURCE_KINDS[:-1])} or "
+                           f"{SOURCE_KINDS[-1]}",
+                           "pass a table name such as 'trips', or the DataFrame itself with "
+                           f"{opt('source_name', 'trips')} (or con.register('trips', df) and pass "
+                           "'trips')")
+    if not isinstance(source_name, str) or not source_name.strip():
+        raise bad_argument("source_name", source_name,
+                           f"is required with an in-memory source ({shown(source)}): it has no "
+                           "stable name of its own, and the budget must follow the data",
+                           f"pass e.g. {opt('source_name', 'trips')}: the name whose budget "
+                           f"this release is charged to ({call('set_budget', 'trips', rho=1)})")
+    parse_qualified(source_name, "source_name")
+    name = f"inftda_source_{uuid.uuid4().hex[:16]}"
+    try:
+        con.register(name, source)
+    except duckdb.Error as exc:
+        raise bad_argument("source", source, f"cannot be read by this connection ({exc})",
+                           "pass an object of this connection (a relation of another "
+                           "database: materialise it as a table there)") from None
+    try:
+        yield name, ledger.canonical_source(con, source_name)
+    finally:
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(name)
+
+
+def _prepare(con: Any, source: str, columns: object, options: dict[str, Any]) -> Any:
     if not isinstance(con, duckdb.DuckDBPyConnection):
-        raise InputError(f"con must be a duckdb connection; got {type(con).__name__}")
+        raise bad_argument("con", con, "must be a duckdb connection", "pass duckdb.connect()")
     request = parse_request(source, list(columns) if isinstance(columns, tuple) else columns,
                             **options)
     plan = plan_domains(request, con, strict=True)
@@ -467,9 +735,96 @@ def _prepare(con: Any, source: object, columns: object, options: dict[str, Any])
     return request, plan, UdfNames.numbered(n)
 
 
+@dataclass(frozen=True)
+class Released:
+    """A release as it ran: the request, the provenance record of its output, the result."""
+
+    request: ReleaseRequest
+    provenance: dict[str, str]
+    result: Any
+
+
+def run_release(
+    con: Any,
+    source: object,
+    columns: object,
+    options: dict[str, Any],
+    *,
+    source_name: object = None,
+    progress: Progress | None = None,
+    origin: str = "python",
+    statement: Callable[[str], str] | None = None,
+) -> Released:
+    """One release, executed as ``statement(release SQL)`` (default: the SQL itself, fetched
+    as Arrow; the CLI wraps it in ``CREATE TABLE ... AS``): the Python API and the CLI share it.
+    Each call is a new release with fresh noise, charged to the ledger as ``origin``."""
+    if origin not in ORIGINS:
+        raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
+                           "leave it out (the default is 'python')")
+    if progress is not None and not callable(progress):
+        raise bad_argument("progress", progress, "must be callable",
+                           "pass a function progress(level, depth, parents, cells, seconds)")
+    with _source(con, source, source_name) as (name, charge_as):
+        with _planning():
+            request, plan, names = _prepare(con, name, columns, options)
+            plan.check_sizes()
+        token = uuid.uuid4().hex
+        sql = render_release(request, plan, names, origin, token)
+        with _LOCK:
+            _PROGRESS[token] = progress
+            if charge_as is not None:
+                _CHARGE_AS[token] = charge_as
+        ledger_id = None
+        spent = f"rho {budget_plan(request).rho} on {charge_as or ledger.source_key(plan.source)}"
+
+        def interrupted() -> ReleaseInterrupted:  # DuckDB stopped it, or Ctrl-C here
+            _wait_idle(token)
+            with _LOCK:
+                return stopped(spent if token in _LEDGER_IDS else None)
+
+        def execute() -> Any:
+            try:
+                if statement is None:
+                    return con.sql(sql).to_arrow_table()
+                return con.execute(statement(sql)).fetchall()
+            except duckdb.Error as exc:
+                with _LOCK:
+                    ours = token in _ERRORS
+                if not ours and _is_interrupt(exc):
+                    raise interrupted() from None
+                _reraise(exc, token)
+                raise  # pragma: no cover
+
+        try:
+            try:  # on a helper thread: Ctrl-C reaches this one at once and stops the release
+                result = interruptible(execute, lambda: _stop(con, token=token), interrupted)
+            finally:
+                with _LOCK:
+                    _PROGRESS.pop(token, None)
+                    _ERRORS.pop(token, None)
+                    _CHARGE_AS.pop(token, None)
+                    _CANCELLED.discard(token)
+                    ledger_id = _LEDGER_IDS.pop(token, None)
+        except BaseException as exc:  # an interrupt, say: tell the caller what was charged
+            if ledger_id is not None:
+                with contextlib.suppress(AttributeError, TypeError):
+                    exc.inftda_ledger_id = ledger_id  # type: ignore[attr-defined]
+            raise
+        bplan = budget_plan(request)
+        record = provenance(
+            rho=bplan.rho, columns=request.columns, neighbours=request.neighbours,
+            output=request.output, seed=request.seed, domain_from_data=request.domain_from_data,
+            epsilon=request.epsilon, delta=request.delta, privacy_unit=request.privacy_unit,
+            max_rows_per_unit=request.max_rows_per_unit, ledger_id=ledger_id,
+            rows_per_unit_public=request.rows_per_unit_public,
+            source=charge_as or ledger.source_key(plan.source),
+        )
+    return Released(request, record, result)
+
+
 def release(
     con: Any,
-    source: str,
+    source: object,
     columns: list[str] | tuple[str, ...],
     *,
     rho: object = None,
@@ -486,60 +841,33 @@ def release(
     rows_per_unit_public: bool = False,
     unknown: str = "error",
     seed: int | None = None,
+    source_name: str | None = None,
     progress: Progress | None = None,
     origin: str = "python",
 ) -> pa.Table:
     """One InfTDA release of ``source`` over the hierarchy ``columns`` (same options as SQL).
 
-    Every call is a new release with fresh noise, charged to the ledger (recorded with
-    ``origin``: 'python' or 'cli'). Returns the synthetic table; its schema metadata says
-    whether it is private, the budget and the seed. ``progress(level, depth, parents, cells,
-    seconds)``, if given, is called once per level when its noise and IntOpt are done (from a
-    DuckDB worker thread).
+    ``source``: a table or view name, or an in-memory object (a DuckDB relation, a pandas or
+    polars DataFrame, an Arrow table) with ``source_name``, the name it is charged to. Every call
+    is a new release with fresh noise, charged to the ledger (recorded with ``origin``: 'python'
+    or 'cli'). Returns the synthetic table; its schema metadata is the release's provenance
+    (private or not and why, rho exact and decimal, epsilon/delta, neighbours, columns, ledger
+    id, package version), and a release that is not private carries the column
+    ``inftda_not_private``. ``progress(level, depth, parents, cells, seconds)``, if given, is
+    called once per level when its noise and IntOpt are done (from a DuckDB worker thread).
     """
-    if origin not in ORIGINS:
-        raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
-                           "leave it out (the default is 'python')")
-    if progress is not None and not callable(progress):
-        raise bad_argument("progress", progress, "must be callable",
-                           "pass a function progress(level, depth, parents, cells, seconds)")
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
         domain_from_data=domain_from_data, level_weights=level_weights, output=output,
         neighbours=neighbours, privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
         rows_per_unit_public=rows_per_unit_public, unknown=unknown, seed=seed,
     )
-    request, plan, names = _prepare(con, source, columns, options)
-    plan.check_sizes()
-    token = uuid.uuid4().hex
-    sql = render_release(request, plan, names, origin, token)
-    with _LOCK:
-        _PROGRESS[token] = progress
-    try:
-        table = con.sql(sql).to_arrow_table()
-    except duckdb.Error as exc:
-        _reraise(exc, token)
-        raise  # pragma: no cover
-    finally:
-        with _LOCK:
-            _PROGRESS.pop(token, None)
-            _ERRORS.pop(token, None)
-    _warn_not_private(request)
-    bplan = budget_plan(request)
-    meta = {
-        "private": str(request.private).lower(),
-        "rho": str(bplan.rho),
-        "epsilon_at_1e-6": repr(epsilon_from_rho(bplan.rho, DEFAULT_DELTA)),
-        "neighbours": request.neighbours,
-        "max_rows_per_unit": str(request.max_rows_per_unit),
-        "rows_per_unit_public": str(request.rows_per_unit_public).lower(),
-        "seed": "" if request.seed is None else str(request.seed),
-        "domain_from_data": str(request.domain_from_data).lower(),
-        "source": request.source,
-        "columns": json.dumps(list(request.columns)),
-        "output": request.output,
-    }
-    return table.replace_schema_metadata(meta)
+    with speaking("cli" if origin == "cli" else "python"):
+        done = run_release(con, source, columns, options, source_name=source_name,
+                           progress=progress, origin=origin)
+    _warn_not_private(done.request)
+    table: pa.Table = done.result
+    return table.replace_schema_metadata(done.provenance)
 
 
 _SEEDED = (
@@ -568,7 +896,7 @@ def _warn_not_private(request: ReleaseRequest) -> None:
 
 def preview(
     con: Any,
-    source: str,
+    source: object,
     columns: list[str] | tuple[str, ...],
     *,
     rho: object = None,
@@ -589,6 +917,7 @@ def preview(
 
     Spends nothing and reads no private data, except with ``domain_from_data`` (then the domain
     sizes come from the data: the result is marked not private and a warning says so).
+    ``source`` is a table name or an in-memory object, as for :func:`release`.
     """
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
@@ -597,13 +926,14 @@ def preview(
         rows_per_unit_public=rows_per_unit_public,
     )
     report = _report_delta(options)
-    request, plan, names = _prepare(con, source, columns, options)
-    sql = render_preview(request, plan, names, _beta(beta), report)
-    try:
-        table = con.sql(sql).to_arrow_table()
-    except duckdb.Error as exc:
-        _reraise(exc)
-        raise  # pragma: no cover
+    with _source(con, source, None if isinstance(source, str) else "preview") as (name, _):
+        request, plan, names = _prepare(con, name, columns, options)
+        sql = render_preview(request, plan, names, _beta(beta), report, origin="python")
+        try:
+            table = con.sql(sql).to_arrow_table()
+        except duckdb.Error as exc:
+            _reraise(exc)
+            raise  # pragma: no cover
     if request.domain_from_data:
         warnings.warn(
             "preview with domain_from_data read the domain sizes from the private data",
@@ -613,4 +943,5 @@ def preview(
     return table
 
 
-__all__ = ["NotPrivateWarning", "Progress", "fragments", "load", "preview", "release"]
+__all__ = ["NotPrivateWarning", "Progress", "Released", "cancel", "fragments", "interrupt", "load",
+           "preview", "release", "run_release", "statement"]

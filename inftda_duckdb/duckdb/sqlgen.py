@@ -15,6 +15,7 @@ from pathlib import Path
 from string import Template
 
 from ..core.identifiers import literal, quote, quote_qualified
+from ..core.provenance import MARKER, not_private_reason
 from ..core.request import Labels, ReleaseRequest
 from .domain import DomainPlan
 
@@ -185,6 +186,13 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
               unit_nulls=unit_nulls, count=count)
 
 
+def _frame_check(plan: DomainPlan) -> str:
+    """Whether a TEMP source with ENUM-domain columns is a registered pandas DataFrame."""
+    if plan.source[0].lower() != "temp" or all(c.kind != "enum" for c in plan.columns):
+        return ""
+    return _f("frame_check", name=literal(plan.source[2].lower()))
+
+
 def _column_checks(plan: DomainPlan, preview: bool = False) -> str:
     items = []
     for i, c in enumerate(plan.columns, 1):
@@ -277,7 +285,7 @@ def render_release(
     )
     if request.privacy_unit is not None:
         stats += ",\n    coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit"
-    totals = "'stats': (SELECT s FROM datastats AS s),"
+    totals = "'stats': (SELECT s FROM datastats AS s)," + _frame_check(plan)
     if plan.shadow is not None:
         totals += _f("shadow_check", name=literal(plan.shadow.lower()))
     ctes.append(_f("datastats", keep=keep, stats=stats))
@@ -325,30 +333,34 @@ def render_release(
     decoded = ", ".join(
         f"dl.l{i}[r.k{i} + 1] AS {quote(c)}" for i, c in enumerate(request.columns, 1)
     )
+    reason = not_private_reason(request.seed, request.domain_from_data)
+    marker = "" if reason is None else f", {literal(reason)} AS {quote(MARKER)}"
     if request.output == "counts":
-        final = _f("final_counts", decoded=decoded)
+        final = _f("final_counts", decoded=decoded, marker=marker)
     else:
         final = _f(
-            "final_rows", decoded=decoded,
+            "final_rows", decoded=decoded, marker=marker,
             decoded_names=", ".join(quote(c) for c in request.columns),
         )
     return "WITH\n" + ",\n".join(ctes) + "\n" + final
 
 
 def render_preview(
-    request: ReleaseRequest, plan: DomainPlan, names: UdfNames, beta: float, delta: float
+    request: ReleaseRequest, plan: DomainPlan, names: UdfNames, beta: float, delta: float,
+    origin: str = "sql",
 ) -> str:
-    """Domain sizes (public; private data only with domain_from_data) -> the preview UDF."""
+    """Domain sizes (public; private data only with domain_from_data) -> the preview UDF
+    (``origin``: the interface that asked, 'sql' or 'python')."""
     ctes = _ctes_public(request, plan, names)
     checks = _f(
         "checks",
-        totals="",
+        totals=_frame_check(plan),
         column_checks=_column_checks(plan, preview=True),
         nest_checks=_nest_checks(plan, False),
     )
     ctes.append(checks)
     spec = json.loads(spec_json(request, plan, "preview"))
-    spec.update(beta=beta, delta=delta)
+    spec.update(beta=beta, delta=delta, interface=origin)
     call = f"{names.preview}({literal(json.dumps(spec, sort_keys=True))}, j)"
     final = f"SELECT u.* FROM (SELECT unnest({call}) AS u FROM checks)"
     return "WITH\n" + ",\n".join(ctes) + "\n" + final
