@@ -324,6 +324,23 @@ def test_preview_from_sizes_matches_accounting() -> None:
         assert f"{bound:.6g}" in result.stdout
 
 
+def test_preview_shows_auto_weights_beside_uniform() -> None:
+    import math
+
+    from inftda_duckdb.core.accounting import error_bound, plan_budget
+
+    result = cli("preview", "--domain-sizes", "3,105,16,12", "--epsilon", "1", "--delta",
+                 "1e-6", "--level-weights", "auto", "--auto-target", "1")
+    assert result.returncode == 0, result.stderr
+    assert "auto (level 1)" in result.stdout and "uniform_bound" in result.stdout
+    nodes = [math.prod([3, 105, 16, 12][:k]) for k in range(1, 5)]
+    plan = plan_budget(4, epsilon=1, delta=1e-6, level_weights="auto", auto_target=1,
+                       nodes=nodes)
+    for bound in error_bound(None, nodes=nodes, plan=plan):
+        assert f"{bound:.6g}" in result.stdout
+    assert "--auto-target" in cli("release", "--help").stdout
+
+
 def test_preview_of_a_table(work: Path) -> None:
     result = cli("preview", "--db", work / "trips.duckdb", "--table", "trips", "--columns",
                  "origin,dest,hour", "--domain", "hour=0..23", "--rho", "1", "--beta", "0.1")

@@ -362,6 +362,33 @@ def test_preview(trips):
     assert dd["domain_size"].to_pylist() == [7] and dd["private"].to_pylist() == [False]
 
 
+def test_preview_shows_the_auto_split_beside_the_uniform_one(trips):
+    """Columns split, uniform_bound, auto_rho_k, auto_bound: the same from SQL and Python; with
+    level_weights := 'auto' the split in force is the auto one, for its target."""
+    domains = {"dest": DEST, "hour": range(24)}
+    sql = trips.sql(
+        "SELECT * FROM inftda_preview('trips', ['origin', 'dest', 'hour'], rho := 0.5, "
+        f"domains := {{'dest': {DEST}, 'hour': range(24)}}, level_weights := 'auto', "
+        "auto_target := 'origin')"
+    )
+    rows = [dict(zip(sql.columns, r, strict=True)) for r in sql.fetchall()]
+    py = preview(trips, "trips", ["origin", "dest", "hour"], rho=0.5, domains=domains,
+                 level_weights="auto", auto_target=1)
+    assert py.to_pylist() == rows
+    auto = plan_budget(3, rho=0.5, level_weights="auto", auto_target=1, nodes=[3, 21, 504])
+    assert [r["split"] for r in rows] == ["auto (level 1)"] * 3
+    assert [r["rho_k"] for r in rows] == [r["auto_rho_k"] for r in rows] == [
+        str(x) for x in auto.level_rho]
+    assert [r["bound"] for r in rows] == [r["auto_bound"] for r in rows]
+    assert [r["uniform_bound"] for r in rows] == pytest.approx(error_bound([3, 7, 24], 0.5))
+    assert rows[0]["bound"] < rows[0]["uniform_bound"]  # the target gains
+    uniform = preview(trips, "trips", ["origin", "dest", "hour"], rho=0.5, domains=domains)
+    assert uniform["split"].to_pylist() == ["uniform"] * 3
+    leaves = plan_budget(3, rho=0.5, level_weights="auto", nodes=[3, 21, 504])
+    assert uniform["auto_rho_k"].to_pylist() == [str(x) for x in leaves.level_rho]
+    assert uniform["bound"].to_pylist() == uniform["uniform_bound"].to_pylist()
+
+
 def test_domain_from_data_is_marked_not_private(trips):
     with pytest.warns(UserWarning, match="NOT private"):
         t = release(trips, "trips", ["dest"], rho=1, domain_from_data=True)

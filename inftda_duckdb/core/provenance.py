@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from .accounting import epsilon_from_rho
+from .accounting import CONVERSION, epsilon_from_rho
 
 MARKER = "inftda_not_private"
 """The column a release that is not private carries (every row: the reason)."""
@@ -79,6 +79,7 @@ def provenance(
         "rho_decimal": decimal(rho),
         "epsilon": eps,
         "delta": f"{float(delta):g}",
+        "conversion": CONVERSION,
         "neighbours": neighbours,
         "privacy_unit": privacy_unit or "",
         "max_rows_per_unit": str(max_rows_per_unit),

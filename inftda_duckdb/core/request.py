@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from .accounting import neighbours_name
+from .accounting import AUTO, AUTO_TARGETS, auto_level, neighbours_name
 from .errors import InputError, bad_argument, opt
 from .exact import to_positive_fraction
 from .identifiers import parse_qualified
@@ -37,6 +37,7 @@ OPTIONS = (
     "domain_tables",
     "domain_from_data",
     "level_weights",
+    "auto_target",
     "output",
     "neighbours",
     "privacy_unit",
@@ -63,7 +64,8 @@ class ReleaseRequest:
     domains: Mapping[str, Labels] = field(default_factory=dict)
     domain_tables: tuple[tuple[str, ...], ...] = ()
     domain_from_data: bool = False
-    level_weights: tuple[Fraction, ...] | None = None
+    level_weights: tuple[Fraction, ...] | str | None = None  # 'auto': see auto_target
+    auto_target: str | int | None = None  # with 'auto': 'leaves', 'all' or a level 1..d-1
     output: str = "counts"
     neighbours: str = "substitute"
     privacy_unit: str | None = None
@@ -102,9 +104,10 @@ class ReleaseRequest:
             "domain_tables": [".".join(_quote_part(p) for p in t) for t in self.domain_tables]
             or None,
             "domain_from_data": self.domain_from_data,
-            "level_weights": None
-            if self.level_weights is None
+            "level_weights": self.level_weights
+            if self.level_weights is None or isinstance(self.level_weights, str)
             else [str(w) for w in self.level_weights],
+            "auto_target": self.auto_target,
             "output": self.output,
             "neighbours": self.neighbours,
             "privacy_unit": self.privacy_unit,
@@ -212,6 +215,7 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
     weights = options.get("level_weights")
     if weights is not None:
         weights = _weights(weights, len(cols), noised_root)
+    target = _auto_target(options.get("auto_target"), weights, cols)
     return ReleaseRequest(
         source=source,  # type: ignore[arg-type]
         source_parts=parts,
@@ -223,6 +227,7 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
         domain_tables=_tables(options.get("domain_tables")),
         domain_from_data=from_data,
         level_weights=weights,
+        auto_target=target,
         output=output,
         neighbours=neighbours,
         privacy_unit=unit,
@@ -314,17 +319,46 @@ def _choice(name: str, value: object, allowed: tuple[str, ...], default: str,
     return str(value)
 
 
-def _weights(weights: object, depth: int, noised_root: bool) -> tuple[Fraction, ...]:
+def _weights(weights: object, depth: int, noised_root: bool) -> tuple[Fraction, ...] | str:
     need = depth + noised_root
-    fix = f"pass {need} positive numbers, e.g. {opt('level_weights', [1] * need)}"
+    fix = (f"pass {need} positive numbers, e.g. {opt('level_weights', [1] * need)}, or "
+           f"{opt('level_weights', AUTO)}")
+    if isinstance(weights, str) and weights.strip().lower() == AUTO:
+        return AUTO
     if isinstance(weights, str) or not isinstance(weights, list | tuple):
-        raise bad_argument("level_weights", weights, "must be a list of numbers", fix)
+        raise bad_argument("level_weights", weights, "must be a list of numbers or 'auto'", fix)
     if len(weights) != need:
         what = "levels + 1 (the root comes first: it is noised)" if noised_root else "levels"
         raise bad_argument(
             "level_weights", list(weights), f"must have one weight per {what}: {need}", fix
         )
     return tuple(_positive(w, "level_weights", fix) for w in weights)
+
+
+def _auto_target(
+    target: object, weights: tuple[Fraction, ...] | str | None, columns: tuple[str, ...]
+) -> str | int | None:
+    """``auto_target`` as ``'leaves'``, ``'all'`` or a level ``1..d-1`` (a hierarchy column's
+    name is its level; the deepest level is ``'leaves'``); None without auto weights."""
+    if weights != AUTO:
+        if target is not None:
+            raise bad_argument(
+                "auto_target", target, "only applies with level_weights 'auto'",
+                f"pass {opt('level_weights', AUTO)} as well, or drop auto_target",
+            )
+        return None
+    if isinstance(target, str) and target.lower() not in AUTO_TARGETS:
+        by_lower = {c.lower(): k for k, c in enumerate(columns, 1)}
+        if target.lower() in by_lower:
+            target = by_lower[target.lower()]
+    elif isinstance(target, str) and target.lower() in {c.lower() for c in columns}:
+        raise bad_argument(
+            "auto_target", target, f"is both a keyword and a hierarchy column {list(columns)}",
+            "pass the column's level number instead (1 = the first column)",
+        )
+    elif isinstance(target, str):
+        target = target.lower()
+    return auto_level(target, len(columns))
 
 
 def label(value: object) -> str:

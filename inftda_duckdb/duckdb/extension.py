@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..core import limits, units
-from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
+from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget, total_rho
 from ..core.errors import (
     BudgetExceededError,
     InftdaError,
@@ -148,7 +148,9 @@ def _keep_error(token: str | None, exc: BaseException) -> None:
                 _ERRORS.setdefault(token, exc)
 
 
-def budget_plan(request: ReleaseRequest) -> BudgetPlan:
+def budget_plan(request: ReleaseRequest, domains: DomainPlan, checks: str) -> BudgetPlan:
+    """The release's split of its budget; auto weights read the public cells per level from
+    the check row (domain sizes and nested node counts, never the data's counts)."""
     return plan_budget(
         request.depth,
         rho=request.rho,
@@ -158,7 +160,16 @@ def budget_plan(request: ReleaseRequest) -> BudgetPlan:
         neighbours=request.neighbours,
         max_rows_per_unit=request.max_rows_per_unit,
         noised_root=request.noised_root,
+        auto_target=request.auto_target,
+        nodes=_level_cells(domains, load_checks(checks)),
     )
+
+
+def _level_cells(domains: DomainPlan, data: dict[str, Any]) -> list[int]:
+    """Cells at each level from the check row: the domain sizes (public; from the data only
+    with domain_from_data) and the nested domain tables' node counts."""
+    sizes = [int(c["size"]) for c in data["columns"]]
+    return _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,12 +211,12 @@ def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
 def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading.Event,
                 phase: list[str]) -> dict[str, Any]:
     request = from_json(spec["request"])
-    plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
+    plan = budget_plan(request, domains, checks)
     n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
     data = load_checks(checks)
     sizes = [int(c["size"]) for c in data["columns"]]
-    nodes = _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
+    nodes = _level_cells(domains, data)
     # the cell limit from public information: the domains, and n when it is published as it is
     fits = limits.check_cells(request.columns, sizes, nodes,
                               None if request.noised_root else n)
@@ -470,14 +481,14 @@ def _leaves(nodes: Nodes) -> pa.Array:
 def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
     spec = json.loads(spec_text)
     request = from_json(spec["request"])
-    plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
     raise_for_checks(request, domains, checks)
+    plan = budget_plan(request, domains, checks)
     data = load_checks(checks)
     if spec.get("interface", "sql") == "sql":  # Python's preview warned when it planned
         _log_frame_enums(request, domains, data)
     sizes = [int(c["size"]) for c in data["columns"]]
-    nodes = _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
+    nodes = _level_cells(domains, data)
     delta = float(spec["delta"])
     total_eps = epsilon_from_rho(plan.rho, delta)
     cap = limits.max_cells()
@@ -494,6 +505,10 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
                 "sigma2_k": str(row["sigma2_k"]),
                 "sigma_k": float(row["sigma_k"]),
                 "bound": float(row["bound"]),
+                "split": row["split"],
+                "uniform_bound": _maybe(float, row["uniform_bound"]),
+                "auto_rho_k": _maybe(str, row["auto_rho_k"]),
+                "auto_bound": _maybe(float, row["auto_bound"]),
                 "beta": float(spec["beta"]),
                 "epsilon": total_eps,
                 "delta": delta,
@@ -504,9 +519,14 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _maybe(kind: Callable[[Any], Any], value: Any) -> Any:
+    return None if value is None else kind(value)
+
+
 _PREVIEW_TYPE = (
     "STRUCT(level INTEGER, \"column\" VARCHAR, domain_size BIGINT, nodes BIGINT, rho_k VARCHAR, "
-    "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
+    "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, split VARCHAR, uniform_bound DOUBLE, "
+    "auto_rho_k VARCHAR, auto_bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
     "private BOOLEAN, max_cells BIGINT)[]"
 )
 
@@ -775,7 +795,8 @@ def run_release(
             if charge_as is not None:
                 _CHARGE_AS[token] = charge_as
         ledger_id = None
-        spent = f"rho {budget_plan(request).rho} on {charge_as or ledger.source_key(plan.source)}"
+        rho = total_rho(request.rho, request.epsilon, request.delta)
+        spent = f"rho {rho} on {charge_as or ledger.source_key(plan.source)}"
 
         def interrupted() -> ReleaseInterrupted:  # DuckDB stopped it, or Ctrl-C here
             _wait_idle(token)
@@ -810,11 +831,11 @@ def run_release(
                 with contextlib.suppress(AttributeError, TypeError):
                     exc.inftda_ledger_id = ledger_id  # type: ignore[attr-defined]
             raise
-        bplan = budget_plan(request)
         record = provenance(
-            rho=bplan.rho, columns=request.columns, neighbours=request.neighbours,
-            output=request.output, seed=request.seed, domain_from_data=request.domain_from_data,
-            epsilon=request.epsilon, delta=request.delta, privacy_unit=request.privacy_unit,
+            rho=total_rho(request.rho, request.epsilon, request.delta), columns=request.columns,
+            neighbours=request.neighbours, output=request.output, seed=request.seed,
+            domain_from_data=request.domain_from_data, epsilon=request.epsilon,
+            delta=request.delta, privacy_unit=request.privacy_unit,
             max_rows_per_unit=request.max_rows_per_unit, ledger_id=ledger_id,
             rows_per_unit_public=request.rows_per_unit_public,
             source=charge_as or ledger.source_key(plan.source),
@@ -833,7 +854,8 @@ def release(
     domains: dict[str, Any] | None = None,
     domain_tables: list[str] | None = None,
     domain_from_data: bool = False,
-    level_weights: list[object] | None = None,
+    level_weights: list[object] | str | None = None,
+    auto_target: str | int | None = None,
     output: str = "counts",
     neighbours: str = "substitute",
     privacy_unit: str | None = None,
@@ -858,9 +880,10 @@ def release(
     """
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
-        domain_from_data=domain_from_data, level_weights=level_weights, output=output,
-        neighbours=neighbours, privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
-        rows_per_unit_public=rows_per_unit_public, unknown=unknown, seed=seed,
+        domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
+        output=output, neighbours=neighbours, privacy_unit=privacy_unit,
+        max_rows_per_unit=max_rows_per_unit, rows_per_unit_public=rows_per_unit_public,
+        unknown=unknown, seed=seed,
     )
     with speaking("cli" if origin == "cli" else "python"):
         done = run_release(con, source, columns, options, source_name=source_name,
@@ -905,7 +928,8 @@ def preview(
     domains: dict[str, Any] | None = None,
     domain_tables: list[str] | None = None,
     domain_from_data: bool = False,
-    level_weights: list[object] | None = None,
+    level_weights: list[object] | str | None = None,
+    auto_target: str | int | None = None,
     neighbours: str = "substitute",
     max_rows_per_unit: int | None = None,
     privacy_unit: str | None = None,
@@ -913,7 +937,9 @@ def preview(
     beta: float = 0.05,
 ) -> pa.Table:
     """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
-    total epsilon at ``delta`` (with ``rho``, delta only sets the reported epsilon).
+    total epsilon at ``delta`` (with ``rho``, delta only sets the reported epsilon); beside the
+    split in force (``split``), the bound under the uniform split and the budget and bound under
+    ``level_weights='auto'`` (its target, else the leaves).
 
     Spends nothing and reads no private data, except with ``domain_from_data`` (then the domain
     sizes come from the data: the result is marked not private and a warning says so).
@@ -921,8 +947,8 @@ def preview(
     """
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
-        domain_from_data=domain_from_data, level_weights=level_weights, neighbours=neighbours,
-        max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
+        domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
+        neighbours=neighbours, max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
         rows_per_unit_public=rows_per_unit_public,
     )
     report = _report_delta(options)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import re
 import shlex
@@ -263,7 +264,11 @@ def _add_release_options(p: argparse.ArgumentParser) -> None:
                    help="read missing domains from the private data itself (NOT PRIVATE: the "
                    "set of values present leaks; marked in the ledger)")
     g.add_argument("--level-weights", metavar="W1,W2,...",
-                   help="split of rho over the levels (default uniform), e.g. 1,1,2")
+                   help="split of rho over the levels (default uniform), e.g. 1,1,2; 'auto': "
+                   "the split minimising the Theorem 1 bound at --auto-target")
+    g.add_argument("--auto-target", metavar="T",
+                   help="with --level-weights auto: 'leaves' (default), 'all' (every level "
+                   "counts once), or a level number or column name")
     g.add_argument("--neighbours", choices=("substitute", "add_remove", "bounded", "unbounded"),
                    default="substitute",
                    help="substitute (alias bounded): bounded DP, the row count is public "
@@ -458,10 +463,15 @@ def _release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -
         options["domain_tables"] = list(args.domain_table)
     if args.domain_from_data:
         options["domain_from_data"] = True
-    if args.level_weights:
+    if args.level_weights and args.level_weights.strip().lower() == "auto":
+        options["level_weights"] = "auto"
+    elif args.level_weights:
         options["level_weights"] = [
             to_positive_fraction(w, "--level-weights", "pass e.g. --level-weights 1,1,2")
             for w in _names(args.level_weights, "--level-weights")]
+    if args.auto_target is not None:
+        target = args.auto_target.strip()
+        options["auto_target"] = int(target) if target.isdigit() else target
     if args.privacy_unit:
         options["privacy_unit"] = args.privacy_unit
     if args.max_rows_per_unit is not None:
@@ -711,9 +721,12 @@ def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
                                "pass e.g. --domain-sizes 50,20,24")
         sizes.append(int(text))
     options = _release_options(duckdb.connect(), args)
+    target = options.get("auto_target")
     plan = plan_budget(len(sizes), **budget, level_weights=options.get("level_weights"),
                        neighbours=args.neighbours,
-                       max_rows_per_unit=options.get("max_rows_per_unit", 1))
+                       max_rows_per_unit=options.get("max_rows_per_unit", 1),
+                       auto_target=target.lower() if isinstance(target, str) else target,
+                       nodes=[math.prod(sizes[:k]) for k in range(1, len(sizes) + 1)])
     delta = float(budget.get("delta") or Fraction(1, 10**6))
     rows = level_table(sizes, plan, float(args.beta), delta)
     shown = [{key: str(value) if isinstance(value, Fraction) else value
@@ -808,13 +821,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     con = _connect(args.database, must_exist=True)
     try:
         options = _release_options(con, args)
+        scope = {k: options[k] for k in ("domains", "domain_tables") if k in options}
+        nodes = None
+        if budget and options.get("level_weights") == "auto":  # the public cells per level
+            nodes = evaluate(con, args.true_table, args.released_table, columns,
+                             **scope)["domain_cells"].to_pylist()
+        target = options.get("auto_target")
+        if isinstance(target, str) and target.lower() in [c.lower() for c in columns]:
+            target = [c.lower() for c in columns].index(target.lower()) + 1
         plan = plan_budget(len(columns), **budget, level_weights=options.get("level_weights"),
                            neighbours=args.neighbours,
                            max_rows_per_unit=options.get("max_rows_per_unit", 1),
-                           ) if budget else None
+                           auto_target=target, nodes=nodes) if budget else None
         if args.plot is not None:
             _check_plot_runs(con, args, plan)
-        scope = {k: options[k] for k in ("domains", "domain_tables") if k in options}
 
         def measure(released: str) -> pa.Table:
             return evaluate(con, args.true_table, released, columns, plan=plan,
