@@ -26,14 +26,9 @@ Map of the package (the folder listing reads like the algorithm):
 - ``tools/``     ``cli``, ``shell``, ``demo`` (sample data) and ``workloads`` (the paper's)
 """
 
-from .core.errors import (
-    BudgetExceededError,
-    InftdaError,
-    InputError,
-    InternalError,
-    ReleaseAbortedError,
-    ReleaseInterrupted,
-)
+from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError
+from .core.interrupts import ReleaseInterrupted  # raised where a release is stopped
+from .core.limits import ReleaseAbortedError  # raised past the cell limit, after the charge
 from .duckdb.evaluation import evaluate
 from .duckdb.extension import NotPrivateWarning, interrupt, load, preview, release
 from .ledger.store import budget, set_budget

@@ -11,6 +11,7 @@ from __future__ import annotations
 import _thread
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
@@ -32,10 +33,6 @@ def t(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     con.execute("CREATE TABLE t AS SELECT (i % 1000)::INTEGER AS a, (i % 7919)::INTEGER AS b "
                 "FROM range(100000) r(i)")
     return con
-
-
-def _charges(con: duckdb.DuckDBPyConnection) -> int:
-    return int(con.execute("SELECT count(*) FROM inftda_ledger").fetchall()[0][0])
 
 
 def _after_level_1(monkeypatch: pytest.MonkeyPatch, action: Any) -> dict[str, Any]:
@@ -60,7 +57,7 @@ def _ctrl_c() -> None:
 
 
 def test_ctrl_c_stops_a_python_release_within_a_second_saying_it_was_charged(
-    t: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+    t: duckdb.DuckDBPyConnection, charges: Callable[[], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen = _after_level_1(monkeypatch, _ctrl_c)
     with pytest.raises(ReleaseInterrupted) as info:
@@ -70,13 +67,13 @@ def test_ctrl_c_stops_a_python_release_within_a_second_saying_it_was_charged(
     assert waited < 1.0, waited
     assert info.value.charged is True
     assert "after its budget was charged (rho 1 on memory.main.t is spent" in str(info.value)
-    assert isinstance(info.value, KeyboardInterrupt) and _charges(t) == 1
+    assert isinstance(info.value, KeyboardInterrupt) and charges() == 1
     # the connection is usable at once (no UDF left running under it)
     assert t.execute("SELECT 42").fetchall() == [(42,)]
 
 
 def test_ctrl_c_before_the_charge_charges_nothing(
-    t: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+    t: duckdb.DuckDBPyConnection, charges: Callable[[], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checks = extension.raise_for_checks
 
@@ -89,11 +86,11 @@ def test_ctrl_c_before_the_charge_charges_nothing(
     with pytest.raises(ReleaseInterrupted) as info:
         release(t, "t", ["a", "b"], rho=1, domains=DOMAINS)
     assert info.value.charged is False and "before its budget was charged" in str(info.value)
-    assert _charges(t) == 0
+    assert charges() == 0
 
 
 def test_ctrl_c_while_planning_charges_nothing(
-    t: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+    t: duckdb.DuckDBPyConnection, charges: Callable[[], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
@@ -101,11 +98,11 @@ def test_ctrl_c_while_planning_charges_nothing(
     monkeypatch.setattr(extension, "plan_domains", interrupted)
     with pytest.raises(ReleaseInterrupted, match="nothing was spent"):
         release(t, "t", ["a", "b"], rho=1, domains=DOMAINS)
-    assert _charges(t) == 0
+    assert charges() == 0
 
 
 def test_interrupt_from_another_thread_stops_raw_sql_within_a_second(
-    t: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+    t: duckdb.DuckDBPyConnection, charges: Callable[[], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[int] = []
     seen = _after_level_1(
@@ -114,7 +111,7 @@ def test_interrupt_from_another_thread_stops_raw_sql_within_a_second(
                                            "after its budget was charged"):
         t.execute(SQL).fetchall()
     assert time.perf_counter() - seen["fired"] < 1.0
-    assert seen["levels"] == [1] and asked == [1] and _charges(t) == 1
+    assert seen["levels"] == [1] and asked == [1] and charges() == 1
 
 
 def test_a_ctrl_c_inside_a_udf_says_what_was_charged(

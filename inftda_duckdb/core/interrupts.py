@@ -83,4 +83,4 @@ def interruptible(run: Callable[[], T], stop: Callable[[], Any],
     return box["value"]
 
 
-__all__ = ["GRACE", "interruptible", "stopped"]
+__all__ = ["GRACE", "ReleaseInterrupted", "interruptible", "stopped"]

@@ -126,5 +126,5 @@ def check_cells(
     return True
 
 
-__all__ = ["BYTES_PER_CELL", "ENV", "check_cells", "check_domain", "level_cells", "max_cells",
-           "physical_memory"]
+__all__ = ["BYTES_PER_CELL", "ENV", "ReleaseAbortedError", "check_cells", "check_domain",
+           "level_cells", "max_cells", "physical_memory"]
