@@ -215,7 +215,8 @@ def plan_domains(
 _ENUM_LABEL = re.compile(r"'((?:[^']|'')*)'")  # one label of an ENUM type's name (as in SQL)
 
 FRAME_SCAN = "pandas_scan("
-"""In the SQL of the TEMP view DuckDB makes for a registered pandas DataFrame."""
+"""In the SQL of the TEMP view DuckDB makes for a registered pandas DataFrame (DuckDB >= 1.5.1;
+DuckDB 1.5.0 gives such a view an empty SQL text, which no CREATE VIEW can)."""
 
 
 class CategoricalDomainWarning(UserWarning):
@@ -236,7 +237,8 @@ def frame_enums(con: Any, plan: DomainPlan) -> tuple[str, ...]:
             "AND lower(view_name) = lower(?)", [schema, name]).fetchall()
     except Exception:  # a connection that cannot run it: nothing to say
         return ()
-    return enums if any(FRAME_SCAN in str(sql) for (sql,) in rows) else ()
+    registered = any(FRAME_SCAN in str(sql) or not str(sql or "").strip() for (sql,) in rows)
+    return enums if registered else ()
 
 
 def frame_enum_text(source: str, columns: tuple[str, ...] | list[str]) -> str:
