@@ -40,6 +40,7 @@ import pyarrow as pa
 from ..core.accounting import BudgetPlan, error_bound, total_rho
 from ..core.errors import InputError, bad_argument, opt, speaks
 from ..core.identifiers import literal, parse_qualified, quote, quote_qualified
+from . import disclosure
 from .connections import create_macro, register_udfs
 
 #: Columns of the result, in order.
@@ -302,6 +303,7 @@ def evaluate(
     record. The budget (``rho``, or ``epsilon`` and ``delta``, or the release's ``plan``) only adds
     Theorem 1's bound at ``beta``. Returns one row per level with :data:`RESULT_COLUMNS`.
     """
+    disclosure.check_evaluate(con, true_table, released_table)
     if not 0 < beta < 1:
         raise bad_argument("beta", beta, "must be in (0, 1)", "pass e.g. beta=0.05")
     total = _rho(rho, epsilon, delta)
@@ -327,6 +329,7 @@ def _sql_from_json(
     options: str,
     bound_udf: str,
 ) -> str:
+    disclosure.check_evaluate(con, true_table, released_table)
     opts = json.loads(options) if options else {}
     tables = opts.get("domain_tables")
     if tables is not None and not isinstance(tables, Mapping):  # named tables: read the catalog

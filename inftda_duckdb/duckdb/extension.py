@@ -65,9 +65,16 @@ from ..core.request import ReleaseRequest, from_json, parse_request
 from ..core.topdown import Cancelled, LevelProgress, check_total, release_below, release_root
 from ..core.tree import Allowed, Levels, Nodes, mixed_radix
 from ..ledger import store as ledger
-from . import evaluation
+from . import disclosure, evaluation
 from .connections import create_macro, register_udfs, registered
-from .domain import DomainPlan, frame_enum_text, load_checks, plan_domains, raise_for_checks
+from .domain import (
+    DomainPlan,
+    frame_enum_text,
+    load_checks,
+    plan_domains,
+    raise_for_checks,
+    raise_for_public_checks,
+)
 from .sqlgen import PREFIXES, UdfNames, fragments, render_preview, render_release
 
 T = TypeVar("T")
@@ -208,22 +215,36 @@ def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
 
 def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading.Event,
                 phase: list[str]) -> dict[str, Any]:
+    """Budget first: the mode's refusals and the budget (request and catalog only), then the
+    data checks and the charge: in curator mode data errors come before the charge (nothing
+    charged); in public-facing mode after it, as one fixed message (see :mod:`.disclosure`)."""
     request = from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
     plan = budget_plan(request, domains, checks)
-    n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
     data = load_checks(checks)
     sizes = [int(c["size"]) for c in data["columns"]]
     nodes = _level_cells(domains, data)
-    # the cell limit from public information: the domains, and n when it is published as it is
-    fits = limits.check_cells(request.columns, sizes, nodes,
-                              None if request.noised_root else n)
     token = spec.get("token")
     with _LOCK:  # an in-memory object is charged to the name its caller gave (see _source)
         key = _CHARGE_AS.get(token or "") or ledger.source_key(domains.source)
     con = con_ref()
     if con is None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
+    public = disclosure.is_public(con)
+    disclosure.admit(con, request, domains, data)
+    disclosure.check_budget(con, key, plan.rho)  # before any data check: refused, nothing said
+    charged = f"rho {plan.rho} on {key}"
+
+    def data_checks() -> tuple[int, bool]:
+        n = raise_for_checks(request, domains, checks)  # curator: data errors, nothing charged
+        # the cell limit from public information: the domains, and n when published as it is
+        return n, limits.check_cells(request.columns, sizes, nodes,
+                                     None if request.noised_root else n)
+
+    if public:  # only the checks of the request and the catalog come before the charge
+        raise_for_public_checks(request, domains, checks)
+    else:
+        n, fits = data_checks()
     if flag.is_set() or (token is not None and token in _CANCELLED):
         raise stopped(None)  # interrupted before the charge
     with con.cursor() as cur:
@@ -242,11 +263,14 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading
         )
         phase[0] = "charging"
         ledger_id = ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
-        phase[0] = charged = f"rho {plan.rho} on {key}"
+        phase[0] = charged
     if token is not None:
         with _LOCK:
             if token in _PROGRESS:
                 _LEDGER_IDS[token] = ledger_id
+    if public:
+        with disclosure.hidden(charged):  # charged: one fixed message, whatever failed
+            n, fits = data_checks()
     source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
     levels = [
         (source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]), sizes[k],
@@ -615,13 +639,15 @@ def _plain(arr: Any) -> Any:
     return arr
 
 
-def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
+def _preview_rows(con_ref: Any, spec_text: str, checks: str) -> list[dict[str, Any]]:
     spec = json.loads(spec_text)
     request = from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
+    data = load_checks(checks)
+    if con_ref is not None and (con := con_ref()) is not None:
+        disclosure.admit(con, request, domains, data)
     raise_for_checks(request, domains, checks)
     plan = budget_plan(request, domains, checks)
-    data = load_checks(checks)
     if spec.get("interface", "sql") == "sql":  # Python's preview warned when it planned
         _log_frame_enums(request, domains, data)
     sizes = [int(c["size"]) for c in data["columns"]]
@@ -691,9 +717,14 @@ def _nodes(sizes: list[int], domains: DomainPlan, nest_nodes: list[list[int]]) -
 # registration
 
 
-def load(con: Any) -> None:
+def load(con: Any, mode: str | None = None) -> None:
     """Register InfTDA on ``con`` (idempotent). Its cursors (``con.cursor()``, jupysql's
-    ``%sql``) see the functions too, except on a read-only database (then load each cursor)."""
+    ``%sql``) see the functions too, except on a read-only database (then load each cursor).
+
+    ``mode='public'``: the public-facing mode, for a connection whose functions analysts may
+    call (see :mod:`.disclosure`): it holds for every connection of the database instance and
+    cannot be turned off. Default: the mode in force (curator, the trusted data holder)."""
+    disclosure.set_mode(con, mode)
     ledger.ensure_tables(con)
     ledger.register(con)
     evaluation.register(con)
@@ -743,6 +774,15 @@ def _context(data: dict[str, Any]) -> tuple[str, str, str] | None:
     return db, schema, str(path or "")
 
 
+def _public_first(con: Any, request: ReleaseRequest, plan: DomainPlan, session: Any) -> None:
+    """Public-facing mode, when a release is bound: its refusals and the budget come before
+    DuckDB reads any data (a refused release does not scan the source)."""
+    if con is not None and disclosure.is_public(con):
+        disclosure.admit(con, request, plan, session=session)
+        disclosure.check_budget(con, ledger.source_key(plan.source),
+                                total_rho(request.rho, request.epsilon, request.delta))
+
+
 def _register(con: Any, n: int) -> None:
     names = UdfNames.numbered(n)
     ref = weakref.ref(con)
@@ -756,22 +796,24 @@ def _register(con: Any, n: int) -> None:
     @speaks("sql")
     def release_sql(options: str) -> str:
         data = json.loads(options)
-        context = _context(data)
+        context, session = _context(data), data.pop("session", None)
         request = from_json(json.dumps(data))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
             limit = memory_limit(cur)
+        _public_first(ref(), request, plan, session)
         plan.check_sizes()
         return render_release(request, plan, names, "sql", memory_limit=limit)
 
     @speaks("sql")
     def preview_sql(options: str) -> str:
         data = json.loads(options)
-        context = _context(data)
+        context, session = _context(data), data.pop("session", None)
         beta, report = data.pop("beta", 0.05), _report_delta(data)
         request = from_json(json.dumps(data))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
+        disclosure.admit(ref(), request, plan, session=session)
         return render_preview(request, plan, names, _beta(beta), report)
 
     fn = con.create_function
@@ -788,7 +830,8 @@ def _register(con: Any, n: int) -> None:
        ["VARCHAR", "BIGINT", PREFIXES, f"{PREFIXES}[]", "BIGINT", "BIGINT", "BIGINT"],
        "STRUCT(rid VARCHAR, k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
        null_handling="special")
-    fn(names.preview, _preview_rows, ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
+    fn(names.preview, lambda spec, checks: _preview_rows(ref, spec, checks),
+       ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
     fn(names.rowkey, lambda seed: units.row_key(seed), ["BIGINT"], "VARCHAR",
        side_effects=True, null_handling="special")
 

@@ -564,6 +564,10 @@ def register(con: Any) -> None:
         path: str,
     ) -> str:
         # runs inside the caller's statement: only a fresh cursor may touch the database
+        from ..duckdb.disclosure import refuse_if_public  # (it imports this module)
+
+        refuse_if_public(live(), "inftda_set_budget from SQL (it would let callers raise "
+                         "their own budget)", "the curator sets budgets from Python")
         context = (db, schema, path)
         with live().cursor() as cur:
             set_budget(cur, source, rho=rho, epsilon=epsilon, delta=delta, context=context)
