@@ -25,7 +25,7 @@ inftda_release(
     'unknown': unknown, 'seed': seed,
     'current_database': current_database(), 'current_schema': current_schema(),
     'search_path': current_setting('search_path'),
-    'session': {'query': current_query(), 'profiling': current_setting('enable_profiling')}
+    'session': {'profiling': current_setting('enable_profiling')}
 })::VARCHAR))
 
 -- @preview_macro
@@ -42,5 +42,5 @@ inftda_preview(
     'rows_per_unit_public': rows_per_unit_public, 'beta': beta,
     'current_database': current_database(), 'current_schema': current_schema(),
     'search_path': current_setting('search_path'),
-    'session': {'query': current_query(), 'profiling': current_setting('enable_profiling')}
+    'session': {'profiling': current_setting('enable_profiling')}
 })::VARCHAR))

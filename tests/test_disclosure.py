@@ -230,6 +230,15 @@ def test_public_mode_enum_domains_must_be_declared(connect: Any) -> None:
     assert "declare_public_enum" in text and "cold" not in text and _charges(con) == 0
     disclosure.declare_public_enum(con, "mood")
     assert con.execute(sql).fetchall() and _charges(con) == 1
+    # an anonymous ENUM, declared by its column; another label list is not covered
+    con.execute("CREATE TABLE f AS SELECT dx::ENUM('flu', 'cold', 'x') AS dx FROM e")
+    set_budget(con, "f", rho=10)
+    sql = "SELECT * FROM inftda_release('f', ['dx'], rho := 1)"
+    assert "declare_public_enum" in _outcome(con, sql)[1]
+    disclosure.declare_public_enum(con, "f.dx")
+    assert con.execute(sql).fetchall() and _charges(con) == 2
+    with pytest.raises(InputError, match="not an ENUM"):
+        disclosure.declare_public_enum(con, "t.dx")
 
 
 def test_public_mode_categorical_enum_is_not_public(connect: Any) -> None:
@@ -289,7 +298,7 @@ def test_public_mode_forged_udf_arguments(connect: Any) -> None:
     with pytest.raises(duckdb.Error, match="not made by inftda_release"):  # no session
         con.execute(f"SELECT {generator}(to_json({{{options}}})::VARCHAR)").fetchall()
     sql = con.execute(f"SELECT {generator}(to_json({{{options}, 'session': "
-                      "{'query': 'SELECT 1', 'profiling': NULL}})::VARCHAR)").fetchall()[0][0]
+                      "{'profiling': NULL}})::VARCHAR)").fetchall()[0][0]
     forged = sql.replace('seed\\": null', 'seed\\": 5')
     assert forged != sql
     with pytest.raises(duckdb.Error, match="public-facing mode"):
@@ -336,3 +345,32 @@ def test_public_mode_refuses_profiling(connect: Any) -> None:
         assert _charges(con) == 0
         seen.append(out)
     assert seen[0] == seen[1]
+
+
+def test_cli_public_flag(tmp_path: Any, capsys: Any) -> None:
+    """--public on release and shell: the same rules, from the command line."""
+    from inftda_duckdb.tools.cli import main
+
+    db = str(tmp_path / "p.duckdb")
+    texts = []
+    for variant in ("a", "b"):
+        with duckdb.connect(db) as con:
+            con.execute("CREATE OR REPLACE TABLE t (dx VARCHAR, st VARCHAR, co VARCHAR, "
+                        "pid INTEGER)")
+            con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", DATA[variant])
+        assert main(["budget", db, "--set", "t", "--rho", "100"]) == 0
+        capsys.readouterr()
+        status = main(["release", "--public", "--db", db, "--table", "t", "--columns", "dx",
+                       "--rho", "1", "--domain", "dx=flu,cold", "--quiet",
+                       "--output", str(tmp_path / f"{variant}.parquet")])
+        err = capsys.readouterr().err
+        assert status != 0 and TAG in err
+        _assert_quotes_nothing(err, variant)
+        texts.append(err)
+    assert texts[0] == texts[1]
+    status = main(["shell", "--public", db, "-c",
+                   "SELECT * FROM inftda_release('t', ['dx'], rho := 1, "
+                   "domains := {'dx': ['flu']}, seed := 3);"])
+    assert status != 0 and "public-facing mode" in capsys.readouterr().err
+    assert main(["shell", db, "--public-table", "t", "-c", "SELECT 1;"]) != 0
+    assert "only applies with --public" in capsys.readouterr().err

@@ -109,17 +109,34 @@ def declare_public_table(con: Any, name: str) -> None:
 
 
 def declare_public_enum(con: Any, type_name: str) -> None:
-    """The curator vouches that the labels of ENUM type ``type_name`` are public values (never
-    read from the data): columns of an ENUM type with exactly these labels, in this order, may
-    then be released in public-facing mode. Kept for ``con``, in this process."""
+    """The curator vouches that the labels of an ENUM type are public values (never read from
+    the data): columns of an ENUM type with exactly these labels, in this order, may then be
+    released in public-facing mode. ``type_name``: a type made by ``CREATE TYPE``, or
+    ``table.column`` for a column declared with an anonymous ``ENUM(...)``. Kept for ``con``,
+    in this process."""
     parts = parse_qualified(type_name, "type_name")
     try:
         row = con.execute(f"SELECT enum_range(NULL::{quote_qualified(parts)})").fetchall()
+        labels = tuple(str(x) for x in row[0][0])
     except duckdb.Error:
-        raise bad_argument("type_name", type_name, "is not an ENUM type of this database",
-                           "create it with CREATE TYPE name AS ENUM (...public values...)"
-                           ) from None
-    _ENUMS.setdefault(con, {})[tuple(str(x) for x in row[0][0])] = type_name
+        labels = _column_enum(con, parts) if len(parts) > 1 else ()
+    if not labels:
+        raise bad_argument("type_name", type_name, "is not an ENUM type or ENUM column of this "
+                           "database", "create it with CREATE TYPE name AS ENUM (...public "
+                           "values...), or name a column as 'table.column'")
+    _ENUMS.setdefault(con, {})[labels] = type_name
+
+
+def _column_enum(con: Any, parts: tuple[str, ...]) -> tuple[str, ...]:
+    """The labels of the ENUM column ``table.column`` (from the catalog; () if not one)."""
+    with con.cursor() as cur:
+        db, schema, table = store.resolve_source(cur, quote_qualified(parts[:-1]), _context(con))
+        rows = cur.execute(
+            "SELECT data_type FROM duckdb_columns() WHERE lower(database_name) = lower(?) AND "
+            "lower(schema_name) = lower(?) AND lower(table_name) = lower(?) AND "
+            "lower(column_name) = lower(?)", [db, schema, table, parts[-1]]).fetchall()
+    found = str(rows[0][0]) if rows else ""
+    return enum_labels(found) if found.startswith("ENUM(") else ()
 
 
 def _context(con: Any) -> tuple[str, str, str]:
@@ -191,12 +208,14 @@ _PROFILED = re.compile(r"^\s*EXPLAIN\s+ANALY[SZ]E\b", re.I)
 
 def _check_session(session: Any) -> None:
     """EXPLAIN ANALYZE and DuckDB's profiling show every operator's exact row count: refused
-    (checked when the statement is bound, and again when it runs). A session that is not the
-    one the macro or the release statement passes (a UDF called by hand) is refused too."""
-    if not isinstance(session, dict) or not isinstance(session.get("query"), str):
+    (profiling when the statement is bound, before any data is read, and both when it runs:
+    the statement then fails and returns no profile). A session missing from the arguments (a
+    UDF called by hand, not through the table macros) is refused too."""
+    if not isinstance(session, dict) or "profiling" not in session:
         raise refuse("a release or preview statement not made by inftda_release or "
                      "inftda_preview", "call the table macros")
-    if session.get("profiling") is not None or _PROFILED.match(session["query"]):
+    query = session.get("query")
+    if session["profiling"] is not None or (isinstance(query, str) and _PROFILED.match(query)):
         raise refuse("profiling (EXPLAIN ANALYZE, enable_profiling), which shows the row "
                      "counts of the private data,", "run the statement without it")
 
