@@ -22,7 +22,8 @@ Map of the package (the folder listing reads like the algorithm):
 - ``ledger/``    budgets and the ledger of releases, exact and atomic, shared by every engine
 - ``duckdb/``    the DuckDB engine: ``extension`` (UDFs, table macros, release()/preview()),
   ``domain`` (public domains in the catalog), ``sqlgen`` (renders sql/), ``evaluation``
-  (per-level metrics, curator only), ``connections``
+  (per-level metrics, curator only), ``disclosure`` (curator and public-facing modes),
+  ``connections``
 - ``tools/``     ``cli``, ``shell``, ``demo`` (sample data) and ``workloads`` (the paper's)
 """
 
