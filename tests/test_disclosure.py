@@ -309,7 +309,7 @@ def test_public_mode_forged_udf_arguments(connect: Any) -> None:
     assert forged != sql
     # refused by the mode (or, with the ledger's capability tokens, as a spec its statement
     # was not rendered with)
-    with pytest.raises(duckdb.Error, match="public-facing mode|runs only inside the statement"):
+    with pytest.raises(duckdb.Error, match=r"public-facing mode|runs only inside the statement"):
         con.execute(forged).fetchall()
     assert _charges(con) == 0
 
