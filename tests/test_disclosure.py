@@ -191,6 +191,9 @@ def test_public_mode_evaluate_on_declared_public_tables(connect: Any) -> None:
         con.execute("SELECT * FROM inftda_evaluate('truth', 'r', ['dx'], "
                     "domains := {'dx': ['flu', 'cold']}, true_count := 'count')").fetchall()
     disclosure.declare_public_table(con, "r")
+    with pytest.raises(duckdb.Error, match="public-facing mode"):  # t: a private domain table
+        con.execute("SELECT * FROM inftda_evaluate('truth', 'r', ['dx'], domain_tables := 't', "
+                    "true_count := 'count')").fetchall()
     got = con.execute("SELECT level, max_abs_error FROM inftda_evaluate('truth', 'r', ['dx'], "
                       "domains := {'dx': ['flu', 'cold']}, true_count := 'count')").fetchall()
     assert got and all(e == 0 for _, e in got)

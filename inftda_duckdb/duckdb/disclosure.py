@@ -221,8 +221,9 @@ def _check_session(session: Any) -> None:
 
 
 def check_evaluate(con: Any, *tables: str) -> None:
-    """``inftda_evaluate`` reads both its tables exactly: in public-facing mode only tables the
-    curator declared public (never a private one, in either place)."""
+    """``inftda_evaluate`` reads its tables exactly (the true and released tables, and any
+    domain table): in public-facing mode only tables the curator declared public (never a
+    private one, in any place)."""
     if not is_public(con):
         return
     with con.cursor() as cur:
