@@ -5,8 +5,11 @@ Public API::
     load(con)                                  register the SQL functions on a DuckDB connection
     release(con, source, columns, rho=...)     one InfTDA release -> pyarrow.Table (charged)
     preview(con, source, columns, rho=...)     per-level noise and error bound (spends nothing)
-    set_budget(con, source, rho=...)           cap what may be spent on a source table
-    budget(con)                                budgets, spent and remaining per source
+    load(con, ledger='budget.duckdb')          ... keeping budgets in a ledger file shared by all
+    set_budget(con, source, rho=...)           cap what may be spent on a source (or several)
+    budget(con)                                budgets, spent and remaining
+    require_budget(con)                        refuse releases of sources no budget covers
+    verify_ledger(con)                         check the ledger's hash chain now
     evaluate(con, true, released, columns)     per-level errors vs the truth (curator only)
 
 Map of the package (the folder listing reads like the algorithm):
@@ -17,17 +20,20 @@ Map of the package (the folder listing reads like the algorithm):
   ``accounting`` (rho / (epsilon, delta), level split, Theorem 1), ``topdown`` (Algorithm 1 a
   level at a time), ``request`` (every release argument validated), ``identifiers``,
   ``memory``, ``errors``
-- ``ledger/``    budgets and the ledger of releases, exact and atomic, shared by every engine
+- ``ledger/``    budgets and the ledger of releases, exact, atomic and hash-chained, shared by every
+  engine: ``sources`` (what a budget covers), ``chain`` (tables and hashes), ``store``
 - ``duckdb/``    the DuckDB engine: ``extension`` (UDFs, table macros, release()/preview()),
-  ``domain`` (public domains in the catalog), ``sqlgen`` (renders sql/), ``evaluation``
+  ``catalog`` (names as DuckDB resolves them, database identity, which ledger), ``budgets``
+  (budgets and charges from DuckDB), ``capabilities`` (internal steps only their statement can
+  run), ``domain`` (public domains in the catalog), ``sqlgen`` (renders sql/), ``evaluation``
   (per-level metrics, curator only), ``connections``
 - ``tools/``     ``cli``, ``shell``, ``demo`` (sample data) and ``workloads`` (the paper's)
 """
 
-from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError
+from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError, LedgerError
+from .duckdb.budgets import budget, require_budget, set_budget, upgrade_ledger, verify_ledger
 from .duckdb.evaluation import evaluate
 from .duckdb.extension import NotPrivateWarning, load, preview, release
-from .ledger.store import budget, set_budget
 
 __version__ = "0.1.0"
 
@@ -36,6 +42,7 @@ __all__ = [
     "InftdaError",
     "InputError",
     "InternalError",
+    "LedgerError",
     "NotPrivateWarning",
     "__version__",
     "budget",
@@ -43,5 +50,8 @@ __all__ = [
     "load",
     "preview",
     "release",
+    "require_budget",
     "set_budget",
+    "upgrade_ledger",
+    "verify_ledger",
 ]

@@ -9,7 +9,8 @@
 -- then GROUP BY queries over the distinct leaves for the prefix counts and one UDF call for all
 -- levels (work proportional to the prefixes plus the noised cells: every child of every released
 -- parent). Privacy: each execution is a NEW release with fresh noise and is charged to the ledger
--- by inftda_begin (once per execution, before any noise is drawn).
+-- by the levels step (once per execution, before any noise is drawn; inftda_begin has checked
+-- the statement's capability token and the data first).
 
 -- @typed
 -- one row of typed NULLs, one per hierarchy column: gives cast_to_type() and typeof() the
@@ -102,11 +103,12 @@ checks AS (SELECT to_json({$totals
 
 -- @shadow_check
 -- the source was given unqualified and resolved outside TEMP at bind time (which cannot see
--- TEMP objects): at execution, does a TEMP table or view of that name shadow it?
+-- TEMP objects): at execution, does a TEMP table or view of that name shadow it? (ASCII case
+-- folded, as DuckDB's binder compares names)
 'shadow': (SELECT count(*) FROM (
     SELECT table_name AS name FROM duckdb_tables() WHERE temporary
     UNION ALL SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal
-) WHERE lower(name) = $name),
+) WHERE translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name),
 
 -- @column_check
 -- level $i's public domain in one query: type, size, labels not valid for the type, duplicates
@@ -151,9 +153,10 @@ coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
  'nodes': [$nest_nodes]}
 
 -- @begin
--- ONE call per execution (MATERIALIZED): validates the checks, charges the ledger, draws the
--- key, releases the root (Algorithm 1, line 1).
-inftda_b AS MATERIALIZED (SELECT $begin($spec, j) AS b FROM checks)
+-- ONE call per execution (MATERIALIZED, so every call of the statement is done before the
+-- levels step): accepts the spec only with the capability token minted for this statement
+-- (current_query_id()), turns the checks into errors; nothing is charged or drawn yet.
+inftda_b AS MATERIALIZED (SELECT $begin($spec, j, current_query_id()) AS b FROM checks)
 
 -- @leaf
 -- true leaf counts on codes (one row per leaf: values and codes correspond one to one; rows

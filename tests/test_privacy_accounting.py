@@ -15,7 +15,7 @@ import pytest
 from inftda_duckdb.core.accounting import epsilon_from_rho, rho_from_epsilon_delta
 from inftda_duckdb.core.errors import BudgetExceededError, InputError
 from inftda_duckdb.duckdb import extension
-from inftda_duckdb.ledger.store import budget, set_budget
+from inftda_duckdb.duckdb.budgets import budget, set_budget
 
 RELEASE = "inftda_release('trips', ['origin', 'dest'], rho := {rho})"
 THIRD = RELEASE.format(rho="'1/3'")
@@ -126,7 +126,7 @@ def test_seeded_and_data_domain_releases_are_charged_but_not_private(
         ("memory.main.trips", True, False, False),
         ("memory.main.plain", False, True, False),
     ]
-    (row,) = [r for r in budget(con).to_pylist() if r["source"] == "memory.main.plain"]
+    (row,) = [r for r in budget(con).to_pylist() if r["sources"] == ["memory.main.plain"]]
     assert row["non_private_releases"] == 1 and row["spent_rho_exact"] == "1/10"
 
 

@@ -32,8 +32,8 @@ from inftda_duckdb.core.intopt import intopt
 from inftda_duckdb.core.noise import DiscreteGaussian
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import release_level
+from inftda_duckdb.duckdb.budgets import set_budget
 from inftda_duckdb.duckdb.extension import load, release
-from inftda_duckdb.ledger.store import set_budget
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
 

@@ -27,6 +27,7 @@ from .exact import to_fraction, to_positive_fraction
 from .noise import MAX_SIGMA2
 
 __all__ = [
+    "CONVERSION",
     "NEIGHBOURS",
     "BudgetPlan",
     "epsilon_from_rho",
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 NEIGHBOURS = ("substitute", "add_remove")
+CONVERSION = "bun-steinke-2016"  #: the (epsilon, delta) <-> rho conversion in force (ledger rows)
 
 _PRECISION = 60  # decimal digits of the intermediate arithmetic
 _DIGITS = 20  # significant digits kept in a converted rho

@@ -10,11 +10,14 @@
 
 Random UDFs are registered with ``side_effects=True``; each runs once per execution (begin in
 a one-row MATERIALIZED CTE; the levels' lists go straight to the unnest, and a second call
-would raise). ``inftda_begin`` turns the data checks into errors, charges the ledger, draws the
-key and keeps the release state in a small process registry, keyed by a fresh release id;
-``inftda_levels`` (one Arrow call) takes every level's true prefix counts as lists (mixed-radix
-keys, or codes column after column), releases the levels in order, each from the nodes of the
-one before, returns the released leaves as one row of lists and drops the state.
+would raise). ``inftda_begin`` accepts only the spec its statement was rendered with (a
+capability token, :mod:`.capabilities`), turns the data checks into errors and keeps what the
+release needs in a small process registry, keyed by a fresh release id: no key, no noise, no
+charge yet. ``inftda_levels`` (one Arrow call) takes the release from the registry, refuses it if
+its begin step ran more than once (a correlated subquery), charges the ledger, draws the keys,
+then takes every level's true prefix counts as lists (mixed-radix keys, or codes column after
+column), releases the levels in order, each from the nodes of the one before, and returns the
+released leaves as one row of lists. The keys exist only during that call.
 """
 
 from __future__ import annotations
@@ -37,16 +40,34 @@ import numpy as np
 import pyarrow as pa
 
 from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
-from ..core.errors import BudgetExceededError, InftdaError, InputError, InternalError, bad_argument
+from ..core.errors import (
+    BudgetExceededError,
+    InftdaError,
+    InputError,
+    InternalError,
+    LedgerError,
+    bad_argument,
+)
 from ..core.noise import DiscreteGaussian
 from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, from_json, parse_request
 from ..core.topdown import Allowed, Nodes, check_total, release_children, release_root
-from ..ledger import store as ledger
-from . import evaluation
+from ..ledger.sources import SourceId
+from ..ledger.sources import parse as parse_source
+from ..ledger.store import Ledger
+from . import budgets, capabilities, catalog, evaluation
+from .catalog import Where
 from .connections import register_udfs, registered
 from .domain import DomainPlan, load_checks, plan_domains, raise_for_checks
-from .sqlgen import PREFIXES, UdfNames, fragments, render_preview, render_release
+from .sqlgen import (
+    PREFIXES,
+    UdfNames,
+    fragments,
+    preview_spec_json,
+    render_preview,
+    render_release,
+    spec_json,
+)
 
 MAX_LIVE_RELEASES = 64
 DEFAULT_DELTA = 1e-6
@@ -66,16 +87,32 @@ _LOCK = threading.RLock()
 
 
 @dataclass
+class _Pending:
+    """What the levels step needs to charge a begun release and draw its keys."""
+
+    con_ref: Any
+    request: ReleaseRequest
+    plan: BudgetPlan
+    n: int
+    sizes: list[int]
+    nests: list[tuple[int, ...] | None]
+    where: Where
+    origin: str
+
+
+@dataclass
 class _Release:
     """A release in progress: each level's random source, noise and domain size (and, for a
     nested level, the earlier levels keying its allowed children), and the nodes released at
-    the last level done."""
+    the last level done. Between the begin and the levels step only ``pending`` is set: the
+    registry never holds a key."""
 
     levels: list[tuple[RandomSource, DiscreteGaussian, int, tuple[int, ...] | None]]
     root: int
     nodes: Nodes
     token: str | None = None
     progress: Progress | None = None
+    pending: _Pending | None = None
 
 
 _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
@@ -108,13 +145,16 @@ def budget_plan(request: ReleaseRequest) -> BudgetPlan:
 # UDF bodies
 
 
-def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
-    """Once per execution: checks -> errors, charge, key, root (Algorithm 1, line 1)."""
+def _begin(con_ref: Any, step: str, spec_text: str, checks: str,
+           query_id: int | None = None) -> dict[str, Any]:
+    """Once per execution: the statement's own spec (capability token), checks -> errors."""
     spec = json.loads(spec_text)
+    token = spec.get("token") if isinstance(spec, dict) else None
     try:
+        capabilities.redeem(step, token, spec_text, query_id)
         return _begin_spec(con_ref, spec, checks)
     except InftdaError as exc:
-        _keep_error(spec.get("token"), exc)
+        _keep_error(token, exc)
         raise
 
 
@@ -124,43 +164,51 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
     domains = DomainPlan.from_json(spec["domains"])
     n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
     sizes = [int(c["size"]) for c in load_checks(checks)["columns"]]
-    key = ledger.source_key(domains.source)  # resolved once, at render time: what the SQL reads
-    con = con_ref()
-    if con is None:
-        raise InputError("the connection that loaded inftda_duckdb is closed")
-    with con.cursor() as cur:
-        charge = ledger.Charge(
-            source=key,
-            columns=request.columns,
-            neighbours=request.neighbours,
-            rho=plan.rho,
-            privacy_unit=request.privacy_unit,
-            max_rows_per_unit=request.max_rows_per_unit,
-            output=request.output,
-            seeded=request.seed is not None,
-            data_domain=request.domain_from_data,
-            origin=spec["origin"],
-            delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
-        )
-        ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
-    source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
-    levels = [
-        (source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]), sizes[k],
-         None if (nest := domains.nested_parent(k)) is None else nest[1])
-        for k in range(request.depth)
-    ]
-    root = release_root(n, plan, source)
+    nests = [None if (nest := domains.nested_parent(k)) is None else nest[1]
+             for k in range(request.depth)]
+    where = Where.from_json(spec.get("charge") or Where.of(domains.source).to_json())
     rid = uuid.uuid4().hex
     token = spec.get("token")
-    if spec["origin"] == "sql" and not request.private:
-        _LOG.warning("%s", _not_private_text(request))  # visible on stderr, even under -W error
     with _LOCK:
-        state = _Release(levels, root, Nodes.root(root), token,
-                         _PROGRESS.get(token) if token else None)
+        state = _Release([], 0, Nodes.root(0), token, _PROGRESS.get(token) if token else None,
+                         _Pending(con_ref, request, plan, n, sizes, nests, where, spec["origin"]))
         _RELEASES[rid] = state
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
-    return {"rid": rid, "root": root}
+    return {"rid": rid}
+
+
+def _claim(state: _Release) -> None:
+    """The levels step, first: refuse a duplicated begin, charge the ledger (a refusal raises:
+    nothing drawn), then draw the keys and release the root (Algorithm 1, line 1)."""
+    p = state.pending
+    if p is None:
+        return
+    state.pending = None
+    capabilities.claim(state.token)
+    con = p.con_ref()
+    if con is None:
+        raise InputError("the connection that loaded inftda_duckdb is closed")
+    request = p.request
+    budgets.charge(con, p.where, dict(
+        columns=request.columns,
+        neighbours=request.neighbours,
+        rho=p.plan.rho,
+        privacy_unit=request.privacy_unit,
+        max_rows_per_unit=request.max_rows_per_unit,
+        output=request.output,
+        seeded=request.seed is not None,
+        data_domain=request.domain_from_data,
+        origin=p.origin,
+        delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
+    ))
+    source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
+    state.levels = [(source.derive(k + 1), DiscreteGaussian(p.plan.level_sigma2[k]), p.sizes[k],
+                     p.nests[k]) for k in range(request.depth)]
+    state.root = release_root(p.n, p.plan, source)
+    state.nodes = Nodes.root(state.root)
+    if p.origin == "sql" and not request.private:
+        _LOG.warning("%s", _not_private_text(request))  # visible on stderr, even under -W error
 
 
 def _one(rid: Any) -> _Release:
@@ -171,7 +219,9 @@ def _one(rid: Any) -> _Release:
     with _LOCK:
         state = _RELEASES.pop(str(rid[0].as_py()), None)
     if state is None:
-        raise InternalError("unknown or expired release id (more than 64 releases at once?)")
+        raise InputError("unknown or expired release id: inftda_levels is an internal step of "
+                         "inftda_release and cannot be called by hand (or more than "
+                         f"{MAX_LIVE_RELEASES} releases were begun at once). Nothing was charged")
     return state
 
 
@@ -200,6 +250,7 @@ def _levels(rid: Any, upper: Any, leaf: Any, allowed: Any) -> pa.Array:
     release state."""
     state = _one(rid)
     try:
+        _claim(state)
         upper, allowed = _plain(upper).flatten(), _plain(allowed).flatten()
         kids = [upper.slice(k, 1) for k in range(len(upper))] + [leaf]
         if len(kids) != len(state.levels) or len(allowed) != len(state.levels):
@@ -210,6 +261,8 @@ def _levels(rid: Any, upper: Any, leaf: Any, allowed: Any) -> pa.Array:
     except InftdaError as exc:
         _keep_error(state.token, exc)
         raise
+    finally:
+        state.levels = []  # the keys go with the call
     return _leaves(state.nodes)
 
 
@@ -250,8 +303,10 @@ def _leaves(nodes: Nodes) -> pa.Array:
     )
 
 
-def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
+def _preview_rows(step: str, spec_text: str, checks: str) -> list[dict[str, Any]]:
     spec = json.loads(spec_text)
+    capabilities.redeem(step, spec.get("token") if isinstance(spec, dict) else None,
+                        spec_text, None, once=False)
     request = from_json(spec["request"])
     plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
@@ -313,10 +368,24 @@ def _nodes(sizes: list[int], domains: DomainPlan, nest_nodes: list[list[int]]) -
 # registration
 
 
-def load(con: Any) -> None:
-    """Register InfTDA on ``con`` (idempotent; each connection or cursor needs its own load)."""
-    ledger.ensure_tables(con)
-    ledger.register(con)
+def load(con: Any, ledger: str | Ledger | None = None) -> None:
+    """Register InfTDA on ``con`` (idempotent; each connection or cursor needs its own load).
+
+    ``ledger``: where budgets and charges are kept: a ledger file any number of processes,
+    tools and data files can share (``'budget.duckdb'``, created on first use), or ``':memory:'``
+    for an in-memory ledger chosen on purpose. Default: the file named by ``INFTDA_LEDGER``,
+    else the ledger inside the database that holds each source (created in the default database
+    now, in another database the first time one of its tables is charged or budgeted).
+    """
+    if ledger is not None:
+        catalog.choose(con, ledger)
+    chosen = catalog.chosen(con)
+    with con.cursor() as cur:
+        home = catalog.home(cur, catalog.default_database(con))
+    store = catalog.ledger_for(con, home)
+    if chosen is not None or (not store.read_only and store.format() is None):
+        store.ledger_id()  # create it now (reports an unreachable ledger file at once)
+    budgets.register(con)
     evaluation.register(con)
     n = register_udfs(con, "release", lambda n: _register(con, n))
     macros = fragments("macros.sql")
@@ -374,34 +443,56 @@ def _register(con: Any, n: int) -> None:
     def release_sql(options: str) -> str:
         data = json.loads(options)
         context = _context(data)
+        query_id = data.pop("query_id", None)
         request = from_json(json.dumps(data))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
-        return render_release(request, plan, names, "sql")
+        return _rendered(request, plan, names, "sql", query_id)[0]
 
     def preview_sql(options: str) -> str:
         data = json.loads(options)
         context = _context(data)
-        beta, report = data.pop("beta", 0.05), _report_delta(data)
+        data.pop("query_id", None)
+        beta, report = _beta(data.pop("beta", 0.05)), _report_delta(data)
         request = from_json(json.dumps(data))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
-        return render_preview(request, plan, names, _beta(beta), report)
+        return _preview_rendered(request, plan, names, beta, report)
 
     fn = con.create_function
     fn(f"inftda_release_sql_{n}", release_sql, ["VARCHAR"], "VARCHAR", side_effects=False)
     fn(f"inftda_preview_sql_{n}", preview_sql, ["VARCHAR"], "VARCHAR", side_effects=False)
     fn(
         names.begin,
-        lambda spec, checks: _begin(ref, spec, checks),
-        ["VARCHAR", "VARCHAR"],
-        "STRUCT(rid VARCHAR, root BIGINT)",
+        lambda spec, checks, query_id: _begin(ref, names.begin, spec, checks, query_id),
+        ["VARCHAR", "VARCHAR", "UBIGINT"],
+        "STRUCT(rid VARCHAR)",
         side_effects=True,
+        null_handling="special",
     )
     fn(names.levels, _levels, ["VARCHAR", f"{PREFIXES}[]", PREFIXES, f"{PREFIXES}[]"],
        "STRUCT(k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
        null_handling="special")
-    fn(names.preview, _preview_rows, ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
+    fn(names.preview, lambda spec, checks: _preview_rows(names.preview, spec, checks),
+       ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
+
+
+def _preview_rendered(request: ReleaseRequest, plan: DomainPlan, names: UdfNames, beta: float,
+                      report: float) -> str:
+    """The preview statement, with a capability token minted for it."""
+    token = capabilities.new()
+    capabilities.mint(token, preview_spec_json(request, plan, beta, report, token), None)
+    return render_preview(request, plan, names, beta, report, token)
+
+
+def _rendered(request: ReleaseRequest, plan: DomainPlan, names: UdfNames, origin: str,
+              query_id: int | None, charge: Where | None = None) -> tuple[str, str]:
+    """The release statement and its capability token, minted for it (and, from SQL, for the
+    statement ``query_id`` being bound); the statement names the source it charges."""
+    token = capabilities.new()
+    where = (charge or Where.of(plan.source)).to_json()
+    capabilities.mint(token, spec_json(request, plan, origin, token, where), query_id)
+    return render_release(request, plan, names, origin, token, where), token
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,6 +501,7 @@ def _register(con: Any, n: int) -> None:
 
 _KINDS: dict[str, type[InftdaError]] = {
     "InputError": InputError,
+    "LedgerError": LedgerError,
     "BudgetExceededError": BudgetExceededError,
     "InternalError": InternalError,
 }
@@ -422,7 +514,8 @@ def _reraise(exc: duckdb.Error, token: str | None = None) -> None:
         original = _ERRORS.pop(token, None) if token is not None else None
     if original is not None:
         raise original.with_traceback(None) from None
-    m = re.search(r"\b(InputError|BudgetExceededError|InternalError): (.*)", str(exc), re.S)
+    m = re.search(r"\b(InputError|LedgerError|BudgetExceededError|InternalError): (.*)", str(exc),
+                  re.S)
     if m is None:
         raise exc
     err = _KINDS[m.group(1)].__new__(_KINDS[m.group(1)])
@@ -433,6 +526,10 @@ def _reraise(exc: duckdb.Error, token: str | None = None) -> None:
 def _prepare(con: Any, source: object, columns: object, options: dict[str, Any]) -> Any:
     if not isinstance(con, duckdb.DuckDBPyConnection):
         raise InputError(f"con must be a duckdb connection; got {type(con).__name__}")
+    if isinstance(source, str) and parse_source(source) != source:
+        raise bad_argument("source", source, "must be a table or view name",
+                           "register the data as a view and pass charge_as='file:PATH' or "
+                           "'name:NAME' to charge it under that identity")
     request = parse_request(source, list(columns) if isinstance(columns, tuple) else columns,
                             **options)
     plan = plan_domains(request, con, strict=True)
@@ -464,6 +561,7 @@ def release(
     seed: int | None = None,
     progress: Progress | None = None,
     origin: str = "python",
+    charge_as: str | None = None,
 ) -> pa.Table:
     """One InfTDA release of ``source`` over the hierarchy ``columns`` (same options as SQL).
 
@@ -471,7 +569,9 @@ def release(
     ``origin``: 'python' or 'cli'). Returns the synthetic table; its schema metadata says
     whether it is private, the budget and the seed. ``progress(level, depth, parents, cells,
     seconds)``, if given, is called once per level when its noise and IntOpt are done (from a
-    DuckDB worker thread).
+    DuckDB worker thread). ``charge_as``: the identity charged instead of the relation's own,
+    for data registered as a view: ``'file:PATH'`` (a file read directly, as the CLI does) or
+    ``'name:NAME'`` (an in-memory object: a DataFrame, an Arrow table).
     """
     if origin not in ORIGINS:
         raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
@@ -485,9 +585,9 @@ def release(
         neighbours=neighbours, privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
         unknown=unknown, seed=seed,
     )
+    charge = _charge_as(charge_as)
     request, plan, names = _prepare(con, source, columns, options)
-    token = uuid.uuid4().hex
-    sql = render_release(request, plan, names, origin, token)
+    sql, token = _rendered(request, plan, names, origin, None, charge)
     with _LOCK:
         _PROGRESS[token] = progress
     try:
@@ -496,9 +596,12 @@ def release(
         _reraise(exc, token)
         raise  # pragma: no cover
     finally:
+        capabilities.forget(token)
         with _LOCK:
             _PROGRESS.pop(token, None)
             _ERRORS.pop(token, None)
+            for rid in [r for r, st in _RELEASES.items() if st.token == token]:
+                del _RELEASES[rid]  # begun but never levelled: the statement failed
     _warn_not_private(request)
     bplan = budget_plan(request)
     meta = {
@@ -514,6 +617,16 @@ def release(
         "output": request.output,
     }
     return table.replace_schema_metadata(meta)
+
+
+def _charge_as(charge_as: str | None) -> Where | None:
+    if charge_as is None:
+        return None
+    parsed = parse_source(charge_as, "charge_as")
+    if not isinstance(parsed, SourceId):
+        raise bad_argument("charge_as", charge_as, "must be 'file:PATH' or 'name:NAME'",
+                           "pass e.g. charge_as='name:trips_frame' (a table is charged as itself)")
+    return Where.of(parsed)
 
 
 _SEEDED = (
@@ -570,7 +683,7 @@ def preview(
     )
     report = _report_delta(options)
     request, plan, names = _prepare(con, source, columns, options)
-    sql = render_preview(request, plan, names, _beta(beta), report)
+    sql = _preview_rendered(request, plan, names, _beta(beta), report)
     try:
         table = con.sql(sql).to_arrow_table()
     except duckdb.Error as exc:

@@ -16,6 +16,7 @@ from string import Template
 
 from ..core.identifiers import literal, quote, quote_qualified
 from ..core.request import ReleaseRequest
+from ..ledger.sources import fold
 from .domain import DomainPlan
 
 
@@ -58,13 +59,21 @@ def _f(fragment: str, /, **values: object) -> str:
 
 
 def spec_json(
-    request: ReleaseRequest, plan: DomainPlan, origin: str, token: str | None = None
+    request: ReleaseRequest,
+    plan: DomainPlan,
+    origin: str,
+    token: str | None = None,
+    charge: list[object] | None = None,
 ) -> str:
-    """What inftda_begin needs besides the data checks: the request, the domain plan, origin
-    and, for a Python call, the token under which it waits for progress and errors."""
-    spec = {"request": request.to_json(), "domains": plan.to_json(), "origin": origin}
+    """What inftda_begin needs besides the data checks: the request, the domain plan, origin,
+    the capability token (see :mod:`.capabilities`; a Python call also waits for progress and
+    errors under it) and the source to charge (``catalog.Where.to_json()``)."""
+    spec: dict[str, object] = {
+        "request": request.to_json(), "domains": plan.to_json(), "origin": origin}
     if token is not None:
         spec["token"] = token
+    if charge is not None:
+        spec["charge"] = charge
     return json.dumps(spec, sort_keys=True)
 
 
@@ -216,6 +225,7 @@ def render_release(
     names: UdfNames,
     origin: str,
     token: str | None = None,
+    charge: list[object] | None = None,
 ) -> str:
     """The whole release as one statement (see the header of sql/release.sql)."""
     d = request.depth
@@ -248,7 +258,7 @@ def render_release(
         stats += ",\n    coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit"
     totals = "'stats': (SELECT s FROM datastats AS s),"
     if plan.shadow is not None:
-        totals += _f("shadow_check", name=literal(plan.shadow.lower()))
+        totals += _f("shadow_check", name=literal(fold(plan.shadow)))
     ctes.append(_f("datastats", keep=keep, stats=stats))
     ctes.append(
         _f(
@@ -258,7 +268,7 @@ def render_release(
             nest_checks=_nest_checks(plan, True),
         )
     )
-    spec = literal(spec_json(request, plan, origin, token))
+    spec = literal(spec_json(request, plan, origin, token, charge))
     ctes.append(_f("begin", begin=names.begin, spec=spec))
     codes = ", ".join(f"k{i}" for i in range(1, d + 1))
     ctes.append(_f("leaf", codes=codes, keep=keep))
@@ -305,7 +315,8 @@ def render_release(
 
 
 def render_preview(
-    request: ReleaseRequest, plan: DomainPlan, names: UdfNames, beta: float, delta: float
+    request: ReleaseRequest, plan: DomainPlan, names: UdfNames, beta: float, delta: float,
+    token: str | None = None,
 ) -> str:
     """Domain sizes (public; private data only with domain_from_data) -> the preview UDF."""
     ctes = _ctes_public(request, plan)
@@ -316,8 +327,17 @@ def render_preview(
         nest_checks=_nest_checks(plan, False),
     )
     ctes.append(checks)
-    spec = json.loads(spec_json(request, plan, "preview"))
-    spec.update(beta=beta, delta=delta)
-    call = f"{names.preview}({literal(json.dumps(spec, sort_keys=True))}, j)"
+    spec = preview_spec_json(request, plan, beta, delta, token)
+    call = f"{names.preview}({literal(spec)}, j)"
     final = f"SELECT u.* FROM (SELECT unnest({call}) AS u FROM checks)"
     return "WITH\n" + ",\n".join(ctes) + "\n" + final
+
+
+def preview_spec_json(
+    request: ReleaseRequest, plan: DomainPlan, beta: float, delta: float,
+    token: str | None = None,
+) -> str:
+    """The spec the preview UDF gets: the release's, with ``beta`` and the reporting ``delta``."""
+    spec = json.loads(spec_json(request, plan, "preview", token))
+    spec.update(beta=beta, delta=delta)
+    return json.dumps(spec, sort_keys=True)

@@ -45,7 +45,7 @@ MAX_ROWS = 40
 _DDL_ONLY = ({"Count"}, {"Success"})
 _UDF_WRAPPER = re.compile(
     r"^.*?Python exception occurred while executing the UDF[^:]*:\s*"
-    r"(?:[A-Za-z_.]*(?:InputError|BudgetExceededError|InternalError|InftdaError):\s*)?",
+    r"(?:[A-Za-z_.]*(?:InputError|LedgerError|BudgetExceededError|InternalError|InftdaError):\s*)?",
     re.S,
 )
 
@@ -169,12 +169,12 @@ class Shell:
                 "WHERE NOT internal UNION ALL SELECT view_name, sql FROM duckdb_views() "
                 f"WHERE NOT internal) WHERE sql IS NOT NULL{where} ORDER BY name")
         if command == ".budget":
-            return self.execute("SELECT source, budget_rho, spent_rho, remaining_rho, releases, "
-                                "non_private_releases FROM inftda_budget()")
+            return self.execute("SELECT budget, sources, budget_rho, spent_rho, remaining_rho, "
+                                "releases, non_private_releases FROM inftda_budget()")
         if command == ".ledger":
             return self.execute("SELECT id, date_trunc('second', started_at::TIMESTAMP) AS "
                                 "started_at, source, columns, neighbours, rho, epsilon, delta, "
-                                "output, private FROM inftda_ledger ORDER BY id")
+                                "output, private FROM inftda_releases() ORDER BY ledger, id")
         self.err.write(f"Error: unknown command {command}; type .help for the list\n")
         return False
 
@@ -230,15 +230,16 @@ def _prompted_lines(shell: Shell) -> Iterator[str]:
                 readline.write_history_file(history)
 
 
-def main(database: str | None, stdin: TextIO | None = None) -> int:
-    """Open ``database`` (in memory if None), load the package and run the shell."""
+def main(database: str | None, stdin: TextIO | None = None, ledger: str | None = None) -> int:
+    """Open ``database`` (in memory if None), load the package (with ``ledger``, see
+    ``load``) and run the shell."""
     from ..duckdb.extension import load
 
     source = stdin or sys.stdin
     interactive = source.isatty()
     con = duckdb.connect(database or ":memory:")
     try:
-        load(con)
+        load(con, ledger=ledger)
         shell = Shell(con, sys.stdout, sys.stderr, interactive)
         if interactive:
             name = database or "an in-memory database"
