@@ -31,7 +31,14 @@ Map of the package (the folder listing reads like the algorithm):
 """
 
 from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError, LedgerError
-from .duckdb.budgets import budget, require_budget, set_budget, upgrade_ledger, verify_ledger
+from .duckdb.budgets import (
+    budget,
+    move_ledger,
+    require_budget,
+    set_budget,
+    upgrade_ledger,
+    verify_ledger,
+)
 from .duckdb.evaluation import evaluate
 from .duckdb.extension import NotPrivateWarning, load, preview, release
 
@@ -48,6 +55,7 @@ __all__ = [
     "budget",
     "evaluate",
     "load",
+    "move_ledger",
     "preview",
     "release",
     "require_budget",

@@ -170,6 +170,23 @@ def test_budgets_of_sources_in_different_databases_need_a_shared_ledger(
     assert row(con, "both")["ledger"] == str(tmp_path / "budget.duckdb")
 
 
+def test_sql_functions_use_the_ledger_the_connection_was_loaded_with(tmp_path: Path) -> None:
+    shared = tmp_path / "budget.duckdb"
+    with duckdb.connect() as c:
+        load(c, ledger=str(shared))
+        c.execute("CREATE TABLE t AS SELECT (i % 3)::INTEGER AS x FROM range(30) t(i)")
+        c.execute("SELECT inftda_set_budget('t', rho := 1)").fetchall()
+        c.execute("SELECT inftda_require_budget()").fetchall()
+        assert c.execute("SELECT budget, ledger FROM inftda_budget()").fetchall() == [
+            ("memory.main.t", str(shared))]
+        c.execute(f"SELECT * FROM inftda_release('t', ['x'], rho := 1, {SQL_DOM})").fetchall()
+        assert c.execute("SELECT count(*) FROM inftda_releases()").fetchall() == [(1,)]
+    with duckdb.connect(str(shared), read_only=True) as c:
+        assert c.execute("SELECT name, value FROM inftda_settings").fetchall() == [
+            ("require_budget", "true")]
+        assert c.execute("SELECT count(*) FROM inftda_ledger").fetchall() == [(1,)]
+
+
 def test_verify_ledger_and_rows(con: duckdb.DuckDBPyConnection) -> None:
     release(con, "trips", ["x"], rho=1, domains=DOM)
     (report,) = inftda_duckdb.verify_ledger(con).to_pylist()

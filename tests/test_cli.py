@@ -430,6 +430,21 @@ def test_ledger_verify_and_upgrade(work: Path) -> None:
     assert_error(cli("ledger"))  # neither DATABASE nor --ledger
 
 
+def test_ledger_move_to_a_shared_file(work: Path) -> None:
+    db, shared = work / "trips.duckdb", work / "budget.duckdb"
+    assert cli("budget", db, "--set", "trips", "--rho", "1").returncode == 0
+    release = [str(a).format(db=db) for a in RELEASE]
+    assert cli(*release, "--rho", "3/4", "--into-table", "a").returncode == 0
+    assert_error(cli(*release, "--rho", "1/2", "--into-table", "b", "--ledger", shared))
+    moved = cli("ledger", db, "--move-to", shared)
+    assert moved.returncode == 0 and "Moved 2 rows" in moved.stdout, moved.stderr
+    capped = cli(*release, "--rho", "1/2", "--into-table", "b", "--ledger", shared)
+    assert_error(capped)
+    assert "refused" in capped.stderr
+    assert cli(*release, "--rho", "1/4", "--into-table", "b", "--ledger", shared).returncode == 0
+    assert_error(cli(*release, "--rho", "1/100", "--into-table", "c"))  # its own: closed
+
+
 def test_evaluate_and_plot(work: Path) -> None:
     db = work / "trips.duckdb"
     assert cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1",

@@ -563,3 +563,26 @@ def test_a_format_1_ledger_is_refused_until_upgraded(
         ledger.charge(mk("3/4"))
     ledger.charge(mk("1/2"))
     assert ledger.charge(mk("1/4", source=OTHER))[0] == 4  # ids continue
+
+
+def test_move_to_appends_everything_once_and_closes_the_source(
+    con: duckdb.DuckDBPyConnection, ledger: Ledger, tmp_path: Path
+) -> None:
+    target = Ledger.file(str(tmp_path / "shared.duckdb"))
+    target.charge(mk("1/8", source=FRAME))  # the shared ledger has a history of its own
+    ledger.set_budget([TRIPS], Fraction(1))
+    ledger.set_setting(REQUIRE_BUDGET, "true")
+    ledger.charge(mk("1/2", privacy_unit="p", max_rows_per_unit=2))
+    assert ledger.move_to(target) == 3
+    assert ledger.move_to(target) == 0  # once
+    with pytest.raises(LedgerError, match="moved to the ledger"):
+        ledger.charge(mk("1/100"))
+    moved = target.rows().to_pylist()
+    assert [(r["id"], r["source"], r["rho"], r["privacy_unit"]) for r in moved] == [
+        (1, "trips frame", "1/8", None), (2, "memory.main.trips", "1/2", "p")]
+    assert moved[1]["started_at"] == ledger.rows().to_pylist()[0]["started_at"]
+    with pytest.raises(BudgetExceededError):  # the budget and its spending came along
+        target.charge(mk("3/4"))
+    with pytest.raises(BudgetExceededError, match="no budget covers"):  # and the setting
+        target.charge(mk("1/100", source=OTHER))
+    assert target.verify()["ok"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import weakref
-from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
@@ -161,6 +160,24 @@ def ledger_rows(con: Any) -> pa.Table:
     return pa.concat_tables(tables) if tables else no_charges()
 
 
+def move_ledger(con: Any, to: str, database: str | None = None) -> int:
+    """Move the budgets and charges kept inside ``database`` (default: the default database) to
+    the ledger file ``to``, once: they are appended there in order, the database is bound to
+    ``to`` and its own ledger refuses further charges. Then use ``load(con, ledger=to)``.
+    Returns the rows moved."""
+    with con.cursor() as cur:
+        h = catalog.home(cur, database or catalog.default_database(con))
+    own = Ledger.in_database(con, h.database, path=h.path, read_only=h.read_only)
+    catalog.choose(con, to)
+    target = catalog.ledger_for(con, h)
+    if target.where == own.where:
+        raise bad_argument("to", to, "is the database's own ledger",
+                           "pass another ledger file, e.g. to='budget.duckdb'")
+    moved = own.move_to(target)
+    catalog.bind(con, h, target, target.ledger_id(), again=True)
+    return moved
+
+
 def upgrade_ledger(con: Any) -> int:
     """Upgrade every format-1 ledger (inftda_duckdb 0.1) of ``con`` to the chained format, each
     in one transaction; old tables are kept as ``inftda_ledger_v1`` / ``inftda_budgets_v1``.
@@ -266,7 +283,8 @@ def register(con: Any) -> None:
 
         spec = json.loads(source)
         context = (db, schema, path)
-        with live().cursor() as cur:
+        con = live()
+        with catalog.share_choice(con, con.cursor()) as cur:
             shown = set_budget(cur, spec, rho=rho, epsilon=epsilon, delta=delta, name=name,
                                missing_ok=bool(missing_ok), context=context,
                                temp=tuple(temp or ()))
@@ -282,7 +300,8 @@ def register(con: Any) -> None:
         return table_sql(rows)
 
     def require_text(on: bool) -> str:
-        with live().cursor() as cur:
+        con = live()
+        with catalog.share_choice(con, con.cursor()) as cur:
             require_budget(cur, bool(on))
         return f"require_budget is {'on' if on else 'off'}"
 
@@ -329,5 +348,5 @@ def register(con: Any) -> None:
     )
 
 
-__all__ = ["Fraction", "budget", "charge", "ledger_rows", "register", "require_budget",
+__all__ = ["budget", "charge", "ledger_rows", "move_ledger", "register", "require_budget",
            "set_budget", "upgrade_ledger", "verify_ledger"]

@@ -223,16 +223,17 @@ def _read_home(cur: Any, database: str, path: str | None, read_only: bool, creat
     return _read_home(cur, database, path, read_only, create=False)
 
 
-def bind(con: Any, h: Home, ledger: Ledger, ledger_id: str) -> None:
-    """Remember in ``h`` that its sources are charged to ``ledger`` (first charge only)."""
-    if h.id is None or h.read_only or h.ledger_id is not None:
+def bind(con: Any, h: Home, ledger: Ledger, ledger_id: str, again: bool = False) -> None:
+    """Remember in ``h`` that its sources are charged to ``ledger`` (first charge only, or
+    ``again`` after the ledger's rows were moved)."""
+    if h.id is None or h.read_only or (h.ledger_id is not None and not again):
         return
     if not ledger.durable and not (ledger.database == h.database and not ledger.explicit):
         return  # an explicit in-memory ledger binds nothing
     where = ledger.location if ledger.explicit else f"inside {h.path or h.database} (the default)"
     with LOCK, con.cursor() as cur:
         cur.execute(f"UPDATE {quote(h.database)}.main.{IDENTITY} SET ledger_id = ?, ledger = ? "
-                    "WHERE ledger_id IS NULL", [ledger_id, where])
+                    "WHERE ledger_id IS NULL OR ?", [ledger_id, where, again])
     _HOMES.get(con, {}).pop((h.database, h.path, h.read_only), None)  # read it again
 
 
@@ -272,6 +273,14 @@ def choose(con: Any, ledger: str | Ledger | None) -> None:
         _CHOICE.pop(con, None)
         return
     _CHOICE[con] = ledger if isinstance(ledger, Ledger) else Ledger.open(ledger)
+
+
+def share_choice(con: Any, cursor: Any) -> Any:
+    """Give ``cursor`` (a fresh cursor of ``con``) the ledger ``con`` was loaded with."""
+    choice = _CHOICE.get(con)
+    if choice is not None:
+        _CHOICE[cursor] = choice
+    return cursor
 
 
 def chosen(con: Any) -> Ledger | None:

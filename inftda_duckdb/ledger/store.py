@@ -43,6 +43,7 @@ from .sources import SourceId, fold
 
 DEFAULT_DELTA = 1e-6
 REQUIRE_BUDGET = "require_budget"  # setting: refuse releases of sources no budget covers
+MOVED_TO = "moved_to"  # setting: this ledger's rows were moved to another ledger (see move_to)
 LOCK_WAIT = 30.0  # seconds a process waits for a ledger file another process holds
 _RETRIES = 5
 
@@ -466,6 +467,11 @@ class Ledger:
 
         def body(cur: Any) -> tuple[int, _State]:
             state = self._state(cur, expect)
+            if state.settings.get(MOVED_TO):
+                raise LedgerError(
+                    f"the budgets kept in {self.location} were moved to the ledger "
+                    f"{state.settings[MOVED_TO]}; nothing was charged. Fix: use that ledger "
+                    "(load(con, ledger=...), --ledger or INFTDA_LEDGER)")
             covering = state.covering(key)
             if not covering and state.settings.get(REQUIRE_BUDGET) == "true":
                 raise BudgetExceededError(
@@ -574,6 +580,46 @@ class Ledger:
         except LedgerError as exc:
             return {**report, "ok": False, "rows": None, "problem": str(exc)}
 
+    def move_to(self, target: Ledger) -> int:
+        """Append every budget, setting and charge of this ledger (verified, in order; times,
+        sources and conversions kept, release ids renumbered) to ``target``, once, then close
+        this ledger: its further charges are refused and name ``target``. Returns the rows
+        moved (0 when they were moved before)."""
+        p = self.prefix
+
+        def read(cur: Any) -> tuple[_State, list[tuple[str, dict[str, Any]]]]:
+            state = self._state(cur)
+            events: list[tuple[str, dict[str, Any]]] = []
+            for table in ROWS:
+                rows = cur.sql(f"SELECT * EXCLUDE (prev_hash, digest, hash) FROM {p}{table}")
+                events += [(table, r) for r in rows.to_arrow_table().to_pylist()]
+            return state, sorted(events, key=lambda e: e[1]["seq"])
+
+        state, events = self._run(read, write=False) or (None, [])
+        if state is None or state.settings.get(MOVED_TO):
+            return 0
+        mark = f"imported:{state.ledger_id}"
+
+        def write(cur: Any) -> int:
+            after = target._state(cur)
+            if mark in after.settings:
+                return 0
+            for table, r in events:
+                r.pop("seq")
+                if table == LEDGER:
+                    r["id"] = after.next_id
+                    after.next_id += 1
+                columns = {LEDGER: _CHARGE_COLUMNS_AT, BUDGETS: _BUDGET_COLUMNS_AT,
+                           SETTINGS: _SETTING_COLUMNS_AT}[table]
+                after = target._append(cur, after, table, columns, r)
+            target._append(cur, after, SETTINGS, _SETTING_COLUMNS, {"name": mark,
+                                                                    "value": str(len(events))})
+            return len(events)
+
+        moved = int(target._run(write))
+        self.set_setting(MOVED_TO, target.location)
+        return moved
+
     def upgrade(self, translate: Callable[[str], SourceId]) -> int:
         """Move a format-1 ledger (inftda_duckdb 0.1: no chain) into the chained tables, in one
         transaction: every old budget and charge (``translate`` maps an old source name to its
@@ -657,7 +703,7 @@ def _attached(path: str) -> Iterator[Any]:
     with _host().cursor() as cur:
         while True:
             try:
-                cur.execute("ATTACH ? AS inftda_ledger_file", [path])
+                cur.execute(f"ATTACH {literal(path)} AS inftda_ledger_file")  # no parameter
                 break
             except duckdb.Error as exc:
                 text = str(exc).lower()
@@ -711,6 +757,7 @@ _BUDGET_COLUMNS = ["name::VARCHAR", "label::VARCHAR", "sources::VARCHAR[]", "lab
 _BUDGET_COLUMNS_AT = [c if not c.startswith("set_at") else "set_at::TIMESTAMPTZ"
                       for c in _BUDGET_COLUMNS]
 _SETTING_COLUMNS = ["name::VARCHAR", "value::VARCHAR", "set_at=current_timestamp"]
+_SETTING_COLUMNS_AT = ["name::VARCHAR", "value::VARCHAR", "set_at::TIMESTAMPTZ"]
 
 
 def _charge_values(c: Charge, rid: int) -> dict[str, Any]:

@@ -273,11 +273,15 @@ def build_parser() -> Parser:
                        "release, with its source, columns, rho and whether it was private. "
                        "--verify checks the whole hash chain (exit status 1 if broken); "
                        "--upgrade moves a ledger written by inftda_duckdb 0.1 into the chained "
-                       "format (the old tables are kept).")
+                       "format (the old tables are kept); --move-to FILE moves the ledger kept "
+                       "inside DATABASE to a shared ledger file.")
     _add_database_and_ledger(p)
     p.add_argument("--verify", action="store_true", help="check the hash chain of the ledger")
     p.add_argument("--upgrade", action="store_true",
                    help="upgrade a ledger of inftda_duckdb 0.1 (no hash chain)")
+    p.add_argument("--move-to", metavar="FILE",
+                   help="move the budgets and charges kept inside DATABASE to the shared ledger "
+                   "FILE (once); use --ledger FILE from then on")
 
     p = sub.add_parser("budget", help="show or set privacy budgets",
                        description="Without --set: print each budget, spent and remaining rho "
@@ -633,11 +637,16 @@ def _ledger_connection(args: argparse.Namespace, read_only: bool) -> duckdb.Duck
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     """Print, verify or upgrade the ledger of a database (or --ledger)."""
-    from ..duckdb.budgets import ledger_rows, upgrade_ledger, verify_ledger
+    from ..duckdb.budgets import ledger_rows, move_ledger, upgrade_ledger, verify_ledger
 
-    con = _ledger_connection(args, read_only=not args.upgrade)
+    con = _ledger_connection(args, read_only=not (args.upgrade or args.move_to))
     try:
         where = args.ledger or args.database
+        if args.move_to:
+            moved = move_ledger(con, args.move_to)
+            print(f"Moved {moved} rows of the ledger in {args.database} to {args.move_to}; "
+                  f"use --ledger {args.move_to} from now on.")
+            return 0
         if args.upgrade:
             moved = upgrade_ledger(con)
             print(f"Upgraded the ledger of {where}: {moved} rows in the hash chain "
