@@ -19,6 +19,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 import duckdb
+from bench_release import make_fresh
 
 from inftda_duckdb.duckdb.extension import load
 from inftda_duckdb.ledger import store
@@ -48,23 +49,25 @@ def median_ms(f: Callable[[], object], repeat: int) -> float:
 
 
 def interleaved(fs: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """Median ms of each function, the functions run in turn (A B A B ...)."""
+    """Median wall ms of each function, the functions run in turn (A B A B ...); also, under
+    ``cpu <name>``, the median CPU ms of the process (all threads: steadier on shared cores)."""
     times: dict[str, list[float]] = {k: [] for k in fs}
+    cpu: dict[str, list[float]] = {k: [] for k in fs}
     for _ in range(repeat):
         for k, f in fs.items():
-            start = time.perf_counter()
+            start, used = time.perf_counter(), time.process_time()
             f()
             times[k].append(time.perf_counter() - start)
-    return {k: statistics.median(v) * 1000 for k, v in times.items()}
+            cpu[k].append(time.process_time() - used)
+    out = {k: statistics.median(v) * 1000 for k, v in times.items()}
+    out.update({f"cpu {k}": statistics.median(v) * 1000 for k, v in cpu.items()})
+    return out
 
 
-def release_table(con: duckdb.DuckDBPyConnection) -> None:
-    labels = "'a','b','c','d','e','f','g','h','i','j'"
-    con.execute(f"CREATE TYPE IF NOT EXISTS e10 AS ENUM ({labels})")
-    con.execute("CREATE OR REPLACE TABLE t AS SELECT "
-                + ", ".join(f"([{labels}])[1 + (hash(i, {k}) % 10)::BIGINT]::e10 AS c{k}"
-                            for k in range(1, 5))
-                + " FROM range(100) r(i)")
+def row(what: str, t: dict[str, float], a: str, b: str) -> str:
+    """A table row: wall (CPU) ms of a and b, and the ratio b / a of the wall times."""
+    return (f"| {what} | {t[a]:.2f} ({t['cpu ' + a]:.2f}) ms | {t[b]:.2f} ({t['cpu ' + b]:.2f}) "
+            f"ms | {t[b] / t[a]:.2f} |")
 
 
 def main(argv: list[str]) -> None:
@@ -86,10 +89,11 @@ def main(argv: list[str]) -> None:
     filled = time.perf_counter() - start
     t = interleaved({"1": lambda: small.charge(charge()),
                      "n": lambda: big.charge(charge())}, repeat)
+    out.append("Wall time, median (CPU time of the process, median).")
+    out.append("")
     out.append("| ledger in the database (in memory) | 1 row | "
                f"{n:,} rows | ratio |\n|---|---|---|---|")
-    out.append(f"| one charge (verify new rows, decide, append) | {t['1']:.2f} ms | "
-               f"{t['n']:.2f} ms | {t['n'] / t['1']:.2f} |")
+    out.append(row("one charge (verify new rows, decide, append)", t, "1", "n"))
 
     def cold(ledger: Ledger) -> Callable[[], object]:
         def run() -> object:
@@ -98,11 +102,9 @@ def main(argv: list[str]) -> None:
         return run
 
     t = interleaved({"1": cold(small), "n": cold(big)}, max(repeat // 4, 5))
-    out.append(f"| first charge of a process (whole chain checked) | {t['1']:.2f} ms | "
-               f"{t['n']:.2f} ms | {t['n'] / t['1']:.2f} |")
+    out.append(row("first charge of a process (whole chain checked)", t, "1", "n"))
     t = interleaved({"1": small.verify, "n": big.verify}, max(repeat // 4, 5))
-    out.append(f"| verify() / `ledger --verify` | {t['1']:.2f} ms | {t['n']:.2f} ms | "
-               f"{t['n'] / t['1']:.2f} |")
+    out.append(row("verify() / `ledger --verify`", t, "1", "n"))
     out.append("")
     out.append(f"Filling {n:,} rows one charge at a time took {filled:.1f} s "
                f"({filled / n * 1000:.2f} ms a charge).")
@@ -119,24 +121,22 @@ def main(argv: list[str]) -> None:
         out.append("")
         out.append(f"| shared ledger file (attached per charge, committed to disk) | 1 row | "
                    f"{n:,} rows | ratio |\n|---|---|---|---|")
-        out.append(f"| one charge | {t['1']:.2f} ms | {t['n']:.2f} ms | {t['n'] / t['1']:.2f} |")
+        out.append(row("one charge", t, "1", "n"))
 
     empty_con, full_con = duckdb.connect(), duckdb.connect()
     for c in (empty_con, full_con):
         load(c)
-        release_table(c)
+        make_fresh(c, 100)  # bench_release's fixed-cost table
     fill(Ledger.in_database(full_con, "memory", path=None, read_only=False), n)
-    q = ("SELECT count(*), sum(count) FROM inftda_release('t', ['c1', 'c2', 'c3', 'c4'], "
-         "rho := 1)")
+    q = "SELECT count(*), sum(count) FROM inftda_release('t', ['c1', 'c2', 'c3', 'c4'], rho := 1)"
     for c in (empty_con, full_con):
         c.execute(q).fetchall()
     t = interleaved({"empty": lambda: empty_con.execute(q).fetchall(),
                      "full": lambda: full_con.execute(q).fetchall()}, repeat)
     out.append("")
-    out.append("| fixed cost of a release (4 ENUM columns, 100 rows; as in bench_release) | "
+    out.append("| fixed cost of a release (bench_release's: 4 ENUM columns, 100 rows) | "
                f"empty ledger | {n:,}-row ledger | ratio |\n|---|---|---|---|")
-    out.append(f"| one release | {t['empty']:.1f} ms | {t['full']:.1f} ms | "
-               f"{t['full'] / t['empty']:.2f} |")
+    out.append(row("one release", t, "empty", "full"))
     print("\n".join(out))
 
 
