@@ -13,6 +13,7 @@ import pytest
 import inftda_duckdb
 from inftda_duckdb import BudgetExceededError, InputError, LedgerError, budget, load, release
 from inftda_duckdb import set_budget as set_budget
+from inftda_duckdb.core.accounting import CONVERSION
 from inftda_duckdb.duckdb import budgets, capabilities, extension
 from inftda_duckdb.duckdb.catalog import home
 
@@ -40,7 +41,7 @@ def test_sql_inftda_budget_matches_python(con: duckdb.DuckDBPyConnection) -> Non
     assert empty.num_rows == 0 and empty.column_names == budget(con).column_names
     set_budget(con, "trips", rho=1)
     release(con, "trips", ["x"], rho="1/3", domains=DOM)
-    release(con, "trips", ["x"], rho=2, domains=DOM, charge_as="name:o'neil")
+    release(con, con.table("trips"), ["x"], rho=2, domains=DOM, source_name="o'neil")
     got = con.sql("SELECT * FROM inftda_budget(delta := 1e-9)").to_arrow_table()
     want = budget(con, 1e-9)
     assert got.drop(["set_at"]).to_pylist() == want.drop(["set_at"]).to_pylist()
@@ -48,8 +49,8 @@ def test_sql_inftda_budget_matches_python(con: duckdb.DuckDBPyConnection) -> Non
     assert con.execute("SELECT remaining_rho_exact FROM inftda_budget() WHERE budget LIKE "
                        "'%trips'").fetchall() == [("2/3",)]
     rel = con.sql("SELECT id, source, rho, origin, conversion FROM inftda_releases()")
-    assert rel.fetchall() == [(1, "memory.main.trips", "1/3", "python", "bun-steinke-2016"),
-                              (2, "o'neil", "2", "python", "bun-steinke-2016")]
+    assert rel.fetchall() == [(1, "memory.main.trips", "1/3", "python", CONVERSION),
+                              (2, "o'neil", "2", "python", CONVERSION)]
 
 
 @pytest.mark.parametrize(("call", "exact"), [
@@ -140,22 +141,24 @@ def test_require_budget_end_to_end(con: duckdb.DuckDBPyConnection) -> None:
     set_budget(con, "trips", rho=3)
     release(con, "trips", ["x"], rho=1, domains=DOM)
     inftda_duckdb.require_budget(con, False)
-    release(con, "trips", ["x"], rho=1, domains=DOM, charge_as="name:frame")
+    release(con, con.table("trips"), ["x"], rho=1, domains=DOM, source_name="frame")
 
 
-def test_release_charge_as_names_and_files(con: duckdb.DuckDBPyConnection,
-                                           tmp_path: Path) -> None:
+def test_in_memory_sources_are_charged_to_their_source_name(con: duckdb.DuckDBPyConnection,
+                                                             tmp_path: Path) -> None:
     set_budget(con, ["name:frame", "trips"], name="people", rho=1)
-    release(con, "trips", ["x"], rho="1/2", domains=DOM, charge_as="name:Frame")
+    frame = con.table("trips")  # any in-memory object: a relation here
+    release(con, frame, ["x"], rho="1/2", domains=DOM, source_name="name:Frame")  # ASCII case
     with pytest.raises(BudgetExceededError, match="people"):
         release(con, "trips", ["x"], rho="3/4", domains=DOM)
-    for bad in ("trips", "file:", 3):
-        with pytest.raises(InputError, match="charge_as"):
-            release(con, "trips", ["x"], rho=1, domains=DOM, charge_as=bad)  # type: ignore[arg-type]
-    with pytest.raises(InputError, match="table or view name"):
-        release(con, "file:/x.parquet", ["x"], rho=1, domains=DOM)
+    for bad in ("file:", "name: "):
+        with pytest.raises(InputError, match="source_name"):
+            release(con, frame, ["x"], rho=1, domains=DOM, source_name=bad)
+    with pytest.raises(InputError, match="source_name"):  # a table is charged as itself
+        release(con, "trips", ["x"], rho=1, domains=DOM, source_name="frame")
     with pytest.raises(LedgerError, match="lost when the connection closes"):  # durable data
-        release(con, "trips", ["x"], rho=1, domains=DOM, charge_as=f"file:{tmp_path}/t.csv")
+        release(con, frame, ["x"], rho=1, domains=DOM, source_name=f"file:{tmp_path}/t.csv")
+    assert [r["sources"] for r in budget(con).to_pylist()] == [["frame", "memory.main.trips"]]
 
 
 def test_budgets_of_sources_in_different_databases_need_a_shared_ledger(

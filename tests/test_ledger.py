@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from inftda_duckdb.core.accounting import CONVERSION
+from inftda_duckdb.core.accounting import CONVERSION, epsilon_from_rho, rho_from_epsilon_delta
 from inftda_duckdb.core.errors import BudgetExceededError, InputError, InternalError, LedgerError
 from inftda_duckdb.ledger import chain, store
 from inftda_duckdb.ledger.sources import SourceId, parse
@@ -143,7 +143,7 @@ def test_charge_writes_one_complete_row(con: duckdb.DuckDBPyConnection, ledger: 
         "FROM inftda_ledger ORDER BY id").fetchall()
     assert r[0][:15] == ("memory.main.trips", TRIPS.key, ["a", "b"], "substitute", "person", 3,
                          "1/3", 1 / 3, 1e-8, "counts", False, False, True, "python", CONVERSION)
-    assert r[0][15] == pytest.approx(1 / 3 + 2 * (1 / 3 * 18.420680743952367) ** 0.5)
+    assert r[0][15] == epsilon_from_rho(Fraction(1, 3), 1e-8)  # the conversion in force
     assert r[1][10:14] == (True, False, False, "sql")  # seeded: charged, marked not private
 
 
@@ -257,7 +257,7 @@ def test_exact_cap_refuses_bad_arguments(kw: dict[str, object]) -> None:
 
 def test_exact_cap_with_epsilon_rounds_down() -> None:
     rho = exact_cap(epsilon=1, delta=1e-6)
-    assert 0.0174 < rho < 0.0175  # (sqrt(L + 1) - sqrt(L))^2 with L = ln(1e6)
+    assert rho == rho_from_epsilon_delta(1, 1e-6) and epsilon_from_rho(rho, 1e-6) <= 1
 
 
 def test_set_budget_needs_sources_and_a_name_for_several(ledger: Ledger) -> None:
@@ -280,8 +280,7 @@ def test_budget_table_contents(ledger: Ledger) -> None:
     assert (trips["budget_rho"], trips["spent_rho"], trips["remaining_rho"]) == (2.0, 0.75, 1.25)
     assert (trips["spent_rho_exact"], trips["remaining_rho_exact"]) == ("3/4", "5/4")
     assert (trips["releases"], trips["non_private_releases"], trips["delta"]) == (2, 1, 1e-9)
-    L = 20.72326583694641  # ln(1e9)
-    assert trips["spent_epsilon"] == pytest.approx(0.75 + 2 * (0.75 * L) ** 0.5)
+    assert trips["spent_epsilon"] == epsilon_from_rho(Fraction(3, 4), 1e-9)
     assert got["temp.main.scratch"]["budget"] is None
     with pytest.raises(InputError):
         ledger.budgets(delta=0)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 import weakref
+from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute
 
-from ..core.errors import InputError, LedgerError, bad_argument
+from ..core.errors import InputError, LedgerError, bad_argument, speaks
 from ..core.identifiers import literal, parse_qualified, quote
 from ..ledger.sources import SourceId, fold
 from ..ledger.store import (
@@ -30,7 +31,7 @@ from ..ledger.store import (
 )
 from . import catalog
 from .catalog import Context, Where
-from .connections import register_udfs
+from .connections import create_macro, register_udfs
 
 
 def charge(con: Any, where: Where, fields: dict[str, Any]) -> int:
@@ -118,6 +119,14 @@ def set_budget(
     for h in homes:
         catalog.bind(con, h, ledger, ledger_id)
     return name.strip() if name else sources[0].label
+
+
+def remaining(con: Any, source: str) -> tuple[Fraction, str] | None:
+    """What is left of the tightest budget covering ``source`` (a name as for
+    :func:`set_budget`), and that budget's label; None when no budget covers it."""
+    ledger, sources, _ = _ledger_of(con, catalog.parse_sources(con, source, missing_ok=False))
+    found = ledger.remaining(sources[0])
+    return None if found is None else (found[0], found[1].label)
 
 
 def require_budget(con: Any, on: bool = True, *, database: str | None = None) -> None:
@@ -273,9 +282,11 @@ def register(con: Any) -> None:
             raise InputError("the connection that loaded inftda_duckdb is closed")
         return c
 
+    @speaks("sql")
     def budget_text(delta: float | None) -> str:
         return table_sql(budget(live(), DEFAULT_DELTA if delta is None else delta))
 
+    @speaks("sql")
     def set_text(source: str, rho: str | None, epsilon: str | None, delta: str | None,
                  name: str | None, missing_ok: bool | None, db: str, schema: str, path: str,
                  temp: list[str] | None) -> str:
@@ -293,12 +304,14 @@ def register(con: Any) -> None:
         return (f"{r['budget']}: budget rho {r['budget_rho_exact']}, spent "
                 f"{r['spent_rho_exact']}, remaining {r['remaining_rho_exact']}")
 
+    @speaks("sql")
     def releases_text(source: str | None) -> str:
         rows = ledger_rows(live())
         if source is not None:
             rows = rows.filter(pa.compute.equal(rows.column("source"), source))
         return table_sql(rows)
 
+    @speaks("sql")
     def require_text(on: bool) -> str:
         con = live()
         with catalog.share_choice(con, con.cursor()) as cur:
@@ -325,28 +338,24 @@ def register(con: Any) -> None:
         )  # fmt: skip
 
     n = register_udfs(con, "ledger", create)
-    con.execute(
-        "CREATE OR REPLACE TEMP MACRO inftda_budget(delta := 1e-6) AS TABLE "
-        f"SELECT * FROM query(inftda_budget_sql_{n}(delta))"
-    )
-    con.execute(
-        "CREATE OR REPLACE TEMP MACRO inftda_set_budget(source, rho := NULL, epsilon := NULL, "
+    create_macro(con, "inftda_budget(delta := 1e-6) AS TABLE "
+                 f"SELECT * FROM query(inftda_budget_sql_{n}(delta))")
+    create_macro(
+        con,
+        "inftda_set_budget(source, rho := NULL, epsilon := NULL, "
         f"delta := NULL, name := NULL, missing_ok := false) AS inftda_set_budget_udf_{n}("
         "to_json(source)::VARCHAR, rho::VARCHAR, epsilon::VARCHAR, delta::VARCHAR, "
         "name::VARCHAR, missing_ok, current_database(), current_schema(), "
         "current_setting('search_path'), (SELECT list(n) FROM (SELECT table_name AS n FROM "
         "duckdb_tables() WHERE temporary UNION ALL SELECT view_name FROM duckdb_views() WHERE "
-        "temporary AND NOT internal)))"
+        "temporary AND NOT internal)))",
     )
-    con.execute(
-        "CREATE OR REPLACE TEMP MACRO inftda_releases(source := NULL) AS TABLE "
-        f"SELECT * FROM query(inftda_releases_sql_{n}(source))"
-    )
-    con.execute(
-        f"CREATE OR REPLACE TEMP MACRO inftda_require_budget(required := true) AS "
-        f"inftda_require_budget_udf_{n}(required)"
-    )
+    create_macro(con, "inftda_releases(source := NULL) AS TABLE "
+                 f"SELECT * FROM query(inftda_releases_sql_{n}(source))")
+    create_macro(con, "inftda_require_budget(required := true) AS "
+                 f"inftda_require_budget_udf_{n}(required)")
 
 
-__all__ = ["budget", "charge", "ledger_rows", "move_ledger", "register", "require_budget",
+__all__ = ["budget", "charge", "ledger_rows", "move_ledger", "register", "remaining",
+           "require_budget",
            "set_budget", "upgrade_ledger", "verify_ledger"]

@@ -138,6 +138,11 @@ class Where:
     def to_json(self) -> list[Any]:
         return [self.kind, list(self.parts)]
 
+    @property
+    def label(self) -> str:
+        """How people read it: ``db.schema.name``, the file's path, the object's name."""
+        return label(self.parts) if self.kind == "table" else self.parts[0]
+
     @classmethod
     def from_json(cls, data: list[Any]) -> Where:
         kind, parts = data

@@ -23,6 +23,7 @@ released leaves as one row of lists. The keys exist only during that call.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import re
@@ -31,15 +32,16 @@ import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
+from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget, total_rho
 from ..core.errors import (
     BudgetExceededError,
     InftdaError,
@@ -47,8 +49,14 @@ from ..core.errors import (
     InternalError,
     LedgerError,
     bad_argument,
+    call,
+    opt,
+    shown,
+    speaking,
+    speaks,
 )
 from ..core.noise import DiscreteGaussian
+from ..core.provenance import provenance
 from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, from_json, parse_request
 from ..core.topdown import Allowed, Nodes, check_total, release_children, release_root
@@ -57,7 +65,7 @@ from ..ledger.sources import parse as parse_source
 from ..ledger.store import Ledger
 from . import budgets, capabilities, catalog, evaluation
 from .catalog import Where
-from .connections import register_udfs, registered
+from .connections import create_macro, register_udfs, registered
 from .domain import DomainPlan, load_checks, plan_domains, raise_for_checks
 from .sqlgen import (
     PREFIXES,
@@ -120,6 +128,8 @@ _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
 # exception a UDF raised (DuckDB only passes its text on)
 _PROGRESS: dict[str, Progress | None] = {}
 _ERRORS: dict[str, BaseException] = {}
+# ... and the ledger row its charge wrote (for the output's provenance)
+_LEDGER_IDS: dict[str, int] = {}
 
 
 def _keep_error(token: str | None, exc: BaseException) -> None:
@@ -129,7 +139,9 @@ def _keep_error(token: str | None, exc: BaseException) -> None:
                 _ERRORS.setdefault(token, exc)
 
 
-def budget_plan(request: ReleaseRequest) -> BudgetPlan:
+def budget_plan(request: ReleaseRequest, domains: DomainPlan, checks: str) -> BudgetPlan:
+    """The release's split of its budget; auto weights read the public cells per level from
+    the check row (domain sizes and nested node counts, never the data's counts)."""
     return plan_budget(
         request.depth,
         rho=request.rho,
@@ -138,13 +150,35 @@ def budget_plan(request: ReleaseRequest) -> BudgetPlan:
         level_weights=request.level_weights,
         neighbours=request.neighbours,
         max_rows_per_unit=request.max_rows_per_unit,
+        auto_target=request.auto_target,
+        nodes=_level_cells(domains, load_checks(checks)),
     )
+
+
+def _level_cells(domains: DomainPlan, data: dict[str, Any]) -> list[int]:
+    """Cells at each level from the check row: the domain sizes (public; from the data only
+    with domain_from_data) and the nested domain tables' node counts."""
+    sizes = [int(c["size"]) for c in data["columns"]]
+    return _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
 
 
 # ---------------------------------------------------------------------------------------------
 # UDF bodies
 
 
+def _language(origin: object) -> str:
+    """The interface a release was asked from, whose language its errors speak."""
+    return "python" if origin == "python" else "cli" if origin == "cli" else "sql"
+
+
+def _origin(con_ref: Any, step: str, spec_text: str, *rest: Any) -> str:
+    try:
+        return _language(json.loads(spec_text).get("origin", "sql"))
+    except (ValueError, AttributeError):
+        return "sql"
+
+
+@speaks(_origin)
 def _begin(con_ref: Any, step: str, spec_text: str, checks: str,
            query_id: int | None = None) -> dict[str, Any]:
     """Once per execution: the statement's own spec (capability token), checks -> errors."""
@@ -160,8 +194,8 @@ def _begin(con_ref: Any, step: str, spec_text: str, checks: str,
 
 def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, Any]:
     request = from_json(spec["request"])
-    plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
+    plan = budget_plan(request, domains, checks)
     n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
     sizes = [int(c["size"]) for c in load_checks(checks)["columns"]]
     nests = [None if (nest := domains.nested_parent(k)) is None else nest[1]
@@ -190,7 +224,7 @@ def _claim(state: _Release) -> None:
     if con is None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
     request = p.request
-    budgets.charge(con, p.where, dict(
+    ledger_id = budgets.charge(con, p.where, dict(
         columns=request.columns,
         neighbours=request.neighbours,
         rho=p.plan.rho,
@@ -202,6 +236,10 @@ def _claim(state: _Release) -> None:
         origin=p.origin,
         delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
     ))
+    if state.token is not None:
+        with _LOCK:
+            if state.token in _PROGRESS:
+                _LEDGER_IDS[state.token] = ledger_id
     source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
     state.levels = [(source.derive(k + 1), DiscreteGaussian(p.plan.level_sigma2[k]), p.sizes[k],
                      p.nests[k]) for k in range(request.depth)]
@@ -249,6 +287,7 @@ def _levels(rid: Any, upper: Any, leaf: Any, allowed: Any) -> pa.Array:
     ``allowed[k - 1]``; returns the released leaves as one row of column lists and drops the
     release state."""
     state = _one(rid)
+    language = None if state.pending is None else _language(state.pending.origin)
     try:
         _claim(state)
         upper, allowed = _plain(upper).flatten(), _plain(allowed).flatten()
@@ -259,6 +298,8 @@ def _levels(rid: Any, upper: Any, leaf: Any, allowed: Any) -> pa.Array:
         for level in range(1, len(state.levels) + 1):
             _level_step(state, level, kids[level - 1], allowed.slice(level - 1, 1))
     except InftdaError as exc:
+        if exc.interface is None:
+            exc.interface = language  # DuckDB reads the message after the call: its language
         _keep_error(state.token, exc)
         raise
     finally:
@@ -308,12 +349,12 @@ def _preview_rows(step: str, spec_text: str, checks: str) -> list[dict[str, Any]
     capabilities.redeem(step, spec.get("token") if isinstance(spec, dict) else None,
                         spec_text, None, once=False)
     request = from_json(spec["request"])
-    plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
     raise_for_checks(request, domains, checks)
+    plan = budget_plan(request, domains, checks)
     data = load_checks(checks)
     sizes = [int(c["size"]) for c in data["columns"]]
-    nodes = _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
+    nodes = _level_cells(domains, data)
     delta = float(spec["delta"])
     total_eps = epsilon_from_rho(plan.rho, delta)
     rows = []
@@ -329,6 +370,10 @@ def _preview_rows(step: str, spec_text: str, checks: str) -> list[dict[str, Any]
                 "sigma2_k": str(row["sigma2_k"]),
                 "sigma_k": float(row["sigma_k"]),
                 "bound": float(row["bound"]),
+                "split": row["split"],
+                "uniform_bound": _maybe(float, row["uniform_bound"]),
+                "auto_rho_k": _maybe(str, row["auto_rho_k"]),
+                "auto_bound": _maybe(float, row["auto_bound"]),
                 "beta": float(spec["beta"]),
                 "epsilon": total_eps,
                 "delta": delta,
@@ -338,9 +383,14 @@ def _preview_rows(step: str, spec_text: str, checks: str) -> list[dict[str, Any]
     return rows
 
 
+def _maybe(kind: Callable[[Any], Any], value: Any) -> Any:
+    return None if value is None else kind(value)
+
+
 _PREVIEW_TYPE = (
     "STRUCT(level INTEGER, \"column\" VARCHAR, domain_size BIGINT, nodes BIGINT, rho_k VARCHAR, "
-    "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
+    "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, split VARCHAR, uniform_bound DOUBLE, "
+    "auto_rho_k VARCHAR, auto_bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
     "private BOOLEAN)[]"
 )
 
@@ -389,8 +439,8 @@ def load(con: Any, ledger: str | Ledger | None = None) -> None:
     evaluation.register(con)
     n = register_udfs(con, "release", lambda n: _register(con, n))
     macros = fragments("macros.sql")
-    con.execute(macros["release_macro"].substitute(generator=f"inftda_release_sql_{n}"))
-    con.execute(macros["preview_macro"].substitute(generator=f"inftda_preview_sql_{n}"))
+    create_macro(con, macros["release_macro"].substitute(generator=f"inftda_release_sql_{n}"))
+    create_macro(con, macros["preview_macro"].substitute(generator=f"inftda_preview_sql_{n}"))
 
 
 def _report_delta(options: dict[str, Any]) -> float:
@@ -401,7 +451,9 @@ def _report_delta(options: dict[str, Any]) -> float:
         delta = DEFAULT_DELTA if delta is None else delta
     else:
         delta = options.get("delta")
-    fix = "pass e.g. delta := 1e-6"
+    fix = f"pass e.g. {opt('delta', 1e-6)}"
+    if isinstance(delta, Fraction):
+        delta = float(delta)
     if isinstance(delta, bool) or not isinstance(delta, int | float | str):
         raise bad_argument("delta", delta, "must be a number in (0, 1)", fix)
     try:
@@ -415,7 +467,8 @@ def _report_delta(options: dict[str, Any]) -> float:
 
 def _beta(beta: object) -> float:
     if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta < 1:
-        raise bad_argument("beta", beta, "must be a number in (0, 1)", "pass e.g. beta := 0.05")
+        raise bad_argument("beta", beta, "must be a number in (0, 1)",
+                           f"pass e.g. {opt('beta', 0.05)}")
     return float(beta)
 
 
@@ -440,6 +493,7 @@ def _register(con: Any, n: int) -> None:
             raise InputError("the connection that loaded inftda_duckdb is closed")
         return c.cursor()
 
+    @speaks("sql")
     def release_sql(options: str) -> str:
         data = json.loads(options)
         context = _context(data)
@@ -449,6 +503,7 @@ def _register(con: Any, n: int) -> None:
             plan = plan_domains(request, cur, strict=False, context=context)
         return _rendered(request, plan, names, "sql", query_id)[0]
 
+    @speaks("sql")
     def preview_sql(options: str) -> str:
         data = json.loads(options)
         context = _context(data)
@@ -523,13 +578,73 @@ def _reraise(exc: duckdb.Error, token: str | None = None) -> None:
     raise err from None
 
 
-def _prepare(con: Any, source: object, columns: object, options: dict[str, Any]) -> Any:
+SOURCE_KINDS = ("a table or view name", "a DuckDB relation", "a pandas or polars DataFrame",
+                "an Arrow table, record batch, reader or dataset")
+
+
+def _is_object_source(source: object) -> bool:
+    """A relation, DataFrame or Arrow object DuckDB can read (by its type; never inspected)."""
+    if isinstance(source, duckdb.DuckDBPyRelation | pa.Table | pa.RecordBatch
+                  | pa.RecordBatchReader):
+        return True
+    module = type(source).__module__.split(".")[0]
+    name = type(source).__name__
+    return (module, name) in {("pandas", "DataFrame"), ("polars", "DataFrame"),
+                              ("polars", "LazyFrame"), ("pyarrow", "Dataset"),
+                              ("pyarrow", "FileSystemDataset"), ("pyarrow", "Scanner")}
+
+
+@contextlib.contextmanager
+def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str, Where | None]]:
+    """(the name the SQL reads, what it is charged to: None for the relation itself).
+
+    A table or view name is read and charged as itself. An in-memory object (relation,
+    DataFrame, Arrow) is registered on ``con`` under a fresh name for the duration of the call
+    (DuckDB reads it in place) and charged to ``source_name``, which the caller must give: an
+    object has no stable name of its own, and a budget must follow the data from call to call.
+    ``source_name`` is a name (``'trips'`` or ``'name:trips'``: budgeted as ``'name:trips'``)
+    or ``'file:PATH'`` (the file the object reads: the CLI's ``--input``). The object is never
+    printed or executed here (a relation runs when the release does).
+    """
+    if isinstance(source, str):
+        if source_name is not None:
+            raise bad_argument("source_name", source_name,
+                               "is only for in-memory sources (a table is charged by its name)",
+                               "leave it out, or pass the DataFrame / relation itself")
+        yield source, None
+        return
+    if not _is_object_source(source):
+        raise bad_argument("source", source, f"must be {', '.join(SOURCE_KINDS[:-1])} or "
+                           f"{SOURCE_KINDS[-1]}",
+                           "pass a table name such as 'trips', or the DataFrame itself with "
+                           f"{opt('source_name', 'trips')} (or con.register('trips', df) and pass "
+                           "'trips')")
+    if not isinstance(source_name, str) or not source_name.strip():
+        raise bad_argument("source_name", source_name,
+                           f"is required with an in-memory source ({shown(source)}): it has no "
+                           "stable name of its own, and the budget must follow the data",
+                           f"pass e.g. {opt('source_name', 'trips')}: the name this release "
+                           "is charged to, whatever object carries the data "
+                           f"({call('set_budget', 'name:trips', rho=1)} caps it)")
+    parsed = parse_source(source_name, "source_name")
+    charge = Where.of(parsed if isinstance(parsed, SourceId) else SourceId.named(parsed))
+    name = f"inftda_source_{uuid.uuid4().hex[:16]}"
+    try:
+        con.register(name, source)
+    except duckdb.Error as exc:
+        raise bad_argument("source", source, f"cannot be read by this connection ({exc})",
+                           "pass an object of this connection (a relation of another "
+                           "database: materialise it as a table there)") from None
+    try:
+        yield name, charge
+    finally:
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(name)
+
+
+def _prepare(con: Any, source: str, columns: object, options: dict[str, Any]) -> Any:
     if not isinstance(con, duckdb.DuckDBPyConnection):
-        raise InputError(f"con must be a duckdb connection; got {type(con).__name__}")
-    if isinstance(source, str) and parse_source(source) != source:
-        raise bad_argument("source", source, "must be a table or view name",
-                           "register the data as a view and pass charge_as='file:PATH' or "
-                           "'name:NAME' to charge it under that identity")
+        raise bad_argument("con", con, "must be a duckdb connection", "pass duckdb.connect()")
     request = parse_request(source, list(columns) if isinstance(columns, tuple) else columns,
                             **options)
     plan = plan_domains(request, con, strict=True)
@@ -541,9 +656,77 @@ def _prepare(con: Any, source: object, columns: object, options: dict[str, Any])
     return request, plan, UdfNames.numbered(n)
 
 
+@dataclass(frozen=True)
+class Released:
+    """A release as it ran: the request, the provenance record of its output, the result."""
+
+    request: ReleaseRequest
+    provenance: dict[str, str]
+    result: Any
+
+
+def run_release(
+    con: Any,
+    source: object,
+    columns: object,
+    options: dict[str, Any],
+    *,
+    source_name: object = None,
+    progress: Progress | None = None,
+    origin: str = "python",
+    statement: Callable[[str], str] | None = None,
+) -> Released:
+    """One release, executed as ``statement(release SQL)`` (default: the SQL itself, fetched
+    as Arrow; the CLI wraps it in ``CREATE TABLE ... AS``): the Python API and the CLI share it.
+    Each call is a new release with fresh noise, charged to the ledger as ``origin``."""
+    if origin not in ORIGINS:
+        raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
+                           "leave it out (the default is 'python')")
+    if progress is not None and not callable(progress):
+        raise bad_argument("progress", progress, "must be callable",
+                           "pass a function progress(level, depth, parents, cells, seconds)")
+    with _source(con, source, source_name) as (name, charge):
+        request, plan, names = _prepare(con, name, columns, options)
+        sql, token = _rendered(request, plan, names, origin, None, charge)
+        with _LOCK:
+            _PROGRESS[token] = progress
+        ledger_id = None
+        try:
+            try:
+                if statement is None:
+                    result = con.sql(sql).to_arrow_table()
+                else:
+                    result = con.execute(statement(sql)).fetchall()
+            except duckdb.Error as exc:
+                _reraise(exc, token)
+                raise  # pragma: no cover
+            finally:
+                capabilities.forget(token)
+                with _LOCK:
+                    _PROGRESS.pop(token, None)
+                    _ERRORS.pop(token, None)
+                    ledger_id = _LEDGER_IDS.pop(token, None)
+                    for rid in [r for r, st in _RELEASES.items() if st.token == token]:
+                        del _RELEASES[rid]  # begun but never levelled: the statement failed
+        except BaseException as exc:  # an interrupt, say: tell the caller what was charged
+            if ledger_id is not None:
+                with contextlib.suppress(AttributeError, TypeError):
+                    exc.inftda_ledger_id = ledger_id  # type: ignore[attr-defined]
+            raise
+        record = provenance(
+            rho=total_rho(request.rho, request.epsilon, request.delta), columns=request.columns,
+            neighbours=request.neighbours, output=request.output, seed=request.seed,
+            domain_from_data=request.domain_from_data, epsilon=request.epsilon,
+            delta=request.delta, privacy_unit=request.privacy_unit,
+            max_rows_per_unit=request.max_rows_per_unit, ledger_id=ledger_id,
+            source=(charge or Where.of(plan.source)).label,
+        )
+    return Released(request, record, result)
+
+
 def release(
     con: Any,
-    source: str,
+    source: object,
     columns: list[str] | tuple[str, ...],
     *,
     rho: object = None,
@@ -552,81 +735,42 @@ def release(
     domains: dict[str, Any] | None = None,
     domain_tables: list[str] | None = None,
     domain_from_data: bool = False,
-    level_weights: list[object] | None = None,
+    level_weights: list[object] | str | None = None,
+    auto_target: str | int | None = None,
     output: str = "counts",
     neighbours: str = "substitute",
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
     unknown: str = "error",
     seed: int | None = None,
+    source_name: str | None = None,
     progress: Progress | None = None,
     origin: str = "python",
-    charge_as: str | None = None,
 ) -> pa.Table:
     """One InfTDA release of ``source`` over the hierarchy ``columns`` (same options as SQL).
 
-    Every call is a new release with fresh noise, charged to the ledger (recorded with
-    ``origin``: 'python' or 'cli'). Returns the synthetic table; its schema metadata says
-    whether it is private, the budget and the seed. ``progress(level, depth, parents, cells,
-    seconds)``, if given, is called once per level when its noise and IntOpt are done (from a
-    DuckDB worker thread). ``charge_as``: the identity charged instead of the relation's own,
-    for data registered as a view: ``'file:PATH'`` (a file read directly, as the CLI does) or
-    ``'name:NAME'`` (an in-memory object: a DataFrame, an Arrow table).
+    ``source``: a table or view name, or an in-memory object (a DuckDB relation, a pandas or
+    polars DataFrame, an Arrow table) with ``source_name``, the identity it is charged to (a
+    name, ``'name:NAME'``, or ``'file:PATH'`` for a file read directly). Every call
+    is a new release with fresh noise, charged to the ledger (recorded with ``origin``: 'python'
+    or 'cli'). Returns the synthetic table; its schema metadata is the release's provenance
+    (private or not and why, rho exact and decimal, epsilon/delta, neighbours, columns, ledger
+    id, package version), and a release that is not private carries the column
+    ``inftda_not_private``. ``progress(level, depth, parents, cells, seconds)``, if given, is
+    called once per level when its noise and IntOpt are done (from a DuckDB worker thread).
     """
-    if origin not in ORIGINS:
-        raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
-                           "leave it out (the default is 'python')")
-    if progress is not None and not callable(progress):
-        raise bad_argument("progress", progress, "must be callable",
-                           "pass a function progress(level, depth, parents, cells, seconds)")
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
-        domain_from_data=domain_from_data, level_weights=level_weights, output=output,
-        neighbours=neighbours, privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
-        unknown=unknown, seed=seed,
+        domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
+        output=output, neighbours=neighbours, privacy_unit=privacy_unit,
+        max_rows_per_unit=max_rows_per_unit, unknown=unknown, seed=seed,
     )
-    charge = _charge_as(charge_as)
-    request, plan, names = _prepare(con, source, columns, options)
-    sql, token = _rendered(request, plan, names, origin, None, charge)
-    with _LOCK:
-        _PROGRESS[token] = progress
-    try:
-        table = con.sql(sql).to_arrow_table()
-    except duckdb.Error as exc:
-        _reraise(exc, token)
-        raise  # pragma: no cover
-    finally:
-        capabilities.forget(token)
-        with _LOCK:
-            _PROGRESS.pop(token, None)
-            _ERRORS.pop(token, None)
-            for rid in [r for r, st in _RELEASES.items() if st.token == token]:
-                del _RELEASES[rid]  # begun but never levelled: the statement failed
-    _warn_not_private(request)
-    bplan = budget_plan(request)
-    meta = {
-        "private": str(request.private).lower(),
-        "rho": str(bplan.rho),
-        "epsilon_at_1e-6": repr(epsilon_from_rho(bplan.rho, DEFAULT_DELTA)),
-        "neighbours": request.neighbours,
-        "max_rows_per_unit": str(request.max_rows_per_unit),
-        "seed": "" if request.seed is None else str(request.seed),
-        "domain_from_data": str(request.domain_from_data).lower(),
-        "source": request.source,
-        "columns": json.dumps(list(request.columns)),
-        "output": request.output,
-    }
-    return table.replace_schema_metadata(meta)
-
-
-def _charge_as(charge_as: str | None) -> Where | None:
-    if charge_as is None:
-        return None
-    parsed = parse_source(charge_as, "charge_as")
-    if not isinstance(parsed, SourceId):
-        raise bad_argument("charge_as", charge_as, "must be 'file:PATH' or 'name:NAME'",
-                           "pass e.g. charge_as='name:trips_frame' (a table is charged as itself)")
-    return Where.of(parsed)
+    with speaking("cli" if origin == "cli" else "python"):
+        done = run_release(con, source, columns, options, source_name=source_name,
+                           progress=progress, origin=origin)
+    _warn_not_private(done.request)
+    table: pa.Table = done.result
+    return table.replace_schema_metadata(done.provenance)
 
 
 _SEEDED = (
@@ -655,7 +799,7 @@ def _warn_not_private(request: ReleaseRequest) -> None:
 
 def preview(
     con: Any,
-    source: str,
+    source: object,
     columns: list[str] | tuple[str, ...],
     *,
     rho: object = None,
@@ -664,31 +808,36 @@ def preview(
     domains: dict[str, Any] | None = None,
     domain_tables: list[str] | None = None,
     domain_from_data: bool = False,
-    level_weights: list[object] | None = None,
+    level_weights: list[object] | str | None = None,
+    auto_target: str | int | None = None,
     neighbours: str = "substitute",
     max_rows_per_unit: int | None = None,
     privacy_unit: str | None = None,
     beta: float = 0.05,
 ) -> pa.Table:
     """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
-    total epsilon at ``delta`` (with ``rho``, delta only sets the reported epsilon).
+    total epsilon at ``delta`` (with ``rho``, delta only sets the reported epsilon); beside the
+    split in force (``split``), the bound under the uniform split and the budget and bound under
+    ``level_weights='auto'`` (its target, else the leaves).
 
     Spends nothing and reads no private data, except with ``domain_from_data`` (then the domain
     sizes come from the data: the result is marked not private and a warning says so).
+    ``source`` is a table name or an in-memory object, as for :func:`release`.
     """
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
-        domain_from_data=domain_from_data, level_weights=level_weights, neighbours=neighbours,
-        max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
+        domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
+        neighbours=neighbours, max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
     )
     report = _report_delta(options)
-    request, plan, names = _prepare(con, source, columns, options)
-    sql = _preview_rendered(request, plan, names, _beta(beta), report)
-    try:
-        table = con.sql(sql).to_arrow_table()
-    except duckdb.Error as exc:
-        _reraise(exc)
-        raise  # pragma: no cover
+    with _source(con, source, None if isinstance(source, str) else "preview") as (name, _):
+        request, plan, names = _prepare(con, name, columns, options)
+        sql = _preview_rendered(request, plan, names, _beta(beta), report)
+        try:
+            table = con.sql(sql).to_arrow_table()
+        except duckdb.Error as exc:
+            _reraise(exc)
+            raise  # pragma: no cover
     if request.domain_from_data:
         warnings.warn(
             "preview with domain_from_data read the domain sizes from the private data",
@@ -698,4 +847,5 @@ def preview(
     return table
 
 
-__all__ = ["NotPrivateWarning", "Progress", "fragments", "load", "preview", "release"]
+__all__ = ["NotPrivateWarning", "Progress", "Released", "fragments", "load", "preview", "release",
+           "run_release"]

@@ -90,5 +90,7 @@ def parse(text: object, argument: str = "source") -> SourceId | str:
             raise bad_argument(argument, text, "names no file", "pass 'file:/data/trips.parquet'")
         return SourceId.file(path)
     if text.startswith(NAME):
+        if not text[len(NAME):].strip():
+            raise bad_argument(argument, text, "names no object", "pass e.g. 'name:trips_frame'")
         return SourceId.named(text[len(NAME):])
     return text

@@ -34,7 +34,15 @@ import duckdb
 import pyarrow as pa
 
 from ..core import accounting
-from ..core.errors import BudgetExceededError, InternalError, LedgerError, bad_argument
+from ..core.errors import (
+    BudgetExceededError,
+    InternalError,
+    LedgerError,
+    arg,
+    bad_argument,
+    call,
+    opt,
+)
 from ..core.exact import to_fraction, to_positive_fraction
 from ..core.identifiers import literal, quote
 from . import chain
@@ -460,9 +468,9 @@ class Ledger:
                 f"release of {charge.source.label} refused: its data is kept in a file, but its "
                 f"charge would only be kept in {self.location} and lost when the connection "
                 "closes, so the budget would not hold. Nothing was charged. Fix: keep the "
-                "budgets in a file: load(con, ledger='budget.duckdb') (CLI: --ledger "
-                "budget.duckdb or --db), or choose an in-memory ledger explicitly with "
-                "ledger=':memory:'")
+                f"budgets in a file: {opt('ledger', 'budget.duckdb')} (load(con, ledger=...) in "
+                "Python, --ledger or --db on the command line, INFTDA_LEDGER), or choose an "
+                f"in-memory ledger on purpose: {opt('ledger', ':memory:')}")
         key = charge.source.key
 
         def body(cur: Any) -> tuple[int, _State]:
@@ -477,8 +485,9 @@ class Ledger:
                 raise BudgetExceededError(
                     f"release of {charge.source.label} refused: no budget covers it, and this "
                     f"ledger ({self.location}) requires one (require_budget is on). Nothing was "
-                    f"charged and no noise was drawn. Fix: set_budget(con, "
-                    f"{_spec(charge.source)!r}, rho=...) or add it to a budget's sources")
+                    f"charged and no noise was drawn. Fix: "
+                    f"{call('set_budget', _spec(charge.source), rho=...)}, or add it to a "
+                    "budget's sources")
             tight = [(max(b.cap - state.spent_by(b), Fraction(0)), b) for b in covering]
             for remaining, b in sorted(tight, key=lambda t: t[0]):
                 if charge.rho > remaining:
@@ -538,6 +547,21 @@ class Ledger:
         return self._run(
             lambda cur: None if cur is None else self._state(cur).settings.get(name),
             write=False)
+
+    def remaining(self, source: SourceId) -> tuple[Fraction, Budget] | None:
+        """The least rho left among the budgets covering ``source``, and that budget (None:
+        no budget covers it)."""
+
+        def body(cur: Any) -> tuple[Fraction, Budget] | None:
+            if cur is None:
+                return None
+            state = self._state(cur)
+            left = [(max(b.cap - state.spent_by(b), Fraction(0)), b)
+                    for b in state.covering(source.key)]
+            return min(left, key=lambda t: t[0]) if left else None
+
+        found = self._run(body, write=False)
+        return None if found is None else (found[0], found[1])
 
     def budgets(self, delta: object = DEFAULT_DELTA) -> pa.Table:
         """One row per budget (and per charged source no budget covers): budget, spent and
@@ -778,7 +802,7 @@ def _spec(source: SourceId) -> str:
 
 def _refusal(c: Charge, b: Budget, spent: Fraction, remaining: Fraction) -> BudgetExceededError:
     short = c.rho - remaining
-    fix = (f"request at most rho {_show(remaining)}, or raise"
+    fix = (f"request at most {arg('rho')} {_show(remaining)}, or raise"
            if remaining > 0 else "the budget is exhausted: raise")
     which = (f"the budget {b.label!r} (covering {', '.join(b.labels)})" if len(b.sources) > 1
              or b.label != c.source.label else "the budget")
@@ -786,7 +810,7 @@ def _refusal(c: Charge, b: Budget, spent: Fraction, remaining: Fraction) -> Budg
         f"release on {c.source.label} refused: it requests rho {_show(c.rho)} but only "
         f"{_show(remaining)} of {which} {_show(b.cap)} remains (spent {_show(spent)}); "
         f"difference {_show(short)}. Nothing was charged and no noise was drawn. Fix: {fix} "
-        f"the budget with set_budget(con, {_spec(c.source)!r}, rho=...)")
+        f"the budget with {call('set_budget', _spec(c.source), rho=...)}")
     err.source = c.source.label  # type: ignore[attr-defined]
     err.budget = b.label  # type: ignore[attr-defined]
     err.requested = c.rho  # type: ignore[attr-defined]
