@@ -585,3 +585,33 @@ def test_move_to_appends_everything_once_and_closes_the_source(
     with pytest.raises(BudgetExceededError, match="no budget covers"):  # and the setting
         target.charge(mk("1/100", source=OTHER))
     assert target.verify()["ok"]
+
+
+@pytest.mark.parametrize("text", ["plain", 'quo"te', "back\\slash", "slash/x", "tab\tnl\ncr\r",
+                                  "ünï😀", "\u2028\u2029", "\b\f", "a'b", "", "\\u00ab",
+                                  "ctl\x01\x1f"])
+def test_the_python_digest_of_a_charge_is_duckdbs(con: duckdb.DuckDBPyConnection,
+                                                  text: str) -> None:
+    """The hot path hashes a charge in Python: it must equal the SQL digest (the CHECK
+    constraint), or step aside (None) for texts it cannot reproduce exactly."""
+    import datetime
+
+    row = {"seq": 5, "id": 3, "source": text, "source_key": "k" + text, "columns": [text, "b"],
+           "started_at": datetime.datetime(2025, 1, 2, 3, 4, 5, 678901, datetime.UTC),
+           "neighbours": "substitute", "privacy_unit": text or None, "max_rows_per_unit": 2,
+           "rho": "1/3", "delta": 1e-6, "output": "counts", "seeded": False,
+           "data_domain": True, "private": False, "origin": "python", "conversion": CONVERSION}
+    types = dict(seq="BIGINT", id="BIGINT", started_at="TIMESTAMPTZ", columns="VARCHAR[]",
+                 max_rows_per_unit="BIGINT", delta="DOUBLE", seeded="BOOLEAN",
+                 data_domain="BOOLEAN", private="BOOLEAN")
+    values = ", ".join(f"${k}::{types.get(k, 'VARCHAR')} AS {k}" for k in row)
+    ((sql,),) = con.execute(f"SELECT sha256({chain.CONTENT[chain.LEDGER]}) FROM "
+                            f"(SELECT {values})", row).fetchall()
+    python = chain.charge_digest(row)
+    assert python == sql or (python is None and "\x01" in text)
+
+
+def test_a_charge_with_an_unusual_label_is_hashed_by_duckdb(ledger: Ledger) -> None:
+    ledger.charge(mk("1/2", source=SourceId.named("tab\x01name")))
+    ledger.charge(mk("1/2"))
+    assert ledger.verify()["ok"]
