@@ -448,6 +448,11 @@ def test_ledger_verify_and_upgrade(work: Path) -> None:
     broken = cli("ledger", db, "--verify")
     assert_error(broken)
     assert "broken" in broken.stderr
+    shared = work / "shared.duckdb"
+    assert cli("budget", "--ledger", shared, "--set", "name:frame", "--rho", "1").returncode == 0
+    alone = cli("ledger", "--ledger", shared, "--verify")  # no DATABASE: the ledger file alone
+    assert alone.returncode == 0 and "intact: 1 rows" in alone.stdout, alone.stderr
+    assert "No releases" in cli("ledger", "--ledger", shared).stdout
     assert cli("ledger", db, "--upgrade").stdout.startswith("Nothing to upgrade")
     assert_error(cli("ledger"))  # neither DATABASE nor --ledger
 

@@ -786,7 +786,8 @@ def _ledger_connection(args: argparse.Namespace, read_only: bool) -> duckdb.Duck
     if args.database is None and args.ledger is None and not os.environ.get("INFTDA_LEDGER"):
         raise bad_argument("DATABASE", None, "or --ledger is required",
                            "pass a database file, or --ledger budget.duckdb")
-    return _connect(args.database, must_exist=True, read_only=read_only, ledger=args.ledger)
+    return _connect(args.database, must_exist=True, ledger=args.ledger,
+                    read_only=read_only and args.database is not None)  # memory: read-write
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
