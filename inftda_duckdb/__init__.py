@@ -11,6 +11,7 @@ Public API::
     require_budget(con)                        refuse releases of sources no budget covers
     verify_ledger(con)                         check the ledger's hash chain now
     evaluate(con, true, released, columns)     per-level errors vs the truth (curator only)
+    interrupt(con)                             stop the releases running on con (another thread)
 
 Map of the package (the folder listing reads like the algorithm):
 
@@ -18,8 +19,9 @@ Map of the package (the folder listing reads like the algorithm):
   ``exact`` (budgets as Fractions), ``randomness`` (AES-256 keyed PRF; seeded for tests only),
   ``noise`` (exact discrete Gaussian), ``intopt`` (the paper's IntOpt over whole levels),
   ``accounting`` (rho / (epsilon, delta), level split, Theorem 1), ``topdown`` (Algorithm 1 a
-  level at a time), ``request`` (every release argument validated), ``identifiers``,
-  ``memory``, ``errors``
+  level at a time), ``request`` (every release argument validated), ``units`` (which rows of a
+  privacy unit are kept), ``limits`` (the cell limit), ``interrupts`` (stopping a release),
+  ``identifiers``, ``memory``, ``errors``
 - ``ledger/``    budgets and the ledger of releases, exact, atomic and hash-chained, shared by every
   engine: ``sources`` (what a budget covers), ``chain`` (tables and hashes), ``store``
 - ``duckdb/``    the DuckDB engine: ``extension`` (UDFs, table macros, release()/preview()),
@@ -31,6 +33,8 @@ Map of the package (the folder listing reads like the algorithm):
 """
 
 from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError, LedgerError
+from .core.interrupts import ReleaseInterrupted  # raised where a release is stopped
+from .core.limits import ReleaseAbortedError  # raised past the cell limit, after the charge
 from .duckdb.budgets import (
     budget,
     move_ledger,
@@ -40,7 +44,7 @@ from .duckdb.budgets import (
     verify_ledger,
 )
 from .duckdb.evaluation import evaluate
-from .duckdb.extension import NotPrivateWarning, load, preview, release
+from .duckdb.extension import NotPrivateWarning, interrupt, load, preview, release
 
 __version__ = "0.1.0"
 
@@ -51,9 +55,12 @@ __all__ = [
     "InternalError",
     "LedgerError",
     "NotPrivateWarning",
+    "ReleaseAbortedError",
+    "ReleaseInterrupted",
     "__version__",
     "budget",
     "evaluate",
+    "interrupt",
     "load",
     "move_ledger",
     "preview",

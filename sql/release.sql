@@ -6,11 +6,11 @@
 -- k1..kd, each column's public domain, the release spec (JSON, including the budget) and the
 -- per-connection UDF names.
 -- Cost: ONE scan of the source (the leaf-level GROUP BY; a privacy unit adds a window over it),
--- then GROUP BY queries over the distinct leaves for the prefix counts and one UDF call for all
--- levels (work proportional to the prefixes plus the noised cells: every child of every released
--- parent). Privacy: each execution is a NEW release with fresh noise and is charged to the ledger
--- by the levels step (once per execution, before any noise is drawn; inftda_begin has checked
--- the statement's capability token and the data first).
+-- then one UDF call for all levels over the distinct leaves (work proportional to the leaves plus
+-- the noised cells: every child of every released parent). Privacy: each execution is a NEW
+-- release with fresh noise and is charged to the ledger by the levels step's first call (once per
+-- execution, before any noise is drawn; inftda_begin has checked the statement's capability
+-- token and the data first).
 
 -- @typed
 -- one row of typed NULLs, one per hierarchy column: gives cast_to_type() and typeof() the
@@ -22,18 +22,51 @@ typed AS MATERIALIZED (
 -- @leaf_raw
 -- the only scan of the private data: counts of the distinct raw leaves.
 leaf_raw AS $materialized(
-    SELECT $raw_cols, count(*)::BIGINT AS n$unit_nulls FROM $source_rows GROUP BY ALL
+    SELECT $raw_cols, $count::BIGINT AS n$unit_nulls FROM $source_rows GROUP BY ALL
 )
 
 -- @unit_source
--- a privacy unit contributes at most $m rows (kept rows chosen at random within each unit;
--- the random key is drawn in a subquery: window ORDER BY cannot be volatile). Rows with a NULL
--- unit are never pooled: all are kept and counted (inftda_begin refuses them), or dropped.
-(SELECT $cols, inftda_unit FROM (
-    SELECT $cols, inftda_unit,
+-- a privacy unit contributes at most $m rows: the m smallest sort keys of a keyed PRF of (unit,
+-- row); not DuckDB's random (setseed and scan order would decide), nor other units' rows.
+-- Identical rows of a unit are one group of c rows; its candidates i = 0 .. min(c, m) - 1 get the
+-- keys E_0 + ... + E_i, E_i = -ln(U_i) / (c - i), U_i from sha256(key ':' i ':' group): the
+-- smallest of c Exp(1) keys, so a uniform m-subset of the unit's rows is kept (core/units.py is
+-- the reference). Rows with a NULL unit are never pooled: all are kept and counted (inftda_begin
+-- refuses them), or dropped. inftda_w: the rows a candidate stands for.
+(SELECT $cols, inftda_unit, inftda_w FROM (
+    SELECT $cols, inftda_unit, inftda_w,
         row_number() OVER (PARTITION BY inftda_unit ORDER BY inftda_key) AS inftda_rn
-    FROM (SELECT $cols, $unit AS inftda_unit, $order AS inftda_key FROM $source)
+    FROM (
+        SELECT $cols, inftda_unit, CASE WHEN inftda_unit IS NULL THEN inftda_c ELSE 1 END AS inftda_w,
+            $sort_key AS inftda_key
+        FROM (SELECT *, $group AS inftda_g$exps
+              FROM (SELECT $cols, $unit AS inftda_unit, count(*) AS inftda_c
+                    FROM $source GROUP BY ALL) CROSS JOIN inftda_rk)
+    )
 ) WHERE (inftda_rn <= $m OR inftda_unit IS NULL) AND $keep_null)
+
+-- @unit_key_one
+-- m = 1: one candidate per group, E_0 (no lists)
+-ln($u0) / inftda_c
+
+-- @unit_exps
+-- m > 1: the group's E_i, i = 0 .. min(c, m) - 1
+, CASE WHEN inftda_unit IS NULL THEN []::DOUBLE[] ELSE list_transform(range(least(inftda_c, $m)),
+    lambda i: -ln($ui) / (inftda_c - i)) END AS inftda_e
+
+-- @unit_keys
+-- m > 1: one row per candidate, keyed E_0 + ... + E_i
+unnest(CASE WHEN inftda_unit IS NULL THEN [0.0]
+       ELSE list_transform(range(1, len(inftda_e) + 1), lambda j: list_sum(inftda_e[1:j])) END)
+
+-- @unit_u
+-- U_i in (0, 1): 52 bits of sha256(row key ':' i ':' group), plus one half
+((('0x' || left(sha256(inftda_k || ':' || $i || ':' || inftda_g), 13))::BIGINT + 0.5)
+ / 4503599627370496.0)
+
+-- @row_key
+-- the row key of this execution (ONE call, MATERIALIZED): 128 bits from the OS, or from seed :=
+inftda_rk AS MATERIALIZED (SELECT $rowkey($seed) AS inftda_k)
 
 -- @dom_list
 -- explicit public domain of level $i: labels (text) in code order, cast to the column's type;
@@ -110,6 +143,15 @@ checks AS (SELECT to_json({$totals
     UNION ALL SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal
 ) WHERE translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name),
 
+-- @frame_check
+-- the source is a TEMP view over a registered pandas DataFrame (catalog only): its ENUM columns
+-- are Categoricals, whose categories pandas may have taken from the data (a warning); DuckDB
+-- 1.5.0 gives such a view an empty SQL text (no CREATE VIEW can)
+'frame': (SELECT count(*) FROM duckdb_views()
+          WHERE temporary
+            AND translate(view_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name
+            AND (sql LIKE '%pandas_scan(%' OR trim(coalesce(sql, '')) = '')),
+
 -- @column_check
 -- level $i's public domain in one query: type, size, labels not valid for the type, duplicates
 (SELECT {'type': typeof(any_value(t.v$i)), 'size': count(d.v),
@@ -117,6 +159,18 @@ checks AS (SELECT to_json({$totals
          'bad_examples': (list(d.label) FILTER (d.v IS NULL))[1:5],
          'dups': count(d.v) - count(DISTINCT d.v)}
  FROM typed AS t LEFT JOIN dom${i}_l AS d ON true)
+
+-- @column_check_range
+-- a preview of level $i's declared range of $size values: its two ends are cast to the column's
+-- type (never the values in between: arithmetic on sizes)
+(SELECT {'type': typeof(t.v$i), 'size': $size,
+         'bad': (try(cast_to_type($first, t.v$i)) IS NULL)::INTEGER
+                + (try(cast_to_type($last, t.v$i)) IS NULL)::INTEGER,
+         'bad_examples': CASE WHEN try(cast_to_type($first, t.v$i)) IS NULL
+                               OR try(cast_to_type($last, t.v$i)) IS NULL
+                              THEN [$first, $last] ELSE []::VARCHAR[] END,
+         'dups': 0}
+ FROM typed AS t)
 
 -- @column_check_enum
 -- level $i's ENUM labels: valid and distinct by construction (read from the typed row, the
@@ -163,10 +217,6 @@ inftda_b AS MATERIALIZED (SELECT $begin($spec, j, current_query_id()) AS b FROM 
 -- outside the domain were refused or, with unknown := 'drop', dropped)
 leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 
--- @prefix
--- true counts of the $i-prefixes, from the (i+1)-prefixes (each level aggregates the one below)
-pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM $below GROUP BY ALL)
-
 -- @prefix_lists
 {'k': $klists, 'key': NULL::BIGINT[], 'n': list(n)}
 
@@ -178,21 +228,46 @@ pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM $below GROUP BY ALL)
  FROM (SELECT DISTINCT $keys FROM nest$t WHERE NOT defect))
 
 -- @levels
--- Algorithm 1, lines 2-9, in ONE UDF call: every level's true prefix counts, each level's as one
--- struct of lists (the non-zero counts; when the domain sizes were known when planned, product
--- < 2**62, each prefix travels as one mixed-radix key ((k1 * s2 + k2) * s3 + ...), else as
--- one list of codes per column): levels 1..d-1 in a list, the leaves on their own (a list
--- around them would copy them: ~3 ms at 240k leaves); and each nested level's allowed children
--- (NULL: not nested).
--- Level by level, every child of every released parent is noised, IntOpt, children released
--- > 0 kept; each level's total is checked against the root. Returns the released leaves as
--- one row of lists (~3 ms less than one call per level: the calls and their pipelines).
+-- Algorithm 1, lines 2-9, in ONE UDF call over the true leaf counts (the non-zero ones, as one
+-- struct of lists: when the domain sizes were known when planned, product < 2**62, each leaf
+-- travels as one mixed-radix key ((k1 * s2 + k2) * s3 + ...), else as one list of codes per
+-- column) and each nested level's allowed children (NULL: not nested). The call sorts the leaves,
+-- derives every level's prefix counts from them and releases level after level: every child of
+-- every released parent noised (tree-addressed), IntOpt, children > 0 kept, in blocks of cells run
+-- on DuckDB's `threads` worker threads. Returns the released leaves as one row of lists.
 -- Not materialized: referenced once, the lists go straight to the unnest below instead of
 -- through a copy (~6-9 ms less for CREATE TABLE AS at 240k leaves). The UDF has side effects,
 -- so DuckDB evaluates it once per execution (tested on several query shapes); a second call
 -- would find its release gone and raise, never return rows.
-inftda_e AS (SELECT $levels(b.b.rid, [$upper]::$ptype[], $leaf, [$allowed]::$ptype[]) AS e
+inftda_e AS (SELECT $levels(b.b.rid, 0, $leaf, [$allowed]::$ptype[],
+                            current_setting('threads')::BIGINT, 0, 0) AS e
              FROM inftda_b AS b),
+-- each column's public values in code order: decoding is a list lookup
+inftda_dl AS MATERIALIZED (SELECT $lists FROM typed),
+inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)
+
+-- @levels_grouped
+-- The same release in parts, for a DuckDB memory_limit too small for every leaf in one list
+-- (chosen when the statement is planned, from public sizes only): the levels down to the cut
+-- level $cut are released once, from the cut prefixes' true counts (MATERIALIZED: one call, before
+-- any part), then the leaves travel in $parts lists, one per run of consecutive cut prefixes
+-- (key // $part_radix), each a row of a UDF call that releases the levels below the cut for the
+-- cut nodes of its run (noise addressed by the tree: the same release as in one call). Every part
+-- is a row of range($parts), leaves or not: a released cut node with no true leaf below it is
+-- noised too. DuckDB streams the parts; no list holds more than one part's leaves.
+inftda_k AS (SELECT $key AS key, n FROM leaf),
+inftda_t AS MATERIALIZED (
+    SELECT $levels(b.b.rid, -1, (SELECT {'k': NULL::INTEGER[], 'key': list(p), 'n': list(n)}
+                                 FROM (SELECT key // $cut_radix AS p, sum(n)::BIGINT AS n
+                                       FROM inftda_k GROUP BY ALL)),
+                   [$allowed]::$ptype[], current_setting('threads')::BIGINT, $cut, $parts) AS t
+    FROM inftda_b AS b),
+inftda_g AS (SELECT key // $part_radix AS part, list(key) AS k, list(n) AS n
+             FROM inftda_k GROUP BY ALL),
+inftda_e AS (SELECT $levels(t.t.rid, p.i, {'k': NULL::INTEGER[], 'key': g.k, 'n': g.n},
+                            NULL::$ptype[], current_setting('threads')::BIGINT, $cut, $parts) AS e
+             FROM range($parts) AS p(i) CROSS JOIN inftda_t AS t
+             LEFT JOIN inftda_g AS g ON g.part = p.i),
 -- each column's public values in code order: decoding is a list lookup
 inftda_dl AS MATERIALIZED (SELECT $lists FROM typed),
 inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)

@@ -236,7 +236,8 @@ def test_a_prepared_release_executed_twice_is_charged_twice(
 def test_a_release_failing_between_its_steps_leaves_no_state(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def boom(rid: object, upper: object, leaf: object, allowed: object) -> None:
+    def boom(rid: object, part: object, leaves: object, allowed: object, threads: object,
+             cut: object, parts: object) -> None:
         raise InputError("boom")
 
     monkeypatch.setattr(extension, "_levels", boom)  # registered by the load below

@@ -217,9 +217,10 @@ def test_release_privacy_unit(work: Path) -> None:
     db = work / "trips.duckdb"
     result = cli("release", "--db", db, "--table", "people", "--columns", "origin,hour",
                  "--rho", "1", "--domain", "hour=0..23", "--privacy-unit", "person",
-                 "--max-rows-per-unit", "2", "--into-table", "people_dp")
+                 "--max-rows-per-unit", "2", "--rows-per-unit-public",
+                 "--into-table", "people_dp")
     assert result.returncode == 0, result.stderr
-    # substitute: the number of rows kept (at most 2 per person) is public and exact
+    # substitute with public row counts: the rows kept (at most 2 per person) are exact
     kept = query(db, "SELECT sum(least(n, 2)) FROM (SELECT count(*) n FROM people GROUP BY person)")
     assert total(db, "people_dp") == kept[0][0]
 
@@ -648,7 +649,7 @@ def test_interrupt_exits_130_and_says_what_was_charged(work: Path) -> None:
         "from inftda_duckdb.duckdb import extension\n"
         "def stop(*args, **kwargs):\n"
         "    raise KeyboardInterrupt\n"
-        "extension.release_children = stop\n"  # Ctrl-C in the first level, after the charge
+        "extension.release_below = stop\n"  # Ctrl-C in the first level, after the charge
         "from inftda_duckdb.tools.cli import main\n"
         f"sys.exit(main({[str(a).format(db=db) for a in RELEASE] + ['--rho', '1', '--into-table', 'x']!r}))\n"  # noqa: E501
     )

@@ -15,9 +15,11 @@ capability token, :mod:`.capabilities`), turns the data checks into errors and k
 release needs in a small process registry, keyed by a fresh release id: no key, no noise, no
 charge yet. ``inftda_levels`` (one Arrow call) takes the release from the registry, refuses it if
 its begin step ran more than once (a correlated subquery), charges the ledger, draws the keys,
-then takes every level's true prefix counts as lists (mixed-radix keys, or codes column after
-column), releases the levels in order, each from the nodes of the one before, and returns the
-released leaves as one row of lists. The keys exist only during that call.
+then takes the true leaf counts as lists (mixed-radix keys, or codes column after column),
+releases every level through the engine-neutral
+:func:`~inftda_duckdb.core.topdown.release_below` on DuckDB's ``threads`` worker threads, returns
+the released leaves as one row of lists and drops the state (the keys go with it). A release in
+parts is charged by its first levels call, the one that releases the levels down to the cut.
 """
 
 from __future__ import annotations
@@ -33,14 +35,15 @@ import uuid
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ..core import limits, units
 from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget, total_rho
 from ..core.errors import (
     BudgetExceededError,
@@ -48,25 +51,30 @@ from ..core.errors import (
     InputError,
     InternalError,
     LedgerError,
+    ReleaseAbortedError,
+    ReleaseInterrupted,
     bad_argument,
     call,
     opt,
+    render,
     shown,
     speaking,
     speaks,
 )
+from ..core.interrupts import GRACE, interruptible, stopped
 from ..core.noise import DiscreteGaussian
 from ..core.provenance import provenance
 from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, from_json, parse_request
-from ..core.topdown import Allowed, Nodes, check_total, release_children, release_root
+from ..core.topdown import Cancelled, LevelProgress, check_total, release_below, release_root
+from ..core.tree import Allowed, Levels, Nodes, mixed_radix
 from ..ledger.sources import SourceId
 from ..ledger.sources import parse as parse_source
 from ..ledger.store import Ledger
 from . import budgets, capabilities, catalog, evaluation
 from .catalog import Where
 from .connections import create_macro, register_udfs, registered
-from .domain import DomainPlan, load_checks, plan_domains, raise_for_checks
+from .domain import DomainPlan, frame_enum_text, load_checks, plan_domains, raise_for_checks
 from .sqlgen import (
     PREFIXES,
     UdfNames,
@@ -77,13 +85,15 @@ from .sqlgen import (
     spec_json,
 )
 
+T = TypeVar("T")
 MAX_LIVE_RELEASES = 64
 DEFAULT_DELTA = 1e-6
 ORIGINS = ("python", "cli")  #: origins a Python caller may record (SQL releases record 'sql')
 
-Progress = Callable[[int, int, int, int, float], None]
-"""``progress(level, depth, parents, cells, seconds)``: called once per level when its noise and
-IntOpt are done (``cells`` noised, ``seconds`` spent in that level's noise+IntOpt)."""
+Progress = Callable[[LevelProgress], None]
+"""``progress(p)``: ``p.cells_done`` of ``p.cells_planned`` noised cells of level ``p.level``
+(of ``p.depth``) are done, ``p.seconds`` after the level began (``p.parents`` released parents);
+called once per level when it is done and, on long levels, up to 16 times before."""
 
 _LOG = logging.getLogger("inftda_duckdb")
 
@@ -103,7 +113,9 @@ class _Pending:
     plan: BudgetPlan
     n: int
     sizes: list[int]
-    nests: list[tuple[int, ...] | None]
+    nodes: list[int]  # cells per level (public)
+    fits: bool  # the cell limit held without the noised root
+    nests: list[tuple[int, ...] | None]  # per level: the earlier levels keying its children
     where: Where
     origin: str
 
@@ -113,13 +125,18 @@ class _Release:
     """A release in progress: each level's random source, noise and domain size (and, for a
     nested level, the earlier levels keying its allowed children), and the nodes released at
     the last level done. Between the begin and the levels step only ``pending`` is set: the
-    registry never holds a key."""
+    registry never holds a key before the charge."""
 
     levels: list[tuple[RandomSource, DiscreteGaussian, int, tuple[int, ...] | None]]
     root: int
     nodes: Nodes
     token: str | None = None
     progress: Progress | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    owner: int = 0  #: id() of the connection that loaded the UDFs (see interrupt())
+    charged: str | None = None  #: what the release spent ('rho 1/2 on memory.main.t')
+    tree: Levels | None = None  # a release in parts: its levels, and which parts are done
+    parts: _Parts | None = None
     pending: _Pending | None = None
 
 
@@ -130,6 +147,27 @@ _PROGRESS: dict[str, Progress | None] = {}
 _ERRORS: dict[str, BaseException] = {}
 # ... and the ledger row its charge wrote (for the output's provenance)
 _LEDGER_IDS: dict[str, int] = {}
+# releases inside inftda_begin, not charged yet (owner, token, cancel flag), and the tokens
+# of Python calls interrupted before their begin ran
+_BEGINNING: dict[int, tuple[int, str | None, threading.Event]] = {}
+_CANCELLED: set[str] = set()
+# our UDFs running now, by (connection id, token): DuckDB is never interrupted under them (it
+# would return while the UDF still runs); they stop on their own flags
+_ACTIVE: collections.Counter[tuple[int, str | None]] = collections.Counter()
+_LEVELS: dict[int, _Release] = {}  # releases inside their levels UDF (popped from _RELEASES)
+
+
+@contextlib.contextmanager
+def _active(owner: int, token: str | None) -> Iterator[None]:
+    with _LOCK:
+        _ACTIVE[owner, token] += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _ACTIVE[owner, token] -= 1
+            if not _ACTIVE[owner, token]:
+                del _ACTIVE[owner, token]
 
 
 def _keep_error(token: str | None, exc: BaseException) -> None:
@@ -150,6 +188,7 @@ def budget_plan(request: ReleaseRequest, domains: DomainPlan, checks: str) -> Bu
         level_weights=request.level_weights,
         neighbours=request.neighbours,
         max_rows_per_unit=request.max_rows_per_unit,
+        noised_root=request.noised_root,
         auto_target=request.auto_target,
         nodes=_level_cells(domains, load_checks(checks)),
     )
@@ -172,6 +211,7 @@ def _language(origin: object) -> str:
 
 
 def _origin(con_ref: Any, step: str, spec_text: str, *rest: Any) -> str:
+    """The interface a release was asked from (its errors speak its language)."""
     try:
         return _language(json.loads(spec_text).get("origin", "sql"))
     except (ValueError, AttributeError):
@@ -184,28 +224,55 @@ def _begin(con_ref: Any, step: str, spec_text: str, checks: str,
     """Once per execution: the statement's own spec (capability token), checks -> errors."""
     spec = json.loads(spec_text)
     token = spec.get("token") if isinstance(spec, dict) else None
+    flag = threading.Event()
+    con = con_ref()
+    owner = id(con)
+    with _LOCK:
+        _BEGINNING[id(flag)] = (owner, token, flag)
     try:
-        capabilities.redeem(step, token, spec_text, query_id)
-        return _begin_spec(con_ref, spec, checks)
+        with _active(owner, token):
+            capabilities.redeem(step, token, spec_text, query_id)
+            return _begin_spec(con_ref, spec, checks, flag)
+    except KeyboardInterrupt as exc:  # Ctrl-C landed in this UDF: nothing is charged here
+        err = exc if isinstance(exc, ReleaseInterrupted) else stopped(None)
+        _keep_error(token, err)
+        raise err from None
     except InftdaError as exc:
         _keep_error(token, exc)
         raise
+    finally:
+        with _LOCK:
+            _BEGINNING.pop(id(flag), None)
 
 
-def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, Any]:
+def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str,
+                flag: threading.Event) -> dict[str, Any]:
     request = from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
     plan = budget_plan(request, domains, checks)
     n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
-    sizes = [int(c["size"]) for c in load_checks(checks)["columns"]]
+    data = load_checks(checks)
+    sizes = [int(c["size"]) for c in data["columns"]]
+    nodes = _level_cells(domains, data)
+    # the cell limit from public information: the domains, and n when it is published as it is
+    fits = limits.check_cells(request.columns, sizes, nodes,
+                              None if request.noised_root else n)
     nests = [None if (nest := domains.nested_parent(k)) is None else nest[1]
              for k in range(request.depth)]
     where = Where.from_json(spec.get("charge") or Where.of(domains.source).to_json())
-    rid = uuid.uuid4().hex
     token = spec.get("token")
+    con = con_ref()
+    if con is None:
+        raise InputError("the connection that loaded inftda_duckdb is closed")
+    if flag.is_set() or (token is not None and token in _CANCELLED):
+        raise stopped(None)  # interrupted before the charge
+    if spec["origin"] == "sql":  # the Python API warned when it planned
+        _log_frame_enums(request, domains, data)
+    rid = uuid.uuid4().hex
+    pending = _Pending(con_ref, request, plan, n, sizes, nodes, fits, nests, where, spec["origin"])
     with _LOCK:
         state = _Release([], 0, Nodes.root(0), token, _PROGRESS.get(token) if token else None,
-                         _Pending(con_ref, request, plan, n, sizes, nests, where, spec["origin"]))
+                         flag, id(con), pending=pending)
         _RELEASES[rid] = state
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
@@ -223,19 +290,25 @@ def _claim(state: _Release) -> None:
     con = p.con_ref()
     if con is None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
+    if state.cancelled.is_set() or (state.token is not None and state.token in _CANCELLED):
+        raise stopped(None)  # interrupted before the charge
     request = p.request
-    ledger_id = budgets.charge(con, p.where, dict(
-        columns=request.columns,
-        neighbours=request.neighbours,
-        rho=p.plan.rho,
-        privacy_unit=request.privacy_unit,
-        max_rows_per_unit=request.max_rows_per_unit,
-        output=request.output,
-        seeded=request.seed is not None,
-        data_domain=request.domain_from_data,
-        origin=p.origin,
-        delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
-    ))
+    try:
+        ledger_id = budgets.charge(con, p.where, dict(
+            columns=request.columns,
+            neighbours=request.neighbours,
+            rho=p.plan.rho,
+            privacy_unit=request.privacy_unit,
+            max_rows_per_unit=request.max_rows_per_unit,
+            output=request.output,
+            seeded=request.seed is not None,
+            data_domain=request.domain_from_data,
+            origin=p.origin,
+            delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
+        ))  # refusal raises BudgetExceededError: nothing drawn
+    except KeyboardInterrupt:  # while the charge was being written
+        raise stopped(None, recording=True) from None
+    state.charged = charged = f"rho {p.plan.rho} on {p.where.label}"
     if state.token is not None:
         with _LOCK:
             if state.token in _PROGRESS:
@@ -245,8 +318,17 @@ def _claim(state: _Release) -> None:
                      p.nests[k]) for k in range(request.depth)]
     state.root = release_root(p.n, p.plan, source)
     state.nodes = Nodes.root(state.root)
+    if not p.fits:  # only the noised root can decide: after the charge, and the error says so
+        limits.check_cells(request.columns, p.sizes, p.nodes, state.root, charged=charged)
     if p.origin == "sql" and not request.private:
         _LOG.warning("%s", _not_private_text(request))  # visible on stderr, even under -W error
+
+
+def _log_frame_enums(request: ReleaseRequest, plan: DomainPlan, checks: dict[str, Any]) -> None:
+    """From SQL: a warning on stderr when a level's domain is a registered DataFrame's ENUM."""
+    if checks.get("frame"):
+        enums = [c.column for c in plan.columns if c.kind == "enum"]
+        _LOG.warning("%s", render(frame_enum_text(request.source, enums), "sql"))
 
 
 def _one(rid: Any) -> _Release:
@@ -257,10 +339,14 @@ def _one(rid: Any) -> _Release:
     with _LOCK:
         state = _RELEASES.pop(str(rid[0].as_py()), None)
     if state is None:
-        raise InputError("unknown or expired release id: inftda_levels is an internal step of "
-                         "inftda_release and cannot be called by hand (or more than "
-                         f"{MAX_LIVE_RELEASES} releases were begun at once). Nothing was charged")
+        raise _unknown_release()
     return state
+
+
+def _unknown_release() -> InputError:
+    return InputError("unknown or expired release id: inftda_levels is an internal step of "
+                      "inftda_release and cannot be called by hand (or more than "
+                      f"{MAX_LIVE_RELEASES} releases were begun at once). Nothing was charged")
 
 
 def _prefixes(arr: Any, width: int) -> np.ndarray:
@@ -281,67 +367,330 @@ def _counts(arr: Any) -> np.ndarray:
     return _plain(arr).field("n").flatten().to_numpy(zero_copy_only=False)
 
 
-def _levels(rid: Any, upper: Any, leaf: Any, allowed: Any) -> pa.Array:
-    """Algorithm 1, lines 2-9, in one call: the true prefix counts of level k < d are
-    ``upper[k - 1]``, the leaves' are ``leaf``, a nested level's allowed children are
-    ``allowed[k - 1]``; returns the released leaves as one row of column lists and drops the
-    release state."""
-    state = _one(rid)
+def _levels(rid: Any, part: Any, leaves: Any, allowed: Any, threads: Any, cut: Any,
+            parts: Any) -> pa.Array:
+    """Algorithm 1, lines 2-9 (see ``@levels`` in sql/release.sql). ``cut`` 0: one call, the
+    true leaf counts are ``leaves``; releases every level and drops the release state. Else the
+    release comes in parts: ``part`` -1 releases levels 1..cut from the cut prefixes' counts,
+    then each row ``part`` >= 0 the levels below the cut for its run of cut nodes (the state
+    goes when all ``parts`` are done). A nested level's allowed children are ``allowed[k - 1]``.
+    Returns one row per call row: the released leaves as column lists (and the release id).
+    cancel(), interrupt(con) or Ctrl-C stop it between two blocks (ReleaseInterrupted)."""
+    workers = max(1, int(_plain(threads)[0].as_py() or 1))
+    cut_level, n_parts = int(_plain(cut)[0].as_py()), int(_plain(parts)[0].as_py())
+    part_ids = _plain(part).to_pylist()
+    if cut_level and part_ids != [-1]:
+        state = _live(_plain(rid)[0].as_py())
+        return _stoppable(state, lambda: _parts(_plain(rid).to_pylist(), part_ids,
+                                                _plain(leaves), workers))
+    state = _one(rid) if not cut_level else _live(_plain(rid)[0].as_py(), first=True)
+    return _stoppable(state, lambda: _release_levels(state, rid, part_ids, leaves, allowed,
+                                                     workers, cut_level, n_parts))
+
+
+def _stoppable(state: _Release, run: Callable[[], pa.Array]) -> pa.Array:
+    """``run()`` as the release's running levels UDF: a cancel flag, an interrupt or Ctrl-C
+    inside it raise ReleaseInterrupted (saying what was charged); its errors are kept for the
+    Python caller, in its language. On any error the release and its keys are dropped."""
     language = None if state.pending is None else _language(state.pending.origin)
+    with _LOCK:
+        _LEVELS[id(state)] = state
     try:
-        _claim(state)
-        upper, allowed = _plain(upper).flatten(), _plain(allowed).flatten()
-        kids = [upper.slice(k, 1) for k in range(len(upper))] + [leaf]
-        if len(kids) != len(state.levels) or len(allowed) != len(state.levels):
-            raise InternalError(f"a release of {len(state.levels)} levels got {len(kids)} "
-                                f"levels of prefixes and {len(allowed)} of allowed children")
-        for level in range(1, len(state.levels) + 1):
-            _level_step(state, level, kids[level - 1], allowed.slice(level - 1, 1))
+        with _active(state.owner, state.token):
+            if state.cancelled.is_set() and state.pending is None:
+                raise Cancelled("the release was cancelled before its levels")
+            return run()
+    except (Cancelled, KeyboardInterrupt) as exc:  # cancel(), interrupt(con) or Ctrl-C here
+        _drop(state)
+        err = exc if isinstance(exc, ReleaseInterrupted) else stopped(state.charged)
+        _keep_error(state.token, err)
+        raise err from None
     except InftdaError as exc:
+        _drop(state)
         if exc.interface is None:
             exc.interface = language  # DuckDB reads the message after the call: its language
         _keep_error(state.token, exc)
         raise
+    except BaseException:
+        _drop(state)
+        raise
     finally:
-        state.levels = []  # the keys go with the call
-    return _leaves(state.nodes)
+        with _LOCK:
+            _LEVELS.pop(id(state), None)
 
 
-def _level_step(state: _Release, level: int, kids: Any, allowed: Any) -> None:
-    start = time.perf_counter()
-    lsource, dist, _, nest = state.levels[level - 1]
-    codes, counts = _prefixes(kids, level), _counts(kids)
+def _drop(state: _Release) -> None:
+    """A failed release: out of the registry, its keys gone (no later part can run)."""
+    with _LOCK:
+        for rid in [r for r, st in _RELEASES.items() if st is state]:
+            del _RELEASES[rid]
+    state.levels, state.tree, state.parts, state.pending = [], None, None, None
+
+
+def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any, allowed: Any,
+                    workers: int, cut_level: int, n_parts: int) -> pa.Array:
+    """The one call (``cut_level`` 0), or the levels down to the cut of a release in parts."""
+    if part_ids not in ([0], [-1]):
+        raise InternalError("a one-call release got a part other than 0")
+    _claim(state)
+    levels = _tree(state, _plain(allowed).flatten())
+    upto = cut_level or levels.depth
+    codes, counts = _prefixes(leaves, upto), _counts(leaves)
     if codes.shape[-1] != counts.shape[0]:
-        raise InternalError("a level got different numbers of prefixes and counts")
-    rule = None if nest is None else Allowed(nest, _prefixes(allowed, len(nest) + 1))
-    sizes = [size for _, _, size, _ in state.levels[:level]]
-    parents = int((state.nodes.counts > 0).sum())
-    nodes = release_children(state.nodes, codes, counts, sizes, dist, lsource, rule)
-    check_total(nodes, state.root, level)
-    state.nodes = nodes
-    if state.progress is not None:
-        state.progress(level, len(state.levels), parents, nodes.noised,
-                       time.perf_counter() - start)
+        raise InternalError("the leaves came with different numbers of prefixes and counts")
+    nodes = release_below(levels, state.nodes, codes, counts, upto=upto, workers=workers,
+                          progress=state.progress, cancel=state.cancelled.is_set)
+    check_total(nodes, state.root, upto)
+    if not cut_level:
+        state.levels = []  # the keys go with the call
+        return _rows([nodes])
+    with _LOCK:  # the parts below the cut find these nodes
+        state.nodes, state.tree, state.parts = nodes, levels, _Parts(n_parts, levels, nodes)
+    return _rows([], [str(_plain(rid)[0].as_py())])
+
+
+class _Parts:
+    """The parts of a release in parts: the cut nodes of part p are ``nodes[:, first[p]:
+    first[p + 1]]`` (runs of consecutive cut prefixes); which parts are done, and the levels
+    below the cut summed over the parts done (for one progress report per level)."""
+
+    def __init__(self, count: int, levels: Levels, nodes: Nodes) -> None:
+        cut = nodes.codes.shape[0]
+        span = int(np.prod(levels.sizes[:cut], dtype=object))
+        group = -(-span // count)
+        keys = mixed_radix(nodes.codes, levels.sizes[:cut], np.int64)
+        self.keys_from = np.arange(count + 1, dtype=np.int64) * group  # part p: cut keys from..
+        self.count, self.first = count, np.searchsorted(keys, self.keys_from)
+        self.done: set[int] = set()
+        self.cells: dict[int, list[float]] = {}
+
+
+def _parts(rids: list[Any], part_ids: list[Any], leaves: Any, workers: int) -> pa.Array:
+    """The rows of a release in parts (one call, any number of rows): the levels below the cut
+    for the cut nodes of every row's part, in ONE release over their union (the noise is
+    addressed by the tree: the same as one release per part, without the per-part overhead),
+    then split back into rows."""
+    state = _live(rids[0])
+    book, tree = state.parts, state.tree
+    if book is None or tree is None or any(r != rids[0] for r in rids):
+        raise InternalError("the parts of a call belong to no release in parts, or to several")
+    if any(not 0 <= p < book.count or p in book.done for p in part_ids) or \
+            len(set(part_ids)) != len(part_ids):
+        raise InternalError("a part of a release in parts came twice, too late or unknown")
+    key_lists, count_lists = leaves.field("key"), leaves.field("n")
+    keys = key_lists.flatten().to_numpy(zero_copy_only=False)
+    counts = count_lists.flatten().to_numpy(zero_copy_only=False)
+    if keys.shape != counts.shape:
+        raise InternalError("the leaves came with different numbers of prefixes and counts")
+    cols = np.concatenate([np.arange(book.first[p], book.first[p + 1]) for p in part_ids])
+    sums: dict[int, list[float]] = {}
+
+    def tally(r: LevelProgress) -> None:
+        if r.cells_done == r.cells_planned:
+            sums[r.level] = [r.parents, r.cells_planned, r.seconds]
+
+    nodes = release_below(tree, Nodes(state.nodes.codes[:, cols], state.nodes.counts[cols]),
+                          keys, counts, workers=workers, progress=tally,
+                          cancel=state.cancelled.is_set)
+    cut = state.nodes.codes.shape[0]
+    at = mixed_radix(nodes.codes[:cut], tree.sizes[:cut], np.int64)  # each leaf's cut key
+    bounds = np.searchsorted(at, book.keys_from[np.asarray(part_ids)])
+    ends = np.searchsorted(at, book.keys_from[np.asarray(part_ids) + 1])
+    out = [Nodes(nodes.codes[:, a:b], nodes.counts[a:b]) for a, b in zip(bounds, ends, strict=True)]
+    with _LOCK:
+        book.done.update(part_ids)
+        for level, values in sums.items():
+            acc = book.cells.setdefault(level, [0, 0, 0.0])
+            for i, v in enumerate(values):
+                acc[i] += v
+        finished = len(book.done) == book.count
+        if finished:
+            _RELEASES.pop(rids[0], None)
+            state.levels, state.tree = [], None  # the keys go with the last part
+    if finished and state.progress is not None:
+        for level in sorted(book.cells):
+            parents, cells, seconds = book.cells[level]
+            state.progress(LevelProgress(level, tree.depth, int(parents), int(cells), int(cells),
+                                         seconds))
+    return _rows(out, d=tree.depth)
+
+
+_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+          "PiB": 1 << 50, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+def memory_limit(con: Any) -> int | None:
+    """DuckDB's ``memory_limit`` setting in bytes (None if unreadable): a release too large for
+    one list of its leaves under it is planned in parts."""
+    try:
+        text = str(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+    except duckdb.Error:
+        return None
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]+)\s*", text)
+    if m is None or m.group(2) not in _UNITS:
+        return None
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def _live(rid: Any, first: bool = False) -> _Release:
+    """A release in parts (kept in the registry until its last part is done): its ``first``
+    call (the cut) finds it begun and not yet charged, each later part charged."""
+    with _LOCK:
+        state = _RELEASES.get(str(rid))
+    if state is None or (state.pending is None) == first:  # a cut twice, a part before the cut
+        raise _unknown_release()
+    return state
+
+
+def _rows(parts: list[Nodes], rids: list[str] | None = None, d: int = 0) -> pa.Array:
+    """One row per released part: STRUCT(rid VARCHAR, k INTEGER[][] (a list per column),
+    n BIGINT[]); ``rids`` (one row each, no leaves) for the call that releases the cut."""
+    if rids is not None:
+        empty = pa.array([[] for _ in rids], pa.large_list(pa.large_list(pa.int32())))
+        return pa.StructArray.from_arrays(
+            [pa.array(rids), empty, pa.array([[] for _ in rids], pa.large_list(pa.int64()))],
+            names=["rid", "k", "n"])
+    d = parts[0].codes.shape[0] if parts else d
+    sizes = np.array([p.counts.shape[0] for p in parts], np.int64)
+    # 64-bit offsets: d x m codes in one list may pass 2**31 (DuckDB reads them as LIST)
+    lists = pa.LargeListArray.from_arrays
+    inner = np.zeros(len(parts) * d + 1, np.int64)
+    np.cumsum(np.repeat(sizes, d), out=inner[1:])
+    codes = _cat32([p.codes.astype(np.int32, copy=False).ravel() for p in parts])
+    columns = lists(pa.array(inner), pa.array(codes))
+    outer = pa.array(np.arange(len(parts) + 1, dtype=np.int64) * d)
+    n_off = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum(sizes, out=n_off[1:])
+    counts = _cat32([p.counts for p in parts], np.int64)
+    return pa.StructArray.from_arrays(
+        [pa.nulls(len(parts), pa.string()), lists(outer, columns),
+         lists(pa.array(n_off), pa.array(counts))],
+        names=["rid", "k", "n"],
+    )
+
+
+def _cat32(arrays: list[np.ndarray], dtype: type = np.int32) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays) if arrays \
+        else np.zeros(0, dtype)
+
+
+def _tree(state: _Release, allowed: Any) -> Levels:
+    """The release's :class:`Levels`: its per-level keys and noise, and each nested level's
+    allowed children (``allowed[k - 1]``; NULL when level k is not nested)."""
+    if len(allowed) != len(state.levels):
+        raise InternalError(f"a release of {len(state.levels)} levels got {len(allowed)} "
+                            "levels of allowed children")
+    rules = [
+        None if nest is None else Allowed(nest, _prefixes(allowed.slice(k, 1), len(nest) + 1))
+        for k, (_, _, _, nest) in enumerate(state.levels)
+    ]
+    return Levels(
+        tuple(size for _, _, size, _ in state.levels),
+        tuple(dist for _, dist, _, _ in state.levels),
+        tuple(src for src, _, _, _ in state.levels),
+        tuple(rules),
+    )
+
+
+
+
+def cancel(token: str | None = None, owner: object = None) -> int:
+    """Ask running releases to stop between two blocks: the one a Python call started under
+    ``token``, those of connection ``owner``, or all of them; they raise
+    :class:`ReleaseInterrupted` saying whether they were charged. Returns how many (a release
+    still before its charge counts, and is never charged)."""
+    with _LOCK:
+        if token is not None:
+            _CANCELLED.add(token)
+        states = [*_RELEASES.values(), *_LEVELS.values()]
+        flags = [s.cancelled for s in states if _matches(s.token, s.owner, token, owner)]
+        flags += [f for o, t, f in _BEGINNING.values() if _matches(t, o, token, owner)]
+    for flag in flags:
+        flag.set()
+    return len(flags)
+
+
+def _matches(token: str | None, owner_id: int, wanted: str | None, owner: object) -> bool:
+    return (wanted is None or token == wanted) and (owner is None or owner_id == id(owner))
+
+
+def _ours_running(token: str | None, owner: object) -> bool:
+    """Whether a matching release is in one of our UDFs, or between them: it stops on its own
+    flag, and DuckDB must not be interrupted under it."""
+    with _LOCK:
+        return any(_matches(s.token, s.owner, token, owner) for s in _RELEASES.values()) or any(
+            _matches(t, o, token, owner) for o, t in _ACTIVE)
+
+
+def _wait_idle(token: str, timeout: float = GRACE) -> None:
+    """Until no UDF of the call ``token`` runs (DuckDB may return before a UDF has)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with _LOCK:
+            if not any(t == token for _, t in _ACTIVE):
+                return
+        time.sleep(0.005)
+
+
+def interrupt(con: Any) -> int:
+    """Stop the releases running on ``con`` (call it from another thread, as
+    ``con.interrupt()``): each stops within a block of its level and raises
+    :class:`ReleaseInterrupted` saying whether it was charged. A release still in DuckDB's own
+    work (reading the data) is stopped by ``con.interrupt()``, before any charge. Returns how
+    many releases were asked to stop."""
+    return _stop(con, owner=con)
+
+
+def _stop(con: Any, token: str | None = None, owner: object = None) -> int:
+    ours = _ours_running(token, owner)
+    n = cancel(token, owner)
+    if not ours:  # DuckDB's own work (reading the data): its interrupt is the fast way
+        con.interrupt()
+    return n
+
+
+@contextlib.contextmanager
+def _planning() -> Iterator[None]:
+    """Ctrl-C while a release is planned (DuckDB reports it as 'Query interrupted'): nothing
+    was charged, and the error says so."""
+    try:
+        yield
+    except ReleaseInterrupted:
+        raise
+    except (KeyboardInterrupt, RuntimeError, duckdb.InterruptException) as exc:
+        if isinstance(exc, RuntimeError) and str(exc) != "Query interrupted":
+            raise
+        raise stopped(None) from None
+
+
+def statement(con: Any, run: Callable[[], T]) -> T:
+    """Run one SQL statement's work (``run``, on ``con``) so that Ctrl-C stops a release in it
+    within a block: on a helper thread, Ctrl-C here calling :func:`interrupt`. A release it
+    stopped raises :class:`ReleaseInterrupted` (charged or not); other statements raise
+    ``KeyboardInterrupt`` as usual. For shells and notebooks that run raw SQL."""
+
+    def unwrapped() -> T:
+        try:
+            return run()
+        except duckdb.Error as exc:
+            m = re.search(r"\bReleaseInterrupted: (.*)", str(exc), re.S)
+            if m is None:
+                raise
+            text = m[1].strip()
+            raise ReleaseInterrupted(text, "after its budget was charged" in text) from None
+
+    return interruptible(unwrapped, lambda: interrupt(con), KeyboardInterrupt)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """DuckDB's own interrupt, or a Ctrl-C it caught inside a UDF (it wraps the text)."""
+    return isinstance(exc, duckdb.InterruptException) or "KeyboardInterrupt" in str(exc)
 
 
 def _plain(arr: Any) -> Any:
     if isinstance(arr, pa.ChunkedArray):
         return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
     return arr
-
-
-def _leaves(nodes: Nodes) -> pa.Array:
-    """The released leaves as one row: STRUCT(k INTEGER[][] (one list per column), n BIGINT[])."""
-    codes, counts = nodes.codes, nodes.counts
-    d, m = codes.shape
-    # 64-bit offsets: d x m codes in one list may pass 2**31 (DuckDB reads them as LIST)
-    lists = pa.LargeListArray.from_arrays
-    columns = lists(pa.array(np.arange(d + 1, dtype=np.int64) * m), pa.array(codes.ravel()))
-    return pa.StructArray.from_arrays(
-        [lists(pa.array(np.array([0, d], np.int64)), columns),
-         lists(pa.array(np.array([0, m], np.int64)), pa.array(counts))],
-        names=["k", "n"],
-    )
 
 
 def _preview_rows(step: str, spec_text: str, checks: str) -> list[dict[str, Any]]:
@@ -353,10 +702,13 @@ def _preview_rows(step: str, spec_text: str, checks: str) -> list[dict[str, Any]
     raise_for_checks(request, domains, checks)
     plan = budget_plan(request, domains, checks)
     data = load_checks(checks)
+    if spec.get("interface", "sql") == "sql":  # Python's preview warned when it planned
+        _log_frame_enums(request, domains, data)
     sizes = [int(c["size"]) for c in data["columns"]]
     nodes = _level_cells(domains, data)
     delta = float(spec["delta"])
     total_eps = epsilon_from_rho(plan.rho, delta)
+    cap = limits.max_cells()
     rows = []
     for row in level_table(None, plan, float(spec["beta"]), delta, nodes=nodes):
         level = int(row["level"])
@@ -378,6 +730,7 @@ def _preview_rows(step: str, spec_text: str, checks: str) -> list[dict[str, Any]
                 "epsilon": total_eps,
                 "delta": delta,
                 "private": request.private,
+                "max_cells": cap,
             }
         )
     return rows
@@ -391,7 +744,7 @@ _PREVIEW_TYPE = (
     "STRUCT(level INTEGER, \"column\" VARCHAR, domain_size BIGINT, nodes BIGINT, rho_k VARCHAR, "
     "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, split VARCHAR, uniform_bound DOUBLE, "
     "auto_rho_k VARCHAR, auto_bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
-    "private BOOLEAN)[]"
+    "private BOOLEAN, max_cells BIGINT)[]"
 )
 
 
@@ -501,7 +854,9 @@ def _register(con: Any, n: int) -> None:
         request = from_json(json.dumps(data))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
-        return _rendered(request, plan, names, "sql", query_id)[0]
+            limit = memory_limit(cur)
+        plan.check_sizes()
+        return _rendered(request, plan, names, "sql", query_id, limit=limit)[0]
 
     @speaks("sql")
     def preview_sql(options: str) -> str:
@@ -525,29 +880,35 @@ def _register(con: Any, n: int) -> None:
         side_effects=True,
         null_handling="special",
     )
-    fn(names.levels, _levels, ["VARCHAR", f"{PREFIXES}[]", PREFIXES, f"{PREFIXES}[]"],
-       "STRUCT(k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
+    fn(names.levels, _levels,
+       ["VARCHAR", "BIGINT", PREFIXES, f"{PREFIXES}[]", "BIGINT", "BIGINT", "BIGINT"],
+       "STRUCT(rid VARCHAR, k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
        null_handling="special")
     fn(names.preview, lambda spec, checks: _preview_rows(names.preview, spec, checks),
        ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
+    fn(names.rowkey, lambda seed: units.row_key(seed), ["BIGINT"], "VARCHAR",
+       side_effects=True, null_handling="special")
 
 
 def _preview_rendered(request: ReleaseRequest, plan: DomainPlan, names: UdfNames, beta: float,
-                      report: float) -> str:
-    """The preview statement, with a capability token minted for it."""
+                      report: float, origin: str = "sql") -> str:
+    """The preview statement, with a capability token minted for it (``origin``: the interface
+    that asked, 'sql' or 'python')."""
     token = capabilities.new()
-    capabilities.mint(token, preview_spec_json(request, plan, beta, report, token), None)
-    return render_preview(request, plan, names, beta, report, token)
+    capabilities.mint(token, preview_spec_json(request, plan, beta, report, token, origin), None)
+    return render_preview(request, plan, names, beta, report, origin, token)
 
 
 def _rendered(request: ReleaseRequest, plan: DomainPlan, names: UdfNames, origin: str,
-              query_id: int | None, charge: Where | None = None) -> tuple[str, str]:
+              query_id: int | None, charge: Where | None = None,
+              limit: int | None = None) -> tuple[str, str]:
     """The release statement and its capability token, minted for it (and, from SQL, for the
-    statement ``query_id`` being bound); the statement names the source it charges."""
+    statement ``query_id`` being bound); the statement names the source it charges. With
+    DuckDB's ``memory_limit`` (``limit``, bytes) it may come in parts."""
     token = capabilities.new()
     where = (charge or Where.of(plan.source)).to_json()
     capabilities.mint(token, spec_json(request, plan, origin, token, where), query_id)
-    return render_release(request, plan, names, origin, token, where), token
+    return render_release(request, plan, names, origin, token, where, limit), token
 
 
 # ---------------------------------------------------------------------------------------------
@@ -559,6 +920,7 @@ _KINDS: dict[str, type[InftdaError]] = {
     "LedgerError": LedgerError,
     "BudgetExceededError": BudgetExceededError,
     "InternalError": InternalError,
+    "ReleaseAbortedError": ReleaseAbortedError,
 }
 
 
@@ -569,8 +931,7 @@ def _reraise(exc: duckdb.Error, token: str | None = None) -> None:
         original = _ERRORS.pop(token, None) if token is not None else None
     if original is not None:
         raise original.with_traceback(None) from None
-    m = re.search(r"\b(InputError|LedgerError|BudgetExceededError|InternalError): (.*)", str(exc),
-                  re.S)
+    m = re.search(r"\b(" + "|".join(_KINDS) + r"): (.*)", str(exc), re.S)
     if m is None:
         raise exc
     err = _KINDS[m.group(1)].__new__(_KINDS[m.group(1)])
@@ -684,30 +1045,49 @@ def run_release(
                            "leave it out (the default is 'python')")
     if progress is not None and not callable(progress):
         raise bad_argument("progress", progress, "must be callable",
-                           "pass a function progress(level, depth, parents, cells, seconds)")
+                           "pass a function progress(p) taking a LevelProgress")
     with _source(con, source, source_name) as (name, charge):
-        request, plan, names = _prepare(con, name, columns, options)
-        sql, token = _rendered(request, plan, names, origin, None, charge)
+        with _planning():
+            request, plan, names = _prepare(con, name, columns, options)
+            plan.check_sizes()
+        where = charge or Where.of(plan.source)
+        sql, token = _rendered(request, plan, names, origin, None, where, memory_limit(con))
         with _LOCK:
             _PROGRESS[token] = progress
         ledger_id = None
-        try:
+        rho = total_rho(request.rho, request.epsilon, request.delta)
+        spent = f"rho {rho} on {where.label}"
+
+        def interrupted() -> ReleaseInterrupted:  # DuckDB stopped it, or Ctrl-C here
+            _wait_idle(token)
+            with _LOCK:
+                return stopped(spent if token in _LEDGER_IDS else None)
+
+        def execute() -> Any:
             try:
                 if statement is None:
-                    result = con.sql(sql).to_arrow_table()
-                else:
-                    result = con.execute(statement(sql)).fetchall()
+                    return con.sql(sql).to_arrow_table()
+                return con.execute(statement(sql)).fetchall()
             except duckdb.Error as exc:
+                with _LOCK:
+                    ours = token in _ERRORS
+                if not ours and _is_interrupt(exc):
+                    raise interrupted() from None
                 _reraise(exc, token)
                 raise  # pragma: no cover
+
+        try:
+            try:  # on a helper thread: Ctrl-C reaches this one at once and stops the release
+                result = interruptible(execute, lambda: _stop(con, token=token), interrupted)
             finally:
                 capabilities.forget(token)
                 with _LOCK:
                     _PROGRESS.pop(token, None)
                     _ERRORS.pop(token, None)
+                    _CANCELLED.discard(token)
                     ledger_id = _LEDGER_IDS.pop(token, None)
                     for rid in [r for r, st in _RELEASES.items() if st.token == token]:
-                        del _RELEASES[rid]  # begun but never levelled: the statement failed
+                        del _RELEASES[rid]  # begun but never finished: the statement failed
         except BaseException as exc:  # an interrupt, say: tell the caller what was charged
             if ledger_id is not None:
                 with contextlib.suppress(AttributeError, TypeError):
@@ -719,7 +1099,8 @@ def run_release(
             domain_from_data=request.domain_from_data, epsilon=request.epsilon,
             delta=request.delta, privacy_unit=request.privacy_unit,
             max_rows_per_unit=request.max_rows_per_unit, ledger_id=ledger_id,
-            source=(charge or Where.of(plan.source)).label,
+            rows_per_unit_public=request.rows_per_unit_public,
+            source=where.label,
         )
     return Released(request, record, result)
 
@@ -741,6 +1122,7 @@ def release(
     neighbours: str = "substitute",
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
+    rows_per_unit_public: bool = False,
     unknown: str = "error",
     seed: int | None = None,
     source_name: str | None = None,
@@ -756,14 +1138,17 @@ def release(
     or 'cli'). Returns the synthetic table; its schema metadata is the release's provenance
     (private or not and why, rho exact and decimal, epsilon/delta, neighbours, columns, ledger
     id, package version), and a release that is not private carries the column
-    ``inftda_not_private``. ``progress(level, depth, parents, cells, seconds)``, if given, is
-    called once per level when its noise and IntOpt are done (from a DuckDB worker thread).
+    ``inftda_not_private``. ``progress(p)``, if given, gets a
+    :class:`~inftda_duckdb.core.topdown.LevelProgress` (level, depth, parents, cells_done,
+    cells_planned, seconds) once per level when it is done and, on long levels, up to 16 times
+    before (from the DuckDB thread running the release).
     """
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
         domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
         output=output, neighbours=neighbours, privacy_unit=privacy_unit,
-        max_rows_per_unit=max_rows_per_unit, unknown=unknown, seed=seed,
+        max_rows_per_unit=max_rows_per_unit, rows_per_unit_public=rows_per_unit_public,
+        unknown=unknown, seed=seed,
     )
     with speaking("cli" if origin == "cli" else "python"):
         done = run_release(con, source, columns, options, source_name=source_name,
@@ -813,6 +1198,7 @@ def preview(
     neighbours: str = "substitute",
     max_rows_per_unit: int | None = None,
     privacy_unit: str | None = None,
+    rows_per_unit_public: bool = False,
     beta: float = 0.05,
 ) -> pa.Table:
     """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
@@ -828,11 +1214,12 @@ def preview(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
         domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
         neighbours=neighbours, max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
+        rows_per_unit_public=rows_per_unit_public,
     )
     report = _report_delta(options)
     with _source(con, source, None if isinstance(source, str) else "preview") as (name, _):
         request, plan, names = _prepare(con, name, columns, options)
-        sql = _preview_rendered(request, plan, names, _beta(beta), report)
+        sql = _preview_rendered(request, plan, names, _beta(beta), report, origin="python")
         try:
             table = con.sql(sql).to_arrow_table()
         except duckdb.Error as exc:
@@ -847,5 +1234,5 @@ def preview(
     return table
 
 
-__all__ = ["NotPrivateWarning", "Progress", "Released", "fragments", "load", "preview", "release",
-           "run_release"]
+__all__ = ["NotPrivateWarning", "Progress", "Released", "cancel", "fragments", "interrupt", "load",
+           "preview", "release", "run_release", "statement"]

@@ -42,6 +42,7 @@ from ..core.errors import (
 from ..core.exact import to_positive_fraction
 from ..core.identifiers import literal, parse_qualified, quote, quote_qualified
 from ..core.provenance import comment
+from ..core.topdown import LevelProgress
 from .output import FORMATS, emit, write_release
 from .status import (
     EXIT_INPUT,
@@ -294,6 +295,9 @@ def _add_release_options(p: argparse.ArgumentParser) -> None:
                    help="column identifying the protected unit (e.g. a person id)")
     g.add_argument("--max-rows-per-unit", type=_positive_int("--max-rows-per-unit"),
                    metavar="M", help="keep at most M rows per privacy unit (default 1)")
+    g.add_argument("--rows-per-unit-public", action="store_true",
+                   help="assert that every unit's row count is public: under substitute the "
+                   "total is then released exactly (default: noised)")
 
 
 def _add_format_option(p: argparse.ArgumentParser) -> None:
@@ -523,6 +527,8 @@ def _release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -
         options["privacy_unit"] = args.privacy_unit
     if args.max_rows_per_unit is not None:
         options["max_rows_per_unit"] = args.max_rows_per_unit
+    if args.rows_per_unit_public:
+        options["rows_per_unit_public"] = True
     return options
 
 
@@ -554,6 +560,11 @@ class Progress:
     def say(self, text: str) -> None:
         if not self.quiet:
             self._write(text)
+
+    def report(self, p: LevelProgress) -> None:
+        """The release's progress hook: a level's line once it is done."""
+        if p.cells_done == p.cells_planned:
+            self.level(p.level, p.depth, p.parents, p.cells_planned, p.seconds)
 
     def level(self, level: int, depth: int, parents: int, cells: int, seconds: float) -> None:
         """A release's per-level report: a bar redrawn in place on a terminal, else a line."""
@@ -671,7 +682,7 @@ def cmd_release(args: argparse.Namespace) -> int:
                 return f"{verb} {target} AS {sql}"
         with relay_warnings(skip="seed"), progress.watch(con, "reading the data"):
             done = run_release(con, source, columns, options, source_name=_charge_as(args),
-                               progress=progress.level, origin="cli", statement=statement)
+                               progress=progress.report, origin="cli", statement=statement)
         record = done.provenance
         verdict = "" if record["private"] == "true" else " (NOT PRIVATE)"
         if args.into_table is not None:
