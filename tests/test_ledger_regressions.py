@@ -18,7 +18,7 @@ import pytest
 
 import inftda_duckdb
 from inftda_duckdb import BudgetExceededError, InputError, LedgerError, load, release, set_budget
-from inftda_duckdb.duckdb import extension
+from inftda_duckdb.duckdb import extension, sqlgen
 from inftda_duckdb.duckdb.connections import registered
 from inftda_duckdb.duckdb.sqlgen import PREFIXES, spec_json
 
@@ -241,8 +241,9 @@ def test_forged_internal_calls_error_and_charge_nothing(ab: duckdb.DuckDBPyConne
         "columns": [{"type": "INTEGER", "size": 3, "bad": 0, "bad_examples": [], "dups": 0}],
         "nestings": []})
     for forged in (spec, {**spec, "token": "0" * 32}):
-        with pytest.raises(duckdb.Error):
-            ab.execute(f"SELECT inftda_begin_{n}(?, ?)", [json.dumps(forged), checks]).fetchall()
+        with pytest.raises(duckdb.Error, match="internal step"):
+            ab.execute(f"SELECT inftda_begin_{n}(?, ?, current_query_id())",
+                       [json.dumps(forged), checks]).fetchall()
     # a statement rendered by the generator, its internal call replayed in another statement
     rendered = ab.execute(
         f"SELECT inftda_release_sql_{n}(to_json({{'source': 'a', 'columns': ['x'], 'rho': 1, "
@@ -251,12 +252,14 @@ def test_forged_internal_calls_error_and_charge_nothing(ab: duckdb.DuckDBPyConne
     ).fetchall()[0][0]
     begin = rendered[rendered.index(f"inftda_begin_{n}("):]
     begin = begin[: begin.index(" AS b FROM checks")]
-    with pytest.raises(duckdb.Error):
+    with pytest.raises(duckdb.Error, match="internal step"):
         ab.execute(f"SELECT {begin.replace(', j', ', ?')}", [checks]).fetchall()
-    levels = (f"SELECT inftda_levels_{n}('0123', []::{PREFIXES}[], "
-              "{'k': NULL, 'key': [0, 1, 2], 'n': [10, 10, 10]}, [NULL])")
-    with pytest.raises(duckdb.Error):
-        ab.execute(levels).fetchall()
+    # the levels step with a made-up release id: one call, the cut of a release in parts, a part
+    for part, cut, parts in ((0, 0, 0), (-1, 1, 2), (0, 1, 2)):
+        levels = (f"SELECT inftda_levels_{n}('0123', {part}, {{'k': NULL, 'key': [0, 1, 2], "
+                  f"'n': [10, 10, 10]}}::{PREFIXES}, [NULL]::{PREFIXES}[], 1, {cut}, {parts})")
+        with pytest.raises(duckdb.Error, match="cannot be called by hand"):
+            ab.execute(levels).fetchall()
     assert charges(ab) == 0
 
 
@@ -284,6 +287,34 @@ def test_correlated_release_is_refused_before_it_is_charged(
     assert all(not state.levels for state in extension._RELEASES.values())  # no key kept
     ab.execute(f"SELECT * FROM {rel}").fetchall()  # an ordinary release still works
     assert charges(ab) == ran + 1
+
+
+def test_a_release_in_parts_is_charged_once_by_its_first_levels_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under a small memory_limit a release comes in parts (one levels call for the levels down
+    to the cut, then one per run of parts): charged once, before any noise; an overspend is
+    refused before any part runs; no key stays behind."""
+    monkeypatch.setattr(extension, "memory_limit", lambda _: 1 << 6)
+    monkeypatch.setattr(sqlgen, "PARTS", 3)
+    parts: list[int] = []
+    original = extension._parts
+    monkeypatch.setattr(extension, "_parts", lambda *a: parts.append(len(a[1])) or original(*a))
+    con = duckdb.connect()
+    load(con)
+    con.execute("CREATE TABLE t AS SELECT (i % 3)::INTEGER AS x, (i % 5)::INTEGER AS y "
+                "FROM range(300) r(i)")
+    set_budget(con, "t", rho=1)
+    doms = "domains := {'x': [0, 1, 2], 'y': range(5)}"
+    out = con.execute(f"SELECT sum(count) FROM inftda_release('t', ['x', 'y'], rho := '3/4', "
+                      f"{doms})").fetchall()
+    assert out == [(300,)] and sum(parts) == 3 and charges(con) == 1
+    parts.clear()
+    with pytest.raises(duckdb.Error, match="refused"):
+        con.execute(f"SELECT * FROM inftda_release('t', ['x', 'y'], rho := '1/2', {doms})")
+    assert not parts and charges(con) == 1
+    assert all(not s.levels and s.tree is None for s in extension._RELEASES.values())
+    con.close()
 
 
 # ---------------------------------------------------------------------------------------------

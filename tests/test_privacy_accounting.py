@@ -281,11 +281,24 @@ def _race(c: duckdb.DuckDBPyConnection, threads: int, per_thread: int, sql: bool
     return ok[0]
 
 
+@pytest.mark.parametrize("parts", [False, True], ids=["one_call", "in_parts"])
 @pytest.mark.parametrize("sql", [False, True], ids=["python", "sql"])
-def test_concurrent_releases_never_overspend(con: duckdb.DuckDBPyConnection, sql: bool) -> None:
+def test_concurrent_releases_never_overspend(con: duckdb.DuckDBPyConnection, sql: bool,
+                                             parts: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads on one connection's cursors; ``in_parts``: releases planned in parts (a tiny
+    memory_limit), charged by their first levels call."""
+    calls: list[int] = []
+    if parts:
+        from inftda_duckdb.duckdb import sqlgen
+
+        monkeypatch.setattr(extension, "memory_limit", lambda _: 1 << 6)
+        monkeypatch.setattr(sqlgen, "PARTS", 2)
+        original = extension._parts
+        monkeypatch.setattr(extension, "_parts", lambda *a: calls.append(1) or original(*a))
     set_budget(con, "trips", rho=1)
     assert _race(con, threads=4, per_thread=3, sql=sql) == 7  # floor(1 / (1/7))
     assert n_charges(con) == 7 and spent(con) == 1
+    assert bool(calls) == parts
 
 
 # ---------------------------------------------------------------------------------------------
