@@ -19,7 +19,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 import duckdb
-from bench_release import make_fresh
+from bench_release import FLAT, enum_table, one_row, queries
 
 from inftda_duckdb.duckdb.extension import load
 from inftda_duckdb.ledger import store
@@ -126,9 +126,9 @@ def main(argv: list[str]) -> None:
     empty_con, full_con = duckdb.connect(), duckdb.connect()
     for c in (empty_con, full_con):
         load(c)
-        make_fresh(c, 100)  # bench_release's fixed-cost table
+        columns = enum_table(c, "t", 100, FLAT, skewed=True)  # bench_release's fixed-cost table
     fill(Ledger.in_database(full_con, "memory", path=None, read_only=False), n)
-    q = "SELECT count(*), sum(count) FROM inftda_release('t', ['c1', 'c2', 'c3', 'c4'], rho := 1)"
+    q = one_row(queries("t", columns)[1])
     for c in (empty_con, full_con):
         c.execute(q).fetchall()
     t = interleaved({"empty": lambda: empty_con.execute(q).fetchall(),
