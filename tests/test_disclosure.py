@@ -286,6 +286,8 @@ def test_public_mode_cannot_be_switched_off(connect: Any) -> None:
     # budgets cannot be raised from SQL
     _, text = _outcome(con, "SELECT inftda_set_budget('t', rho := 100)")
     assert "public-facing mode" in text
+    _, text = _outcome(con, "SELECT inftda_require_budget(required := false)")
+    assert "public-facing mode" in text
     # another connection of the same database, loaded in curator mode, is public too: its
     # functions are reachable by name from any connection of the instance
     cur = con.cursor()
@@ -385,3 +387,18 @@ def test_cli_public_flag(tmp_path: Any, capsys: Any) -> None:
     assert status != 0 and "public-facing mode" in capsys.readouterr().err
     assert main(["shell", db, "--public-table", "t", "-c", "SELECT 1;"]) != 0
     assert "only applies with --public" in capsys.readouterr().err
+
+
+def test_curator_mode_require_budget_refuses_first(connect: Any) -> None:
+    """require_budget on, no budget for t: refused before the data checks, nothing said."""
+    from inftda_duckdb.duckdb.budgets import require_budget
+
+    seen = []
+    for variant in ("a", "b"):
+        con = connect(variant, None)
+        require_budget(con, True)
+        kind, text = _outcome(con, CASES["null count"])
+        _assert_quotes_nothing(text, variant)
+        assert "require_budget" in text and _charges(con) == 0
+        seen.append((kind, text))
+    assert seen[0] == seen[1]

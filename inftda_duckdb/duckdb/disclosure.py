@@ -34,7 +34,6 @@ import logging
 import re
 import weakref
 from collections.abc import Iterator
-from fractions import Fraction
 from typing import Any
 
 import duckdb
@@ -42,7 +41,9 @@ import duckdb
 from ..core.errors import BudgetExceededError, InftdaError, InputError, bad_argument, opt
 from ..core.identifiers import parse_qualified, quote_qualified
 from ..core.request import ReleaseRequest
-from ..ledger import store
+from ..ledger.store import Charge
+from . import catalog
+from .catalog import Where
 from .domain import DomainPlan, enum_labels
 
 MODES = ("curator", "public")
@@ -99,7 +100,7 @@ def declare_public_table(con: Any, name: str) -> None:
     analyst may name, or a true table ``inftda_evaluate`` may read in public-facing mode).
     Resolved now, as DuckDB resolves it; kept for ``con``, in this process."""
     with con.cursor() as cur:
-        found = store.resolve_source(cur, name, _context(con))
+        found = catalog.resolve_release(cur, name, _context(con))
         try:
             cur.execute(f"SELECT * FROM {quote_qualified(found)} LIMIT 0")
         except duckdb.Error:
@@ -130,7 +131,7 @@ def declare_public_enum(con: Any, type_name: str) -> None:
 def _column_enum(con: Any, parts: tuple[str, ...]) -> tuple[str, ...]:
     """The labels of the ENUM column ``table.column`` (from the catalog; () if not one)."""
     with con.cursor() as cur:
-        db, schema, table = store.resolve_source(cur, quote_qualified(parts[:-1]), _context(con))
+        db, schema, table = catalog.resolve_release(cur, quote_qualified(parts[:-1]), _context(con))
         rows = cur.execute(
             "SELECT data_type FROM duckdb_columns() WHERE lower(database_name) = lower(?) AND "
             "lower(schema_name) = lower(?) AND lower(table_name) = lower(?) AND "
@@ -227,7 +228,7 @@ def check_evaluate(con: Any, *tables: str) -> None:
     if not is_public(con):
         return
     with con.cursor() as cur:
-        found = [store.resolve_source(cur, t) for t in tables]
+        found = [catalog.resolve_release(cur, t) for t in tables]
     if not all(public_table(con, parts) for parts in found):
         raise refuse("inftda_evaluate on a table not declared public (its errors are exact "
                      "reads of both tables)", "evaluate releases against public tables only "
@@ -238,30 +239,21 @@ def check_evaluate(con: Any, *tables: str) -> None:
 # ---------------------------------------------------------------------------------- budget
 
 
-def check_budget(con: Any, source: str, rho: Fraction) -> None:
-    """Would charging ``rho`` to ``source`` be refused? Then raise the ledger's own refusal
-    (nothing charged): before any data check or data-dependent message. In public-facing mode
-    a source no budget covers is refused too. The charge itself checks again, atomically."""
-    public = is_public(con)
-    cap, spent = _budget_of(con, source)
-    if cap is None:
-        if public:
-            raise BudgetExceededError(
-                f"release on {source} refused: no budget covers it, and a public-facing "
-                "connection releases only sources with a budget. Nothing was charged and no "
-                "noise was drawn. Fix: ask the curator to set one")
-        return
-    remaining = max(cap - spent, Fraction(0))
-    if rho > remaining:
-        raise store._refusal(source, rho, cap, spent, remaining)
-
-
-def _budget_of(con: Any, source: str) -> tuple[Fraction | None, Fraction]:
-    """(the source's budget or None, what it spent): the one place that reads the ledger."""
-    ledger, budgets = store._tables(store._default_database(con))
-    with con.cursor() as cur:
-        cap, spent, _ = store._read(cur, ledger, budgets, source)
-    return cap, spent
+def check_budget(con: Any, where: Where, charge: dict[str, Any]) -> None:
+    """Would the charge (the :class:`~inftda_duckdb.ledger.store.Charge` fields but the
+    source) be refused? Then raise the ledger's own refusal now, charging nothing, before any
+    data check or data-dependent message. In public-facing mode a source no budget covers is
+    refused too. The charge itself checks again, atomically."""
+    with con.cursor() as cur:  # (an in-database ledger works through this cursor)
+        source, home = catalog.source_id(cur, where, catalog.default_database(con), owner=con)
+        ledger = catalog.ledger_for(con, home, cursor=cur)
+        ledger.check(Charge(source=source, **charge))
+        uncovered = ledger.remaining(source) is None
+    if uncovered and is_public(con):
+        raise BudgetExceededError(
+            f"release of {source.label} refused: no budget covers it, and a public-facing "
+            "connection releases only sources with a budget. Nothing was charged and no noise "
+            "was drawn. Fix: ask the curator to set one")
 
 
 @contextlib.contextmanager
