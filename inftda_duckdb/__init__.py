@@ -28,7 +28,8 @@ Map of the package (the folder listing reads like the algorithm):
   ``catalog`` (names as DuckDB resolves them, database identity, which ledger), ``budgets``
   (budgets and charges from DuckDB), ``capabilities`` (internal steps only their statement can
   run), ``domain`` (public domains in the catalog), ``sqlgen`` (renders sql/), ``evaluation``
-  (per-level metrics, curator only), ``connections``
+  (per-level metrics, curator only), ``disclosure`` (curator and public-facing modes),
+  ``connections``
 - ``tools/``     ``cli``, ``shell``, ``demo`` (sample data) and ``workloads`` (the paper's)
 """
 

@@ -25,7 +25,8 @@ inftda_release(
     'max_rows_per_unit': max_rows_per_unit, 'rows_per_unit_public': rows_per_unit_public,
     'unknown': unknown, 'seed': seed,
     'current_database': current_database(), 'current_schema': current_schema(),
-    'search_path': current_setting('search_path'), 'query_id': current_query_id()
+    'search_path': current_setting('search_path'), 'query_id': current_query_id(),
+    'session': {'profiling': current_setting('enable_profiling')}
 })::VARCHAR))
 
 -- @preview_macro
@@ -41,5 +42,6 @@ inftda_preview(
     'privacy_unit': privacy_unit, 'max_rows_per_unit': max_rows_per_unit,
     'rows_per_unit_public': rows_per_unit_public, 'beta': beta,
     'current_database': current_database(), 'current_schema': current_schema(),
-    'search_path': current_setting('search_path'), 'query_id': current_query_id()
+    'search_path': current_setting('search_path'), 'query_id': current_query_id(),
+    'session': {'profiling': current_setting('enable_profiling')}
 })::VARCHAR))

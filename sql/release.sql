@@ -128,8 +128,11 @@ leaf_coded AS MATERIALIZED (
 )
 
 -- @checks
--- the public/data checks inftda_begin turns into errors BEFORE charging anything
+-- the public/data checks inftda_begin turns into errors BEFORE charging anything; 'session':
+-- the statement and profiling setting of the caller (the public-facing mode refuses EXPLAIN
+-- ANALYZE and profiling: they would print the data's row counts)
 checks AS (SELECT to_json({$totals
+    'session': {'query': current_query(), 'profiling': current_setting('enable_profiling')},
     'columns': (SELECT [$column_checks] FROM typed),
     'nestings': [$nest_checks]
 })::VARCHAR AS j)

@@ -29,7 +29,7 @@ from ..ledger.store import (
     exact_cap,
     no_charges,
 )
-from . import catalog
+from . import catalog, disclosure
 from .catalog import Context, Where
 from .connections import create_macro, register_udfs
 
@@ -295,6 +295,9 @@ def register(con: Any) -> None:
         spec = json.loads(source)
         context = (db, schema, path)
         con = live()
+        disclosure.refuse_if_public(con, "inftda_set_budget from SQL (it would let callers "
+                                    "raise their own budget)", "the curator sets budgets "
+                                    "from Python or the budget command")
         with catalog.share_choice(con, con.cursor()) as cur:
             shown = set_budget(cur, spec, rho=rho, epsilon=epsilon, delta=delta, name=name,
                                missing_ok=bool(missing_ok), context=context,
@@ -314,6 +317,8 @@ def register(con: Any) -> None:
     @speaks("sql")
     def require_text(on: bool) -> str:
         con = live()
+        disclosure.refuse_if_public(con, "inftda_require_budget from SQL", "the curator sets "
+                                    "it from Python")
         with catalog.share_choice(con, con.cursor()) as cur:
             require_budget(cur, bool(on))
         return f"require_budget is {'on' if on else 'off'}"

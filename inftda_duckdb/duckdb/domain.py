@@ -215,6 +215,12 @@ def plan_domains(
 
 _ENUM_LABEL = re.compile(r"'((?:[^']|'')*)'")  # one label of an ENUM type's name (as in SQL)
 
+
+def enum_labels(type_name: str) -> tuple[str, ...]:
+    """The labels of an ENUM type as DuckDB names it (``ENUM('a', 'it''s')``), in order."""
+    return tuple(label.replace("''", "'") for label in _ENUM_LABEL.findall(type_name))
+
+
 FRAME_SCAN = "pandas_scan("
 """In the SQL of the TEMP view DuckDB makes for a registered pandas DataFrame (DuckDB >= 1.5.1;
 DuckDB 1.5.0 gives such a view an empty SQL text, which no CREATE VIEW can)."""
@@ -304,20 +310,12 @@ def load_checks(checks_json: str) -> dict[str, Any]:
 def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str) -> int:
     """Turn the check row computed in SQL into an InputError; return n (rows kept).
 
-    Runs before anything is charged. Data problems (NULLs, values outside the declared domain)
-    are only errors with ``unknown := 'error'``; with 'drop' those rows were dropped in SQL.
+    Runs before anything is charged (curator mode; in public-facing mode after the charge, its
+    data errors hidden, see :mod:`.disclosure`), after the budget check. Data problems (NULLs,
+    values outside the declared domain) are only errors with ``unknown := 'error'``; with 'drop'
+    those rows were dropped in SQL.
     """
-    checks = load_checks(checks_json)
-    if not plan.columns:
-        raise InternalError("empty domain plan")
-    if checks.get("shadow"):
-        raise InputError(
-            f"source {request.source!r} names two objects: the TEMP table or view "
-            f"temp.main.{plan.shadow} (which the statement would read) and "
-            f"{'.'.join(plan.source)} (resolved when the release was planned); nothing was "
-            f"charged. Fix: qualify the name, e.g. 'temp.main.{plan.shadow}' or "
-            f"'{'.'.join(plan.source)}'"
-        )
+    checks = raise_for_public_checks(request, plan, checks_json)
     if request.unknown == "error" and checks.get("nulls_unit"):
         raise InputError(
             f"privacy_unit {request.privacy_unit!r} of {request.source} is NULL in "
@@ -325,10 +323,6 @@ def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str
             f"them out or fill them (e.g. one unit per row) in a view, or pass "
             f"{opt('unknown', 'drop')} with {opt('neighbours', 'add_remove')} to drop them"
         )
-    for col, dom, c in zip(request.columns, plan.columns, checks["columns"], strict=True):
-        _check_domain(col, dom, c)
-    for nest, c in zip(plan.nestings, checks["nestings"], strict=True):
-        _check_nesting(request, nest, c)
     if request.unknown == "error" and "n" in checks:
         for col, dom, c in zip(request.columns, plan.columns, checks["columns"], strict=True):
             _check_data(request, col, dom, c)
@@ -343,6 +337,29 @@ def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str
                     f"{opt('unknown', 'drop')} with {opt('neighbours', 'add_remove')}"
                 )
     return int(checks.get("kept", 0))
+
+
+def raise_for_public_checks(request: ReleaseRequest, plan: DomainPlan,
+                            checks_json: str) -> dict[str, Any]:
+    """The checks of the check row that read only the request, the catalog and the public
+    domains (never the private data): a TEMP namesake, each level's declared domain, each
+    domain table. Returns the check row."""
+    checks = load_checks(checks_json)
+    if not plan.columns:
+        raise InternalError("empty domain plan")
+    if checks.get("shadow"):
+        raise InputError(
+            f"source {request.source!r} names two objects: the TEMP table or view "
+            f"temp.main.{plan.shadow} (which the statement would read) and "
+            f"{'.'.join(plan.source)} (resolved when the release was planned); nothing was "
+            f"charged. Fix: qualify the name, e.g. 'temp.main.{plan.shadow}' or "
+            f"'{'.'.join(plan.source)}'"
+        )
+    for col, dom, c in zip(request.columns, plan.columns, checks["columns"], strict=True):
+        _check_domain(col, dom, c)
+    for nest, c in zip(plan.nestings, checks["nestings"], strict=True):
+        _check_nesting(request, nest, c)
+    return checks
 
 
 def _check_domain(col: str, dom: ColumnDomain, c: dict[str, Any]) -> None:

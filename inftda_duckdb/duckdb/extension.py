@@ -71,10 +71,17 @@ from ..core.tree import Allowed, Levels, Nodes, mixed_radix
 from ..ledger.sources import SourceId
 from ..ledger.sources import parse as parse_source
 from ..ledger.store import Ledger
-from . import budgets, capabilities, catalog, evaluation
+from . import budgets, capabilities, catalog, disclosure, evaluation
 from .catalog import Where
 from .connections import create_macro, register_udfs, registered
-from .domain import DomainPlan, frame_enum_text, load_checks, plan_domains, raise_for_checks
+from .domain import (
+    DomainPlan,
+    frame_enum_text,
+    load_checks,
+    plan_domains,
+    raise_for_checks,
+    raise_for_public_checks,
+)
 from .sqlgen import (
     PREFIXES,
     UdfNames,
@@ -118,6 +125,7 @@ class _Pending:
     nests: list[tuple[int, ...] | None]  # per level: the earlier levels keying its children
     where: Where
     origin: str
+    hidden: InftdaError | None = None  # public-facing mode: a data problem, raised once charged
 
 
 @dataclass
@@ -247,29 +255,44 @@ def _begin(con_ref: Any, step: str, spec_text: str, checks: str,
 
 def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str,
                 flag: threading.Event) -> dict[str, Any]:
+    """Budget first: the mode's refusals and the budget (request and catalog only), then the
+    data checks: in curator mode their errors raise here (nothing charged); in public-facing
+    mode one is kept and raised as one fixed message once charged (see :mod:`.disclosure`)."""
     request = from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
     plan = budget_plan(request, domains, checks)
-    n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
     data = load_checks(checks)
     sizes = [int(c["size"]) for c in data["columns"]]
     nodes = _level_cells(domains, data)
-    # the cell limit from public information: the domains, and n when it is published as it is
-    fits = limits.check_cells(request.columns, sizes, nodes,
-                              None if request.noised_root else n)
-    nests = [None if (nest := domains.nested_parent(k)) is None else nest[1]
-             for k in range(request.depth)]
     where = Where.from_json(spec.get("charge") or Where.of(domains.source).to_json())
-    token = spec.get("token")
     con = con_ref()
     if con is None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
+    disclosure.admit(con, request, domains, data)
+    # before any data check: refused, nothing charged, nothing said
+    disclosure.check_budget(con, where, charge_fields(request, plan.rho, spec["origin"]))
+    hidden: InftdaError | None = None
+    n, fits = 0, True
+    try:
+        n = raise_for_checks(request, domains, checks)  # curator: data errors, nothing charged
+        # the cell limit from public information: the domains, and n when published as it is
+        fits = limits.check_cells(request.columns, sizes, nodes,
+                                  None if request.noised_root else n)
+    except InftdaError as exc:
+        if not disclosure.is_public(con):
+            raise
+        raise_for_public_checks(request, domains, checks)  # those keep their messages
+        hidden = exc
+    nests = [None if (nest := domains.nested_parent(k)) is None else nest[1]
+             for k in range(request.depth)]
+    token = spec.get("token")
     if flag.is_set() or (token is not None and token in _CANCELLED):
         raise stopped(None)  # interrupted before the charge
     if spec["origin"] == "sql":  # the Python API warned when it planned
         _log_frame_enums(request, domains, data)
     rid = uuid.uuid4().hex
-    pending = _Pending(con_ref, request, plan, n, sizes, nodes, fits, nests, where, spec["origin"])
+    pending = _Pending(con_ref, request, plan, n, sizes, nodes, fits, nests, where, spec["origin"],
+                       hidden)
     with _LOCK:
         state = _Release([], 0, Nodes.root(0), token, _PROGRESS.get(token) if token else None,
                          flag, id(con), pending=pending)
@@ -277,6 +300,22 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str,
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
     return {"rid": rid}
+
+
+def charge_fields(request: ReleaseRequest, rho: Fraction, origin: str) -> dict[str, Any]:
+    """What the ledger records of a release (its :class:`Charge` but the source)."""
+    return dict(
+        columns=request.columns,
+        neighbours=request.neighbours,
+        rho=rho,
+        privacy_unit=request.privacy_unit,
+        max_rows_per_unit=request.max_rows_per_unit,
+        output=request.output,
+        seeded=request.seed is not None,
+        data_domain=request.domain_from_data,
+        origin=origin,
+        delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
+    )
 
 
 def _claim(state: _Release) -> None:
@@ -294,21 +333,14 @@ def _claim(state: _Release) -> None:
         raise stopped(None)  # interrupted before the charge
     request = p.request
     try:
-        ledger_id = budgets.charge(con, p.where, dict(
-            columns=request.columns,
-            neighbours=request.neighbours,
-            rho=p.plan.rho,
-            privacy_unit=request.privacy_unit,
-            max_rows_per_unit=request.max_rows_per_unit,
-            output=request.output,
-            seeded=request.seed is not None,
-            data_domain=request.domain_from_data,
-            origin=p.origin,
-            delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
-        ))  # refusal raises BudgetExceededError: nothing drawn
+        # refusal raises BudgetExceededError: nothing drawn
+        ledger_id = budgets.charge(con, p.where, charge_fields(request, p.plan.rho, p.origin))
     except KeyboardInterrupt:  # while the charge was being written
         raise stopped(None, recording=True) from None
     state.charged = charged = f"rho {p.plan.rho} on {p.where.label}"
+    if p.hidden is not None:
+        with disclosure.hidden(charged):  # charged: one fixed message, whatever failed
+            raise p.hidden
     if state.token is not None:
         with _LOCK:
             if state.token in _PROGRESS:
@@ -693,12 +725,15 @@ def _plain(arr: Any) -> Any:
     return arr
 
 
-def _preview_rows(step: str, spec_text: str, checks: str) -> list[dict[str, Any]]:
+def _preview_rows(con_ref: Any, step: str, spec_text: str, checks: str
+                  ) -> list[dict[str, Any]]:
     spec = json.loads(spec_text)
     capabilities.redeem(step, spec.get("token") if isinstance(spec, dict) else None,
                         spec_text, None, once=False)
     request = from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
+    if (con := con_ref()) is not None:
+        disclosure.admit(con, request, domains, load_checks(checks))
     raise_for_checks(request, domains, checks)
     plan = budget_plan(request, domains, checks)
     data = load_checks(checks)
@@ -771,8 +806,12 @@ def _nodes(sizes: list[int], domains: DomainPlan, nest_nodes: list[list[int]]) -
 # registration
 
 
-def load(con: Any, ledger: str | Ledger | None = None) -> None:
+def load(con: Any, ledger: str | Ledger | None = None, mode: str | None = None) -> None:
     """Register InfTDA on ``con`` (idempotent; each connection or cursor needs its own load).
+
+    ``mode='public'``: the public-facing mode, for a connection whose functions analysts may
+    call (see :mod:`.disclosure`): it holds for every connection of the database instance and
+    cannot be turned off. Default: the mode in force (curator, the trusted data holder).
 
     ``ledger``: where budgets and charges are kept: a ledger file any number of processes,
     tools and data files can share (``'budget.duckdb'``, created on first use), or ``':memory:'``
@@ -780,6 +819,7 @@ def load(con: Any, ledger: str | Ledger | None = None) -> None:
     else the ledger inside the database that holds each source (created in the default database
     now, in another database the first time one of its tables is charged or budgeted).
     """
+    disclosure.set_mode(con, mode)
     if ledger is not None:
         catalog.choose(con, ledger)
     chosen = catalog.chosen(con)
@@ -836,6 +876,15 @@ def _context(data: dict[str, Any]) -> tuple[str, str, str] | None:
     return db, schema, str(path or "")
 
 
+def _public_first(con: Any, request: ReleaseRequest, plan: DomainPlan, session: Any) -> None:
+    """Public-facing mode, when a release is bound: its refusals and the budget come before
+    DuckDB reads any data (a refused release does not scan the source)."""
+    if con is not None and disclosure.is_public(con):
+        disclosure.admit(con, request, plan, session=session)
+        rho = total_rho(request.rho, request.epsilon, request.delta)
+        disclosure.check_budget(con, Where.of(plan.source), charge_fields(request, rho, "sql"))
+
+
 def _register(con: Any, n: int) -> None:
     names = UdfNames.numbered(n)
     ref = weakref.ref(con)
@@ -849,24 +898,26 @@ def _register(con: Any, n: int) -> None:
     @speaks("sql")
     def release_sql(options: str) -> str:
         data = json.loads(options)
-        context = _context(data)
+        context, session = _context(data), data.pop("session", None)
         query_id = data.pop("query_id", None)
         request = from_json(json.dumps(data))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
             limit = memory_limit(cur)
+        _public_first(ref(), request, plan, session)
         plan.check_sizes()
         return _rendered(request, plan, names, "sql", query_id, limit=limit)[0]
 
     @speaks("sql")
     def preview_sql(options: str) -> str:
         data = json.loads(options)
-        context = _context(data)
+        context, session = _context(data), data.pop("session", None)
         data.pop("query_id", None)
         beta, report = _beta(data.pop("beta", 0.05)), _report_delta(data)
         request = from_json(json.dumps(data))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
+        disclosure.admit(ref(), request, plan, session=session)
         return _preview_rendered(request, plan, names, beta, report)
 
     fn = con.create_function
@@ -884,7 +935,7 @@ def _register(con: Any, n: int) -> None:
        ["VARCHAR", "BIGINT", PREFIXES, f"{PREFIXES}[]", "BIGINT", "BIGINT", "BIGINT"],
        "STRUCT(rid VARCHAR, k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
        null_handling="special")
-    fn(names.preview, lambda spec, checks: _preview_rows(names.preview, spec, checks),
+    fn(names.preview, lambda spec, checks: _preview_rows(ref, names.preview, spec, checks),
        ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
     fn(names.rowkey, lambda seed: units.row_key(seed), ["BIGINT"], "VARCHAR",
        side_effects=True, null_handling="special")

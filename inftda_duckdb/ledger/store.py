@@ -496,18 +496,7 @@ class Ledger:
                     f"the budgets kept in {self.location} were moved to the ledger "
                     f"{state.settings[MOVED_TO]}; nothing was charged. Fix: use that ledger "
                     "(load(con, ledger=...), --ledger or INFTDA_LEDGER)")
-            covering = state.covering(key)
-            if not covering and state.settings.get(REQUIRE_BUDGET) == "true":
-                raise BudgetExceededError(
-                    f"release of {charge.source.label} refused: no budget covers it, and this "
-                    f"ledger ({self.location}) requires one (require_budget is on). Nothing was "
-                    f"charged and no noise was drawn. Fix: "
-                    f"{call('set_budget', _spec(charge.source), rho=...)}, or add it to a "
-                    "budget's sources")
-            tight = [(max(b.cap - state.spent_by(b), Fraction(0)), b) for b in covering]
-            for remaining, b in sorted(tight, key=lambda t: t[0]):
-                if charge.rho > remaining:
-                    raise _refusal(charge, b, state.spent_by(b), remaining)
+            self._refuse(state, charge)
             rid = state.next_id
             after = self._append(cur, state, LEDGER, _CHARGE_COLUMNS, _charge_values(charge, rid))
             after.next_id = rid + 1
@@ -521,6 +510,29 @@ class Ledger:
             rid, after = self._run(body)
             self._commit(after)
         return rid, after.ledger_id
+
+    def _refuse(self, state: _State, charge: Charge) -> None:
+        """Raise if ``charge`` does not fit: no budget where one is required, or more than
+        what is left of a budget covering its source."""
+        covering = state.covering(charge.source.key)
+        if not covering and state.settings.get(REQUIRE_BUDGET) == "true":
+            raise BudgetExceededError(
+                f"release of {charge.source.label} refused: no budget covers it, and this "
+                f"ledger ({self.location}) requires one (require_budget is on). Nothing was "
+                f"charged and no noise was drawn. Fix: "
+                f"{call('set_budget', _spec(charge.source), rho=...)}, or add it to a "
+                "budget's sources")
+        tight = [(max(b.cap - state.spent_by(b), Fraction(0)), b) for b in covering]
+        for remaining, b in sorted(tight, key=lambda t: t[0]):
+            if charge.rho > remaining:
+                raise _refusal(charge, b, state.spent_by(b), remaining)
+
+    def check(self, charge: Charge) -> None:
+        """Raise what :meth:`charge` would raise for the budget, writing nothing: a release
+        checks its budget before it reads its data (the charge checks again, atomically)."""
+        _validate(charge)
+        self._run(lambda cur: None if cur is None else self._refuse(self._state(cur), charge),
+                  write=False)
 
     def set_budget(self, sources: list[SourceId], cap: Fraction, name: str | None = None) -> str:
         """Cap the total rho of all releases of any of ``sources`` at ``cap`` (exact; 0 freezes

@@ -300,6 +300,36 @@ def _add_release_options(p: argparse.ArgumentParser) -> None:
                    "total is then released exactly (default: noised)")
 
 
+def _add_public_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("public-facing mode (for analysts; README: Threat model)")
+    g.add_argument("--public", action="store_true",
+                   help="public-facing mode: budget first, errors without data-dependent "
+                   "text, non-private options refused, only declared public domains")
+    g.add_argument("--public-table", metavar="T", action="append", default=[],
+                   help="with --public: a table the curator declares public (a domain table, or "
+                   "a table inftda_evaluate may read); repeatable")
+    g.add_argument("--public-enum", metavar="TYPE", action="append", default=[],
+                   help="with --public: an ENUM type whose labels the curator declares public; "
+                   "repeatable")
+
+
+def _public(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> None:
+    """``--public`` and its declarations on a loaded connection."""
+    from ..duckdb import disclosure
+    from ..duckdb.extension import load
+
+    if not args.public:
+        if args.public_table or args.public_enum:
+            raise bad_argument("--public-table", args.public_table or args.public_enum,
+                               "only applies with --public", "add --public")
+        return
+    load(con, mode="public")
+    for table in args.public_table:
+        disclosure.declare_public_table(con, table)
+    for enum in args.public_enum:
+        disclosure.declare_public_enum(con, enum)
+
+
 def _add_format_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=FORMATS, default="table",
                    help="table: box table for people (default); csv or json: for scripts "
@@ -343,6 +373,7 @@ def build_parser() -> Parser:
     o.add_argument("--seed", type=int, metavar="N",
                    help="deterministic noise for tests and demos: the release is NOT PRIVATE")
     o.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _add_public_options(p)
 
     p = sub.add_parser("shell", help="interactive SQL shell with the package loaded",
                        description="An SQL shell on DATABASE (in memory if omitted) with "
@@ -356,6 +387,7 @@ def build_parser() -> Parser:
                    metavar="SQL", help="run SQL (statements or a dot command) and exit; "
                    "repeatable")
     _add_format_option(p)
+    _add_public_options(p)
     _add_ledger_option(p)
 
     p = sub.add_parser("preview", help="per-level noise and Theorem 1 error bounds",
@@ -371,6 +403,7 @@ def build_parser() -> Parser:
                    help="failure probability of the bound (default 0.05)")
     _add_release_options(p)
     _add_format_option(p)
+    _add_public_options(p)
 
     p = sub.add_parser("ledger", help="list, verify or upgrade a ledger of releases",
                        description="Print the ledger of DATABASE (or of --ledger): one row per "
@@ -660,6 +693,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     con = _connect(args.db, must_exist=args.table is not None, ledger=args.ledger)
     progress = Progress(args.quiet)
     try:
+        _public(con, args)
         if args.into_table is not None and not args.overwrite and _exists(con, target):
             raise bad_argument("--into-table", args.into_table, "already exists",
                                "pass --overwrite, or choose another name")
@@ -726,7 +760,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
     from .shell import main as shell_main
 
     return shell_main(args.database, commands=args.commands, mode=args.format,
-                      ledger=args.ledger)
+                      ledger=args.ledger, prepare=lambda con: _public(con, args))
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -748,6 +782,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
             raise bad_argument("--columns", None, "is required with a table",
                                "pass --columns A,B,C, or --domain-sizes N1,N2,...")
         con = _connect(args.db, must_exist=True)
+        _public(con, args)
         source, _ = _source(con, args)
         with relay_warnings():
             table = preview(con, source, _names(args.columns), **budget, beta=float(args.beta),

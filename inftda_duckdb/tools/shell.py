@@ -22,7 +22,7 @@ import io
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 import duckdb
@@ -281,10 +281,11 @@ def _prompted_lines(shell: Shell) -> Iterator[str]:
 
 
 def main(database: str | None, stdin: TextIO | None = None, commands: Sequence[str] = (),
-         mode: str = "table", ledger: str | None = None) -> int:
+         mode: str = "table", ledger: str | None = None,
+         prepare: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> int:
     """Open ``database`` (in memory if None), load the package (with ``ledger``, see ``load``)
     and run the shell: the ``commands`` (``-c``) if given, else the statements of ``stdin`` (a
-    terminal: interactive)."""
+    terminal: interactive). ``prepare(con)`` runs after the load (the CLI's ``--public``)."""
     from ..duckdb.extension import load
 
     source = stdin or sys.stdin
@@ -292,6 +293,8 @@ def main(database: str | None, stdin: TextIO | None = None, commands: Sequence[s
     con = duckdb.connect(database or ":memory:")
     try:
         load(con, ledger=ledger)
+        if prepare is not None:
+            prepare(con)
         shell = Shell(con, sys.stdout, sys.stderr, interactive, mode)
         if commands:
             return shell.run(line for command in commands for line in command.splitlines())
