@@ -18,6 +18,7 @@ import pytest
 
 import inftda_duckdb
 from inftda_duckdb import BudgetExceededError, InputError, set_budget
+from inftda_duckdb.duckdb import disclosure
 from inftda_duckdb.duckdb.extension import load
 
 TAG = "the data did not pass this release's checks"  # TAG
@@ -36,6 +37,7 @@ SECRETS = {  # values, and every count an error could quote
 }
 # geo lists every (st, co) combination but one: (NY, Essex)
 GEO = [("NY", "Kings"), ("NJ", "Essex"), ("NJ", "Kings")]
+DECLARED = {"flu", "cold", "NY", "NJ", "Kings", "Essex"}
 
 DX = "domains := {'dx': ['flu', 'cold']}"
 CASES = {
@@ -104,22 +106,59 @@ def _assert_quotes_nothing(text: str, variant: str) -> None:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_public_mode_data_problem_is_one_fixed_message_and_charged(connect: Any,
-                                                                   case: str) -> None:
-    from inftda_duckdb.duckdb import disclosure
-
-    seen = []
+def test_public_mode_releases_never_fail_on_the_data(connect: Any, case: str) -> None:
+    """Public mode: rows outside the domains (NULLs, unlisted values and combinations, NULL
+    units) are dropped, so the release succeeds on both tables (no failure bit), is charged once
+    and releases only declared values; the release under substitute neighbours, which would
+    publish the total of the kept rows exactly, is refused from the request alone."""
     for variant in ("a", "b"):
         con = connect(variant, "public")
         disclosure.declare_public_table(con, "geo")
         set_budget(con, "t", rho=10)
-        before = _charges(con)
-        kind, text = _outcome(con, CASES[case])
+        rows = con.execute(CASES[case]).fetchall()
+        assert _charges(con) == 1  # charged: a probe costs what a release costs
+        assert all(r[-1] > 0 for r in rows) and {v for r in rows for v in r[:-1]} <= DECLARED
+        provenance = con.execute(
+            "SELECT neighbours FROM inftda_ledger ORDER BY id DESC LIMIT 1").fetchall()
+        assert provenance == [("add_remove",)]
+
+
+@pytest.mark.parametrize("option", ["unknown := 'error'", "neighbours := 'substitute'"])
+def test_public_mode_refuses_releases_that_could_fail_on_the_data(connect: Any,
+                                                                  option: str) -> None:
+    seen = []
+    for variant in ("a", "b"):
+        con = connect(variant, "public")
+        set_budget(con, "t", rho=10)
+        kind, text = _outcome(con, CASES["null count"].replace("rho := 1", f"rho := 1, {option}"))
         _assert_quotes_nothing(text, variant)
-        assert TAG in text
-        assert _charges(con) == before + 1  # charged: a probe costs what a release costs
+        assert _charges(con) == 0 and TAG not in text
         seen.append((kind, text))
-    assert seen[0] == seen[1]  # byte-identical on two tables that differ in their data
+    assert seen[0] == seen[1]
+
+
+def test_public_mode_a_failing_data_check_is_one_fixed_message_and_charged(
+        connect: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defence in depth: should a data check fail in public mode all the same (here: one forced
+    to fail), the caller sees one fixed message and the release stays charged."""
+    from inftda_duckdb.duckdb import domain
+
+    def failing(request: Any, plan: Any, checks_json: str) -> int:
+        checks = domain.load_checks(checks_json)
+        raise InputError(f"private detail {checks.get('n')}")
+
+    monkeypatch.setattr(domain, "raise_for_checks", failing)
+    monkeypatch.setattr("inftda_duckdb.duckdb.extension.raise_for_checks", failing,
+                        raising=False)
+    seen = []
+    for variant in ("a", "b"):
+        con = connect(variant, "public")
+        set_budget(con, "t", rho=10)
+        kind, text = _outcome(con, CASES["null count"])
+        _assert_quotes_nothing(text, variant)
+        assert TAG in text and "private detail" not in text and _charges(con) == 1
+        seen.append((kind, text))
+    assert seen[0] == seen[1]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -145,17 +184,17 @@ def test_curator_mode_keeps_helpful_messages_when_the_budget_allows(connect: Any
     assert "NULL in 12 rows" in text and _charges(con) == 0  # the curator sees the data
 
 
-def test_public_mode_python_api_same_fixed_message(connect: Any) -> None:
-    texts = []
+def test_public_mode_python_api_drops_what_the_domains_do_not_list(connect: Any) -> None:
     for variant in ("a", "b"):
         con = connect(variant, "public")
         set_budget(con, "t", rho=10)
-        with pytest.raises(InputError) as info:
-            inftda_duckdb.release(con, "t", ["dx"], rho=1, domains={"dx": ["flu", "cold"]})
+        out = inftda_duckdb.release(con, "t", ["dx"], rho=1, domains={"dx": ["flu", "cold"]})
+        assert set(out.column("dx").to_pylist()) <= {"flu", "cold"} and _charges(con) == 1
+        with pytest.raises(InputError, match="refused in public-facing mode") as info:
+            inftda_duckdb.release(con, "t", ["dx"], rho=1, domains={"dx": ["flu", "cold"]},
+                                  unknown="error")
         _assert_quotes_nothing(str(info.value), variant)
         assert _charges(con) == 1
-        texts.append(str(info.value))
-    assert texts[0] == texts[1] and TAG in texts[0]
 
 
 def test_public_mode_refuses_the_free_reads(connect: Any) -> None:
@@ -272,7 +311,9 @@ def test_public_mode_refuses_rows_per_unit_public(connect: Any) -> None:
     _, text = _outcome(con, "SELECT * FROM inftda_release('t', ['st'], rho := 1, "
                             "privacy_unit := 'pid', rows_per_unit_public := true, "
                             "domains := {'st': ['NY', 'NJ']})")
-    assert "public-facing mode" in text and _charges(con) == 0
+    # refused by the request itself (public mode's neighbours are add_remove, where the
+    # assertion does not apply) or by the mode; either way before anything is charged
+    assert "rows_per_unit_public" in text and _charges(con) == 0
 
 
 def test_public_mode_cannot_be_switched_off(connect: Any) -> None:
@@ -373,11 +414,15 @@ def test_cli_public_flag(tmp_path: Any, capsys: Any) -> None:
             con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", DATA[variant])
         assert main(["budget", db, "--set", "t", "--rho", "100"]) == 0
         capsys.readouterr()
+        out = tmp_path / f"{variant}.parquet"
         status = main(["release", "--public", "--db", db, "--table", "t", "--columns", "dx",
-                       "--rho", "1", "--domain", "dx=flu,cold", "--quiet",
-                       "--output", str(tmp_path / f"{variant}.parquet")])
+                       "--rho", "1", "--domain", "dx=flu,cold", "--quiet", "--output", str(out)])
+        assert status == 0 and out.exists()  # rows outside the domain dropped: no failure bit
+        status = main(["release", "--public", "--db", db, "--table", "t", "--columns", "dx",
+                       "--rho", "1", "--domain", "dx=flu,cold", "--quiet", "--unknown", "error",
+                       "--output", str(tmp_path / f"{variant}-2.parquet")])
         err = capsys.readouterr().err
-        assert status != 0 and TAG in err
+        assert status == 2 and "refused in public-facing mode" in err
         _assert_quotes_nothing(err, variant)
         texts.append(err)
     assert texts[0] == texts[1]

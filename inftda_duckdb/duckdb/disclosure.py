@@ -11,9 +11,14 @@ with any argument), never by the SQL that calls them:
 
 - the budget is checked before anything that depends on the data, and a source no budget covers
   is refused (:func:`check_budget`);
+- no release fails on the data: rows outside the declared domains (NULLs included) and rows
+  with a NULL privacy unit are dropped, so whether a release succeeds is not a bit about the
+  data. ``unknown`` defaults to ``'drop'`` and ``neighbours`` to ``'add_remove'`` (dropping rows
+  needs a noised total); ``unknown := 'error'`` is refused (:data:`DEFAULTS`, :func:`defaults`);
 - after the checks that read only the request and the catalog, the release is charged, *then*
-  the data checks run; a data problem is one fixed message (:data:`DATA_PROBLEM_TAG`) with no
-  count, value or other data-dependent text (:func:`hidden`): the release stays charged;
+  the data checks run; should one fail all the same, it is one fixed message
+  (:data:`DATA_PROBLEM_TAG`) with no count, value or other data-dependent text
+  (:func:`hidden`), and the release stays charged (defence in depth);
 - ``seed``, ``domain_from_data``, ``rows_per_unit_public`` and ``inftda_evaluate`` on a table not
   declared public are refused, and so is ``inftda_set_budget`` from SQL (:func:`refuse`);
 - only public domains are accepted: explicit lists, domain tables the curator declared public
@@ -51,6 +56,10 @@ MARKER = "inftda_public_mode"
 """The instance-wide UDF whose existence means: every connection of this database is public."""
 
 DATA_PROBLEM_TAG = "the data did not pass this release's checks"
+
+DEFAULTS = {"unknown": "drop", "neighbours": "add_remove"}
+"""The public-facing mode's defaults for options a call leaves out: no release fails on the
+data (a failure would be one bit about it that no noise covers)."""
 
 _LOG = logging.getLogger("inftda_duckdb.disclosure")
 _PUBLIC: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -169,6 +178,14 @@ def refuse_if_public(con: Any, what: str, fix: str) -> None:
         raise refuse(what, fix)
 
 
+def defaults(con: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the public-facing mode's :data:`DEFAULTS` where a call left them out (or
+    passed NULL), on a public connection; unchanged otherwise."""
+    if con is None or not is_public(con):
+        return options
+    return {**options, **{k: v for k, v in DEFAULTS.items() if options.get(k) is None}}
+
+
 def admit(con: Any, request: ReleaseRequest, plan: DomainPlan,
           checks: dict[str, Any] | None = None, session: Any = None) -> None:
     """The public-facing mode's refusals of a release or preview, from the request, the
@@ -187,6 +204,10 @@ def admit(con: Any, request: ReleaseRequest, plan: DomainPlan,
     if request.rows_per_unit_public:
         raise refuse(f"{opt('rows_per_unit_public', True)} (an assertion only the curator can "
                      "make)", "leave it out: the total is then noised")
+    if request.unknown != DEFAULTS["unknown"]:
+        raise refuse(f"{opt('unknown', request.unknown)} (whether a release stops on rows "
+                     "outside the domains would tell whether such rows exist)",
+                     "leave it out: rows outside the declared domains are dropped")
     for nest in plan.nestings:
         if not public_table(con, nest.table):
             raise refuse(f"domain table {'.'.join(nest.table)}, which the curator has not "
@@ -270,6 +291,4 @@ def hidden(charged: str) -> Iterator[None]:
             f"this release was charged ({charged}) and stopped: {DATA_PROBLEM_TAG} (a NULL, a "
             "value outside the declared domains or domain tables, a NULL privacy unit, or more "
             "cells than the limit). The public-facing mode does not say which, or how often: "
-            "that depends on the private data. Fix: ask the curator to check the data, or pass "
-            f"{opt('unknown', 'drop')} with {opt('neighbours', 'add_remove')} (rows outside the "
-            "domains are then dropped, and no release fails on them)") from None
+            "that depends on the private data. Fix: ask the curator to check the data") from None

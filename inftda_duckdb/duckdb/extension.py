@@ -900,7 +900,7 @@ def _register(con: Any, n: int) -> None:
         data = json.loads(options)
         context, session = _context(data), data.pop("session", None)
         query_id = data.pop("query_id", None)
-        request = from_json(json.dumps(data))
+        request = from_json(json.dumps(disclosure.defaults(ref(), data)))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
             limit = memory_limit(cur)
@@ -914,7 +914,7 @@ def _register(con: Any, n: int) -> None:
         context, session = _context(data), data.pop("session", None)
         data.pop("query_id", None)
         beta, report = _beta(data.pop("beta", 0.05)), _report_delta(data)
-        request = from_json(json.dumps(data))
+        request = from_json(json.dumps(disclosure.defaults(ref(), data)))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
         disclosure.admit(ref(), request, plan, session=session)
@@ -1058,7 +1058,7 @@ def _prepare(con: Any, source: str, columns: object, options: dict[str, Any]) ->
     if not isinstance(con, duckdb.DuckDBPyConnection):
         raise bad_argument("con", con, "must be a duckdb connection", "pass duckdb.connect()")
     request = parse_request(source, list(columns) if isinstance(columns, tuple) else columns,
-                            **options)
+                            **disclosure.defaults(con, options))
     plan = plan_domains(request, con, strict=True)
     n = registered(con, "release")
     if n is None:
@@ -1170,11 +1170,11 @@ def release(
     level_weights: list[object] | str | None = None,
     auto_target: str | int | None = None,
     output: str = "counts",
-    neighbours: str = "substitute",
+    neighbours: str | None = None,
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
     rows_per_unit_public: bool = False,
-    unknown: str = "error",
+    unknown: str | None = None,
     seed: int | None = None,
     source_name: str | None = None,
     progress: Progress | None = None,
@@ -1246,7 +1246,7 @@ def preview(
     domain_from_data: bool = False,
     level_weights: list[object] | str | None = None,
     auto_target: str | int | None = None,
-    neighbours: str = "substitute",
+    neighbours: str | None = None,
     max_rows_per_unit: int | None = None,
     privacy_unit: str | None = None,
     rows_per_unit_public: bool = False,

@@ -288,9 +288,10 @@ def _add_release_options(p: argparse.ArgumentParser) -> None:
                    help="with --level-weights auto: 'leaves' (default), 'all' (every level "
                    "counts once), or a level number or column name")
     g.add_argument("--neighbours", choices=("substitute", "add_remove", "bounded", "unbounded"),
-                   default="substitute",
+                   default=None,
                    help="substitute (alias bounded): bounded DP, the row count is public "
-                   "(default); add_remove (alias unbounded): unbounded DP, the total is noised too")
+                   "(default); add_remove (alias unbounded): unbounded DP, the total is noised too "
+                   "(the default with --public)")
     g.add_argument("--privacy-unit", metavar="COL",
                    help="column identifying the protected unit (e.g. a person id)")
     g.add_argument("--max-rows-per-unit", type=_positive_int("--max-rows-per-unit"),
@@ -367,9 +368,9 @@ def build_parser() -> Parser:
     o.add_argument("--output-kind", choices=("counts", "rows"), default="counts",
                    help="counts: one row per released cell with a count (default); rows: one "
                    "row per synthetic record")
-    o.add_argument("--unknown", choices=("error", "drop"), default="error",
+    o.add_argument("--unknown", choices=("error", "drop"), default=None,
                    help="values outside the public domain: error (default) or drop (needs "
-                   "--neighbours add_remove)")
+                   "--neighbours add_remove; the only choice with --public)")
     o.add_argument("--seed", type=int, metavar="N",
                    help="deterministic noise for tests and demos: the release is NOT PRIVATE")
     o.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -816,7 +817,7 @@ def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
     options = _release_options(duckdb.connect(), args)
     target = options.get("auto_target")
     plan = plan_budget(len(sizes), **budget, level_weights=options.get("level_weights"),
-                       neighbours=args.neighbours,
+                       neighbours=args.neighbours or "substitute",
                        max_rows_per_unit=options.get("max_rows_per_unit", 1),
                        auto_target=target.lower() if isinstance(target, str) else target,
                        nodes=[math.prod(sizes[:k]) for k in range(1, len(sizes) + 1)])
@@ -956,7 +957,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if isinstance(target, str) and target.lower() in [c.lower() for c in columns]:
             target = [c.lower() for c in columns].index(target.lower()) + 1
         plan = plan_budget(len(columns), **budget, level_weights=options.get("level_weights"),
-                           neighbours=args.neighbours,
+                           neighbours=args.neighbours or "substitute",
                            max_rows_per_unit=options.get("max_rows_per_unit", 1),
                            auto_target=target, nodes=nodes) if budget else None
         if args.plot is not None:
