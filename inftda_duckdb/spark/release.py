@@ -1,0 +1,375 @@
+"""``release`` and ``preview`` on Spark: the DuckDB engine's request, checks, ledger and numbers.
+
+A release, in order (Algorithm 1 of the paper; what runs where):
+
+1. driver: validate every argument (:func:`inftda_duckdb.core.request.parse_request`), plan the
+   budget, read the public domains (:mod:`.domains`) and check them: nothing read from the
+   private data yet, nothing charged;
+2. executors: the leaf GROUP BY, coded and pinned (:mod:`.leaves`); one aggregate for the data
+   checks (NULLs, undeclared values: DuckDB's messages), raised before anything is charged;
+3. driver: charge the ledger once, draw the key, release the root and levels 1..c from the true
+   counts of the c-prefixes (:mod:`.subtrees`; c is the cut);
+4. executors, lazily, when the returned DataFrame is evaluated: one shuffle by subtree and levels
+   c+1..d of every subtree, decoded to the columns' values.
+
+The returned DataFrame is deterministic: its lineage starts at the pinned leaves and the cut
+nodes, and its noise at the level keys it carries, so evaluating it again (or recomputing a lost
+partition) gives the same rows and charges nothing. Write it once (``df.write.parquet(...)``) or
+``cache()`` it to avoid recomputing the subtrees.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..core.accounting import epsilon_from_rho
+from ..core.errors import InputError, bad_argument
+from ..core.randomness import RandomSource
+from ..core.request import ReleaseRequest, parse_request
+from ..core.topdown import Allowed, Nodes, release_root
+from ..duckdb.domain import raise_for_checks
+from ..duckdb.extension import (
+    DEFAULT_DELTA,
+    ORIGINS,
+    _beta,
+    _preview_rows,
+    _report_delta,
+    _warn_not_private,
+    budget_plan,
+)
+from ..ledger import store
+from . import domains as dom
+from . import leaves as lv
+from .subtrees import ExportedKey, SubtreeJob, choose_cut, encode, top_levels
+from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
+
+ROWS_PER_PARTITION = 1 << 20
+"""Default subtree partitions: one per this many kept leaves (at least the default parallelism,
+at most one per cut node)."""
+
+PREVIEW_SCHEMA = pa.schema([
+    ("level", pa.int32()), ("column", pa.string()), ("domain_size", pa.int64()),
+    ("nodes", pa.int64()), ("rho_k", pa.string()), ("sigma2_k", pa.string()),
+    ("sigma_k", pa.float64()), ("bound", pa.float64()), ("beta", pa.float64()),
+    ("epsilon", pa.float64()), ("delta", pa.float64()), ("private", pa.bool_()),
+])
+
+
+def release(
+    source: DataFrame | str,
+    columns: Sequence[str],
+    *,
+    rho: object = None,
+    epsilon: object = None,
+    delta: object = None,
+    domains: dict[str, Any] | None = None,
+    domain_tables: Sequence[DataFrame | str] | None = None,
+    domain_from_data: bool = False,
+    level_weights: Sequence[object] | None = None,
+    output: str = "counts",
+    neighbours: str = "substitute",
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
+    unknown: str = "error",
+    seed: int | None = None,
+    ledger: str | os.PathLike[str] | duckdb.DuckDBPyConnection | None = None,
+    name: str | None = None,
+    partitions: int | None = None,
+    origin: str = "python",
+) -> DataFrame:
+    """One InfTDA release of ``source`` (a Spark DataFrame or a table name) over ``columns``.
+
+    The options are those of :func:`inftda_duckdb.release`; domain tables may be DataFrames or
+    table names. ``ledger`` (a DuckDB file on the driver, or a DuckDB connection) is charged
+    once, before any noise is drawn; ``name`` is the source's name in the ledger (default: the
+    table name, or the files a DataFrame reads). ``partitions`` sets the number of subtree
+    partitions. Returns a lazy, deterministic DataFrame: the columns (their own names and types)
+    and ``count``, or one row per synthetic record with ``output='rows'``.
+    """
+    if origin not in ORIGINS:
+        raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
+                           "leave it out (the default is 'python')")
+    if partitions is not None and (isinstance(partitions, bool) or not isinstance(partitions, int)
+                                   or partitions < 1):
+        raise bad_argument("partitions", partitions, "must be a positive integer",
+                           "leave it out, or pass e.g. partitions=200")
+    options = dict(
+        rho=rho, epsilon=epsilon, delta=delta, domains=domains,
+        domain_from_data=domain_from_data, level_weights=level_weights, output=output,
+        neighbours=neighbours, privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
+        unknown=unknown, seed=seed,
+    )
+    spark, request, src, tables = _prepare(source, columns, name, domain_tables, options)
+    plan = budget_plan(request)  # refuses a budget too small to sample, before anything runs
+    con, close = _ledger(ledger)
+    try:
+        key = _ledger_source(spark, source, name)
+        _warn_transit(spark)
+        dplan, frames = dom.plan(request, src, tables)
+        raw = lv.raw_leaves(request, src)
+        if request.domain_from_data:  # the domains are read from the (pinned) raw leaves
+            raw = lv.pin(raw)
+        values = dom.resolve(spark, request, src, dplan, frames,
+                             raw if request.domain_from_data else None)
+        raise_for_checks(request, values.plan, json.dumps(values.checks))  # public checks
+        leaves = lv.pin(lv.coded(spark, request, values, raw))
+        data = lv.stats(request, values, leaves)
+        failing = request.unknown == "error" and any(
+            v for k, v in data.items() if k.startswith(("unknown", "outside")))
+        found = lv.examples(request, values, raw, spark, data) if failing else {}
+        n = raise_for_checks(request, values.plan, lv.checks_json(request, values, data, found))
+        store.ensure_tables(con)
+        store.charge(con, store.Charge(
+            source=key, columns=request.columns, neighbours=request.neighbours, rho=plan.rho,
+            privacy_unit=request.privacy_unit, max_rows_per_unit=request.max_rows_per_unit,
+            output=request.output, seeded=request.seed is not None,
+            data_domain=request.domain_from_data, origin=origin,
+            delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
+        ))  # refusal raises BudgetExceededError: no noise drawn
+    finally:
+        if close:
+            con.close()
+    secret = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
+    root = release_root(n, plan, secret)
+    sizes = values.sizes
+    cut = choose_cut(dom.level_nodes(values), sizes)
+    allowed = {k: Allowed(*a) for k in range(request.depth)
+               if (a := values.allowed(k)) is not None}
+    cut_nodes = Nodes.root(root)
+    if cut:
+        kept = leaves.where(lv.is_kept(values))
+        prefixes = kept.groupBy(_subtree(values, cut).alias("s")).agg(F.sum("n").alias("n"))
+        table = prefixes.toArrow()
+        cut_nodes = top_levels(
+            table.column("s").to_numpy(), table.column("n").to_numpy(), sizes[:cut],
+            plan.level_sigma2[:cut], [secret.derive(k) for k in range(1, cut + 1)],
+            allowed, root,
+        )
+    job = SubtreeJob(
+        cut=cut, sizes=tuple(sizes), sigma2=tuple(plan.level_sigma2[cut:]),
+        keys=tuple(ExportedKey.of(secret.derive(k)) for k in range(cut + 1, request.depth + 1)),
+        allowed=tuple((k, a.levels, a.codes) for k, a in allowed.items() if k >= cut),
+        values=values.values, names=request.columns, rows=request.output == "rows",
+        keyed=lv.keyed(values),
+    )
+    result = _subtrees(spark, request, values, leaves, cut_nodes, job, data["leaves"],
+                       partitions, src.fields)
+    _warn_not_private(request)
+    return _with_metadata(result, request, plan.rho)
+
+
+def _prepare(
+    source: object,
+    columns: object,
+    name: str | None,
+    domain_tables: Sequence[DataFrame | str] | None,
+    options: dict[str, Any],
+) -> tuple[SparkSession, ReleaseRequest, dom.Source, list[tuple[str, DataFrame]]]:
+    """The session, the validated request, the source and the domain tables as DataFrames."""
+    if isinstance(source, DataFrame):
+        spark, frame = source.sparkSession, source
+        label = name or "DataFrame"
+    elif isinstance(source, str):
+        spark = _session()
+        frame = _table(spark, source, "source")
+        label = source
+    else:
+        raise bad_argument("source", type(source).__name__, "must be a Spark DataFrame or a "
+                           "table name", "pass spark.read.parquet(...) or 'db.trips'")
+    tables: list[tuple[str, DataFrame]] = []
+    if domain_tables is not None:
+        if isinstance(domain_tables, str | DataFrame):
+            domain_tables = [domain_tables]
+        for i, table in enumerate(domain_tables):
+            if isinstance(table, DataFrame):
+                tables.append((f"domain_tables[{i}]", table))
+            elif isinstance(table, str):
+                tables.append((table, _table(spark, table, "domain_tables")))
+            else:
+                raise bad_argument("domain_tables", type(table).__name__, "must hold Spark "
+                                   "DataFrames or table names", "pass [geo_df] or ['geo']")
+    if isinstance(columns, tuple):
+        columns = list(columns)
+    request = parse_request(label, columns, **options,
+                            domain_tables=[n for n, _ in tables] or None)
+    return spark, request, dom.Source.of(frame, label, request), tables
+
+
+def _session() -> SparkSession:
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise InputError("no active SparkSession for a table name. Fix: create one with "
+                         "SparkSession.builder.getOrCreate(), or pass a DataFrame")
+    return spark
+
+
+def _table(spark: SparkSession, name: str, argument: str) -> DataFrame:
+    try:
+        return spark.table(name)
+    except AnalysisException:
+        raise bad_argument(argument, name, "was not found (no such table or view)",
+                           "check the name, or pass a DataFrame") from None
+
+
+def _ledger(ledger: object) -> tuple[duckdb.DuckDBPyConnection, bool]:
+    """The ledger's DuckDB connection, and whether this release opened it (and closes it)."""
+    if isinstance(ledger, duckdb.DuckDBPyConnection):
+        return ledger, False
+    if isinstance(ledger, str | os.PathLike) and str(ledger):
+        return duckdb.connect(os.fspath(ledger)), True
+    raise bad_argument(
+        "ledger", ledger, "must be a DuckDB database file (on the driver) or a DuckDB connection:"
+        " every Spark release is charged to a ledger",
+        "pass ledger='budget.duckdb' (the file DuckDB releases of the same data use)",
+    )
+
+
+def _ledger_source(spark: SparkSession, source: object, name: str | None) -> str:
+    """What the ledger charges: ``name``, a table's catalog name, or the files a DataFrame
+    reads (one file: its path; several: their common folder)."""
+    if name is not None:
+        if not isinstance(name, str) or not name.strip():
+            raise bad_argument("name", name, "must be a non-empty name", "pass e.g. name='trips'")
+        return name
+    if isinstance(source, str):
+        table = spark.catalog.getTable(source)
+        parts = [table.catalog or "spark_catalog", *(table.namespace or []), table.name]
+        return ".".join(p for p in parts if p)
+    assert isinstance(source, DataFrame)
+    files = sorted(dom._input_files(source))
+    if not files:
+        raise bad_argument(
+            "name", None, "is required for a DataFrame that reads no files (the ledger charges "
+            "its releases to this name, and a budget caps them)", "pass name='trips'")
+    return files[0] if len(files) == 1 else os.path.commonpath(files)
+
+
+def _warn_transit(spark: SparkSession) -> None:
+    master = str(spark.sparkContext.master)
+    missing = unencrypted_settings(master, lambda key: spark.conf.get(key, None))
+    if missing:
+        warnings.warn(warning_text(master, missing), UnencryptedTransitWarning, stacklevel=3)
+
+
+def _subtree(values: dom.Domains, cut: int) -> Any:
+    """The subtree of a pinned leaf: the mixed-radix key of its cut prefix."""
+    if cut == 0:
+        return F.lit(0).cast("long")
+    if lv.keyed(values):
+        return F.expr(f"key div {math.prod(values.sizes[cut:])}")
+    key = F.col("k1").cast("long")
+    for j in range(2, cut + 1):
+        key = key * F.lit(values.sizes[j - 1]).cast("long") + F.col(f"k{j}")
+    return key
+
+
+def _subtrees(
+    spark: SparkSession,
+    request: ReleaseRequest,
+    values: dom.Domains,
+    leaves: DataFrame,
+    cut_nodes: Nodes,
+    job: SubtreeJob,
+    n_leaves: int,
+    partitions: int | None,
+    types: tuple[T.StructField, ...],
+) -> DataFrame:
+    """ONE shuffle by subtree, then levels c+1..d on the executors (lazy)."""
+    cut = job.cut
+    address = ["key"] if job.keyed else [f"k{j}" for j in range(1, request.depth + 1)]
+    kept = leaves.where(lv.is_kept(values)).select(
+        _subtree(values, cut).alias("s"), F.lit(False).alias("node"), *address, "n")
+    schema = T.StructType([
+        T.StructField("s", T.LongType()), T.StructField("node", T.BooleanType()),
+        *[T.StructField(a, T.LongType() if job.keyed else T.IntegerType()) for a in address],
+        T.StructField("n", T.LongType()),
+    ])
+    s = encode(cut_nodes.codes, values.sizes[:cut])
+    count = s.shape[0]
+    node_table = pa.table(
+        [pa.array(s), pa.array(np.ones(count, bool)),
+         *[pa.nulls(count, pa.int64() if job.keyed else pa.int32()) for _ in address],
+         pa.array(cut_nodes.counts)],
+        names=["s", "node", *address, "n"],
+    )
+    nodes = spark.createDataFrame(node_table, schema=schema)
+    if partitions is None:
+        partitions = max(spark.sparkContext.defaultParallelism,
+                         -(-n_leaves // ROWS_PER_PARTITION))
+    partitions = max(1, min(partitions, count))
+    shuffled = kept.unionByName(nodes).repartition(partitions, "s").sortWithinPartitions("s")
+    fields = [T.StructField(c, f.dataType)
+              for c, f in zip(request.columns, types, strict=True)]
+    if request.output == "counts":
+        fields.append(T.StructField("count", T.LongType(), nullable=False))
+    return shuffled.mapInArrow(job, T.StructType(fields))
+
+
+def _with_metadata(result: DataFrame, request: ReleaseRequest, rho: Any) -> DataFrame:
+    """Provenance on every column (it travels into Parquet): private, budget, seed, source."""
+    meta = {"inftda": json.dumps({
+        "private": request.private,
+        "rho": str(rho),
+        "epsilon_at_1e-6": epsilon_from_rho(rho, DEFAULT_DELTA),
+        "neighbours": request.neighbours,
+        "max_rows_per_unit": request.max_rows_per_unit,
+        "seed": request.seed,
+        "domain_from_data": request.domain_from_data,
+        "source": request.source,
+        "columns": list(request.columns),
+        "output": request.output,
+        "engine": "spark",
+    })}
+    return result.select(*[dom.col(c).alias(c, metadata=meta) for c in result.columns])
+
+
+def preview(
+    source: DataFrame | str,
+    columns: Sequence[str],
+    *,
+    rho: object = None,
+    epsilon: object = None,
+    delta: object = DEFAULT_DELTA,
+    domains: dict[str, Any] | None = None,
+    domain_tables: Sequence[DataFrame | str] | None = None,
+    domain_from_data: bool = False,
+    level_weights: Sequence[object] | None = None,
+    neighbours: str = "substitute",
+    max_rows_per_unit: int | None = None,
+    privacy_unit: str | None = None,
+    beta: float = 0.05,
+) -> pa.Table:
+    """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
+    total epsilon at ``delta``: the table :func:`inftda_duckdb.preview` returns. Spends nothing
+    and reads no private data, except with ``domain_from_data`` (then marked not private)."""
+    options = dict(
+        rho=rho, epsilon=epsilon, delta=delta, domains=domains,
+        domain_from_data=domain_from_data, level_weights=level_weights, neighbours=neighbours,
+        max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
+    )
+    report = _report_delta(options)
+    beta = _beta(beta)
+    spark, request, src, tables = _prepare(source, columns, None, domain_tables, options)
+    dplan, frames = dom.plan(request, src, tables)
+    raw = lv.raw_leaves(request, src) if request.domain_from_data else None
+    values = dom.resolve(spark, request, src, dplan, frames, raw)
+    spec = {"request": request.to_json(), "domains": values.plan.to_json(), "origin": "preview",
+            "beta": beta, "delta": report}
+    rows = _preview_rows(json.dumps(spec), json.dumps(values.checks))
+    if request.domain_from_data:
+        warnings.warn("preview with domain_from_data read the domain sizes from the private data",
+                      UserWarning, stacklevel=2)
+    return pa.Table.from_pylist(rows, schema=PREVIEW_SCHEMA)
