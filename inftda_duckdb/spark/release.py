@@ -53,7 +53,7 @@ from ..duckdb.extension import (
 from ..ledger import store
 from . import domains as dom
 from . import leaves as lv
-from .subtrees import ExportedKey, SubtreeJob, choose_cut, encode, top_levels
+from .subtrees import CHUNK_CELLS, ExportedKey, SubtreeJob, choose_cut, encode, top_levels
 from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
 
 ROWS_PER_PARTITION = 1 << 20
@@ -163,12 +163,27 @@ def release(
         keys=tuple(ExportedKey.of(secret.derive(k)) for k in range(cut + 1, request.depth + 1)),
         allowed=tuple((k, a.levels, a.codes) for k, a in allowed.items() if k >= cut),
         values=values.values, names=request.columns, rows=request.output == "rows",
-        keyed=lv.keyed(values),
+        keyed=lv.keyed(values), chunk_cells=_chunk_cells(spark),
     )
     result = _subtrees(spark, request, values, leaves, cut_nodes, job, data["leaves"],
                        partitions, src.fields)
     _warn_not_private(request)
     return _with_metadata(result, request, plan.rho)
+
+
+CHUNK_SETTING = "inftda.spark.chunkCells"
+"""A Spark setting (``spark.conf.set``) for the cells an executor releases at once (default
+:data:`.subtrees.CHUNK_CELLS`): smaller chunks, less memory, more calls."""
+
+
+def _chunk_cells(spark: SparkSession) -> int:
+    text = spark.conf.get(CHUNK_SETTING, None)
+    if text is None:
+        return CHUNK_CELLS
+    if not text.strip().isdigit() or int(text) < 1:
+        raise bad_argument(CHUNK_SETTING, text, "must be a positive integer",
+                           f"unset it, or spark.conf.set('{CHUNK_SETTING}', '1048576')")
+    return int(text)
 
 
 def _prepare(

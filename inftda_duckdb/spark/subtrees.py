@@ -150,6 +150,7 @@ class SubtreeJob:
     names: tuple[str, ...]
     rows: bool
     keyed: bool
+    chunk_cells: int = CHUNK_CELLS
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sources = [k.source() for k in self.keys]  # built here, after the worker's fork
@@ -164,7 +165,7 @@ class SubtreeJob:
             node = batch.column("node").to_numpy(zero_copy_only=False)
             n = batch.column("n").to_numpy()
             cells += int(batch.num_rows + np.minimum(n[node], 1 << 40).sum() * weight)
-            if cells >= CHUNK_CELLS:
+            if cells >= self.chunk_cells:
                 table = pa.Table.from_batches(buffer).combine_chunks()
                 s = table.column("s").to_numpy()
                 last = int(s[-1])

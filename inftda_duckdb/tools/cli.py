@@ -37,6 +37,9 @@ examples:
   inftda-duckdb release --input trips.parquet --columns origin,dest --epsilon 1 --delta 1e-6 \\
       --domain origin=EWR,JFK,LGA --domain-file dest=airports.csv --output trips_dp.parquet
   inftda-duckdb preview --domain-sizes 50,20,24 --rho 0.5
+  inftda-duckdb release --engine spark --master 'local[2]' --input 'data/*.parquet' \
+      --columns origin,dest --rho 0.5 --domain-file dest=airports.csv --db budget.duckdb \
+      --output trips_dp.parquet
   echo "SELECT * FROM inftda_budget();" | inftda-duckdb shell trips.duckdb
 """
 
@@ -162,10 +165,17 @@ def _add_source_options(p: argparse.ArgumentParser, need: bool) -> None:
     g.add_argument("--db", metavar="DATABASE",
                    help="DuckDB database file: holds --table, --into-table and the ledger")
     g.add_argument("--table", metavar="T", help="table or view to release (in --db)")
-    g.add_argument("--input", metavar="FILE",
-                   help="Parquet (.parquet/.pq) or CSV (.csv) file to release, read by DuckDB")
+    g.add_argument("--input", metavar="FILE", nargs="+",
+                   help="Parquet (.parquet/.pq) or CSV (.csv) file to release, read by DuckDB "
+                   "(one file); with --engine spark: files, folders or globs, read by Spark")
     g.add_argument("--columns", metavar="A,B,C", required=need,
                    help="hierarchy columns, coarsest first (e.g. origin,dest,hour)")
+    e = p.add_argument_group("engine")
+    e.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
+                   help="duckdb (default), or spark: the same release on Apache Spark (needs "
+                   "the spark extra; the ledger in --db is charged)")
+    e.add_argument("--master", metavar="URL", default="local[*]",
+                   help="with --engine spark: the Spark master (default local[*])")
 
 
 def _add_release_options(p: argparse.ArgumentParser) -> None:
@@ -324,9 +334,12 @@ def _source(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> str:
             raise bad_argument("--table", args.table, "needs --db", "pass --db DATABASE")
         parse_qualified(args.table, "--table")
         return str(args.table)
-    name = os.path.splitext(os.path.basename(args.input))[0] or "input"
+    if len(args.input) > 1:
+        raise bad_argument("--input", args.input, "must be one file with the DuckDB engine",
+                           "pass one file, or --engine spark to read several")
+    name = os.path.splitext(os.path.basename(args.input[0]))[0] or "input"
     con.execute(f"CREATE TEMP VIEW {quote(name)} AS SELECT * FROM "
-                f"{_reader(args.input, '--input')}")
+                f"{_reader(args.input[0], '--input')}")
     return quote(name)
 
 
@@ -394,7 +407,7 @@ class Progress:
 @contextlib.contextmanager
 def relay_warnings(skip: str | None = None) -> Iterator[None]:
     """Print the package's warnings as ``WARNING: ...`` lines on stderr (others are dropped)."""
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # inftda_duckdb/
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield
@@ -417,6 +430,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     """Release --columns of the source into --into-table or --output."""
     from ..duckdb.extension import release
 
+    if args.engine == "spark":
+        from ..spark.commands import spark_release
+
+        return spark_release(args)
     if (args.into_table is None) == (args.output is None):
         raise bad_argument("--output", args.output, "or --into-table is required (exactly one)",
                            "pass --output FILE.parquet, or --into-table NAME with --db")
@@ -516,6 +533,10 @@ def cmd_preview(args: argparse.Namespace) -> int:
                                "give either the sizes or a table")
         table = preview_sizes(args, budget)
         con = duckdb.connect()
+    elif args.engine == "spark":
+        from ..spark.commands import spark_preview
+
+        return spark_preview(args)
     else:
         from ..duckdb.extension import preview
 

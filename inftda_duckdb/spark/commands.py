@@ -1,0 +1,149 @@
+"""``inftda-duckdb release|preview --engine spark``: the command line's Spark path.
+
+The options are the DuckDB path's (:mod:`inftda_duckdb.tools.cli`); the differences: ``--input``
+takes Parquet/CSV files, folders or globs read by Spark, ``--table`` names a table in Spark's
+catalog, ``--db`` is the ledger (a DuckDB file on the driver, required), and the result is
+written by Spark: ``--output x.parquet`` is a folder of part files (Spark's format; written by
+its commit protocol, so a failed job leaves no output), ``--into-table`` a table in Spark's
+catalog. The CLI starts a session on ``--master`` (stopped at the end) unless one is active.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import duckdb
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+
+from ..core.errors import bad_argument
+from ..tools import cli
+from .release import preview, release
+
+KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+
+
+def session(master: str) -> tuple[SparkSession, bool]:
+    """The active session, or a new one on ``master`` (and whether this call created it)."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors: this interpreter
+    spark = (SparkSession.builder.master(master).appName("inftda-duckdb")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark, True
+
+
+def _kind(path: str) -> str:
+    kind = KINDS.get(os.path.splitext(path.rstrip("/"))[1].lower())
+    if kind is None and os.path.isdir(path):
+        return "parquet"  # a folder of part files
+    if kind is None:
+        raise bad_argument("--input", path, "must end in .parquet, .pq or .csv (or be a folder "
+                           "of Parquet files)", "pass e.g. --input 'data/*.parquet'")
+    return kind
+
+
+def source(spark: SparkSession, args: argparse.Namespace) -> DataFrame | str:
+    """--input files (one format) read by Spark, or the name of a --table in its catalog."""
+    if (args.table is None) == (args.input is None):
+        raise bad_argument("--table", args.table, "or --input is required (exactly one)",
+                           "pass --input 'data/*.parquet', or --table T (in Spark's catalog)")
+    if args.table is not None:
+        return str(args.table)
+    kinds = {_kind(p) for p in args.input}
+    if len(kinds) > 1:
+        raise bad_argument("--input", args.input, "must all be Parquet or all CSV",
+                           "release one format at a time")
+    paths = [os.path.abspath(p) for p in args.input]
+    try:
+        if kinds == {"csv"}:
+            return spark.read.option("header", True).option("inferSchema", True).csv(paths)
+        return spark.read.parquet(*paths)
+    except AnalysisException as exc:
+        raise bad_argument("--input", args.input, f"cannot be read by Spark ({exc.getMessage()})",
+                           "check the paths") from None
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    with duckdb.connect() as con:  # --domain-file: public files, read by DuckDB as usual
+        return cli._release_options(con, args)
+
+
+def spark_release(args: argparse.Namespace) -> int:
+    """Release with Spark and write the result once (Spark's writer evaluates it once)."""
+    if (args.into_table is None) == (args.output is None):
+        raise bad_argument("--output", args.output, "or --into-table is required (exactly one)",
+                           "pass --output FOLDER.parquet, or --into-table NAME")
+    if not args.db:
+        raise bad_argument("--db", None, "is required with --engine spark (the ledger every "
+                           "release is charged to)", "pass --db budget.duckdb")
+    budget = cli._budget(args)
+    columns = cli._names(args.columns)
+    if args.output is not None:
+        kind = cli._file_kind(args.output, "--output")
+        folder = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(folder):
+            raise bad_argument("--output", args.output, "must be in an existing folder",
+                               "create the folder first")
+        if os.path.exists(args.output) and not args.overwrite:
+            raise bad_argument("--output", args.output, "already exists",
+                               "pass --overwrite, or choose another path")
+    options = _options(args)
+    if args.seed is not None:
+        sys.stderr.write(
+            "WARNING: --seed makes this release NOT PRIVATE: anyone who knows the seed can "
+            "reproduce the noise and remove it. Use it for tests and demos only.\n")
+        options["seed"] = args.seed
+    progress = cli.Progress(args.quiet)
+    spark, created = session(args.master)
+    try:
+        frame = source(spark, args)
+        progress.say(f"release of {args.table or ', '.join(args.input)} ({', '.join(columns)}) "
+                     f"on Spark ({spark.sparkContext.master}) started")
+        with cli.relay_warnings(skip="seed"):
+            result = release(frame, columns, **budget, **options, output=args.output_kind,
+                             unknown=args.unknown, ledger=args.db, origin="cli")
+        progress.say(f"charged to the ledger in {args.db}; releasing the subtrees")
+        mode = "overwrite" if args.overwrite else "errorifexists"
+        if args.into_table is not None:
+            result.write.mode(mode).saveAsTable(args.into_table)
+            where = f"table {args.into_table}"
+        else:
+            writer = result.write.mode(mode)
+            if kind == "csv":
+                writer.option("header", True).csv(os.path.abspath(args.output))
+            else:
+                writer.parquet(os.path.abspath(args.output))
+            where = args.output
+    finally:
+        if created:
+            spark.stop()
+    progress.say(f"wrote {where}")
+    return 0
+
+
+def spark_preview(args: argparse.Namespace) -> int:
+    """Print the per-level plan and bound for a Spark source (spends nothing)."""
+    budget = cli._budget(args, delta_default=True)
+    if "epsilon" in budget and budget.get("delta") is None:
+        budget["delta"] = 1e-6
+    if not args.columns:
+        raise bad_argument("--columns", None, "is required with a source",
+                           "pass --columns A,B,C, or --domain-sizes N1,N2,...")
+    options = _options(args)
+    spark, created = session(args.master)
+    try:
+        with cli.relay_warnings():
+            table = preview(source(spark, args), cli._names(args.columns), **budget,
+                            beta=float(args.beta), **options)
+    finally:
+        if created:
+            spark.stop()
+    with duckdb.connect() as con:
+        cli.show(con, table)
+    return 0
