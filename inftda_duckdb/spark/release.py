@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import urllib.parse
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -264,12 +265,20 @@ def _ledger_source(spark: SparkSession, source: object, name: str | None) -> str
         parts = [table.catalog or "spark_catalog", *(table.namespace or []), table.name]
         return ".".join(p for p in parts if p)
     assert isinstance(source, DataFrame)
-    files = sorted(dom._input_files(source))
+    files = sorted(_local(f) for f in dom._input_files(source))
     if not files:
         raise bad_argument(
             "name", None, "is required for a DataFrame that reads no files (the ledger charges "
             "its releases to this name, and a budget caps them)", "pass name='trips'")
     return files[0] if len(files) == 1 else os.path.commonpath(files)
+
+
+def _local(uri: str) -> str:
+    """A ``file:`` URI as a plain path (other schemes, e.g. ``s3a://``, stay URIs)."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme != "file":
+        return uri
+    return urllib.parse.unquote(parsed.path)
 
 
 def _warn_transit(spark: SparkSession) -> None:

@@ -18,6 +18,7 @@ closures: see the README's "Secrets in transit" for the settings that encrypt th
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -37,6 +38,9 @@ CHUNK_CELLS = 1 << 20
 the cells noised below each cut node): bounded executor memory whatever the partition size."""
 OUT_ROWS = 1 << 16
 """Rows per Arrow batch handed back to Spark."""
+FAIL_FIRST_ATTEMPT = "inftda.test.failFirstAttempt"
+"""Tests only: a Spark local property naming a folder; while it is set, the first attempt of
+each subtree task fails after its first batch (and leaves a file there), so Spark recomputes it."""
 
 
 def choose_cut(nodes: Sequence[int], sizes: Sequence[int]) -> int:
@@ -154,6 +158,10 @@ class SubtreeJob:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sources = [k.source() for k in self.keys]  # built here, after the worker's fork
+        yield from _fail_first_attempt(self._run(batches, sources))
+
+    def _run(self, batches: Iterator[pa.RecordBatch],
+             sources: list[RandomSource]) -> Iterator[pa.RecordBatch]:
         allowed = {level: Allowed(keys, codes) for level, keys, codes in self.allowed}
         weight = max(1, sum(self.sizes[self.cut:]))
         buffer: list[pa.RecordBatch] = []
@@ -217,3 +225,19 @@ class SubtreeJob:
                 columns.append(pa.array(out.counts[part], pa.int64()))
             names = list(self.names) + ([] if self.rows else ["count"])
             yield pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def _fail_first_attempt(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Pass the batches through; under the tests' :data:`FAIL_FIRST_ATTEMPT` property, fail
+    the first attempt of the task after its first batch (Spark then recomputes the task)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    folder = None if context is None else context.getLocalProperty(FAIL_FIRST_ATTEMPT)
+    for i, batch in enumerate(batches):
+        yield batch
+        if folder and i == 0 and context is not None and context.attemptNumber() == 0:
+            name = f"partition-{context.partitionId()}-stage-{context.stageId()}"
+            with open(os.path.join(folder, name), "w") as marker:
+                marker.write("failed on purpose\n")
+            raise RuntimeError(f"{FAIL_FIRST_ATTEMPT}: first attempt failed on purpose")

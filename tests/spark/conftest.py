@@ -2,8 +2,9 @@
 
 Every Spark test runs under ``spark.driver.maxResultSize=1m``: whatever a release collects to
 the driver (public domains, the true counts above the cut, the checks) must stay below it.
-The tests need the ``spark`` extra; without PySpark they are skipped (the modules call
-``pytest.importorskip``).
+The master is ``local[2, 2]``: local mode on 2 cores that retries a failed task once (so that a
+test can fail a task on purpose and watch Spark recompute it). The tests need the ``spark``
+extra; without PySpark they are skipped (the modules call ``pytest.importorskip``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def spark() -> Iterator[Any]:
     # the executors' Python: this interpreter (its venv has numpy, pyarrow and the package)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[2, 2]")
         .appName("inftda-duckdb tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
