@@ -13,12 +13,12 @@ Modules, in the order a release runs them:
 - ``leaves``    the leaf GROUP BY in Spark, coded by the domains, pinned; the data checks
 - ``subtrees``  the cut, levels 1..c on the driver, levels c+1..d per subtree on executors
 - ``transit``   which Spark settings encrypt the keys and counts between machines
-- ``release``   ``release`` and ``preview``: request, checks, ledger charge, result DataFrame
+- ``driver``    ``release`` and ``preview``: request, checks, ledger charge, result DataFrame
 
 A seeded Spark release equals the seeded DuckDB release and ``core.topdown.release_tree``.
 """
 
-from .release import preview, release
+from .driver import preview, release
 from .transit import UnencryptedTransitWarning
 
 __all__ = ["UnencryptedTransitWarning", "preview", "release"]

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ..core.errors import bad_argument
 from ..tools import cli
-from .release import preview, release
+from .driver import preview, release
 
 KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 

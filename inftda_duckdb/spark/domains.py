@@ -206,7 +206,7 @@ def resolve(
     lists = [k for k, c in enumerate(dplan.columns) if c.kind == "list"]
     if lists:
         for k, (typed, check) in zip(lists, _cast_lists(spark, dplan, source, lists), strict=True):
-            values[k], checks[k] = typed, check
+            values[k], checks[k] = typed, check  # _cast_lists returns them in level order
     raw_nests: list[pa.Table] = []
     for t, (nest, table) in enumerate(zip(dplan.nestings, tables, strict=True)):
         raw = _read_table(nest, table, source)
@@ -240,7 +240,22 @@ def _cast_lists(
     spark: SparkSession, dplan: DomainPlan, source: Source, levels: list[int]
 ) -> list[tuple[pa.Array, dict[str, Any]]]:
     """All explicit lists converted to their columns' types in ONE Spark job: column ``l{k}``
-    holds level k's labels (padded with NULL), ``v{k}`` their ``try_cast`` to the type."""
+    holds level k's labels (padded with NULL), ``v{k}`` their ``try_cast`` to the type. Labels
+    of a STRING column are its values: no job when all columns are strings."""
+    text = [k for k in levels if isinstance(source.fields[k].dataType, T.StringType)]
+    levels = [k for k in levels if k not in text]
+    done = {k: pa.array(list(dplan.columns[k].labels), pa.string()) for k in text}
+    checks = {k: _column_check(source.fields[k], done[k], 0, []) for k in text}
+    if levels:
+        done_cast = _cast_in_spark(spark, dplan, source, levels)
+        for k, (typed, check) in zip(levels, done_cast, strict=True):
+            done[k], checks[k] = typed, check
+    return [(done[k], checks[k]) for k in sorted(done)]
+
+
+def _cast_in_spark(
+    spark: SparkSession, dplan: DomainPlan, source: Source, levels: list[int]
+) -> list[tuple[pa.Array, dict[str, Any]]]:
     longest = max(len(dplan.columns[k].labels) for k in levels)
     table = pa.table({
         f"l{k}": pa.array(list(dplan.columns[k].labels)
@@ -298,7 +313,8 @@ def _code_nest(
     """Codes of a domain table's rows (-1: NULL or outside the domain) and its check."""
     j_levels = range(len(nest.levels))
     codes = np.stack([
-        pc.fill_null(pc.index_in(raw.column(f"w{j}"), value_set=values[k]), -1)
+        pc.fill_null(pc.index_in(raw.column(f"w{j}").cast(values[k].type), value_set=values[k]),
+                     -1)
         .to_numpy(zero_copy_only=False).astype(np.int64)
         for j, k in zip(j_levels, nest.levels, strict=True)
     ]) if raw.num_rows else np.zeros((len(nest.levels), 0), np.int64)

@@ -2,11 +2,13 @@
 
 Algorithm 1 needs the true count of every non-empty leaf (c1..cd). Spark computes them in one
 GROUP BY over the source (a privacy unit adds a window that keeps at most ``m`` rows per unit,
-as DuckDB does), codes each level's values against its public domain (broadcast joins with the
-small value tables of :mod:`.domains`), and **pins** the result: ``checkpoint`` (reliable, when
-the SparkContext has a checkpoint directory) or ``localCheckpoint`` (executor storage; a lost
-executor then fails the job instead of re-reading data that may have changed). Every later job
-of the release, and every re-evaluation of the released DataFrame, starts from the pinned leaves.
+as DuckDB does); :class:`Coder` codes each level's values against its public domain (Arrow hash
+lookups in ``mapInArrow``: no join, no broadcast job), and the result is **pinned**:
+``checkpoint`` (reliable, when the SparkContext has a checkpoint directory) or
+``localCheckpoint`` (executor storage; a lost executor then fails the job instead of re-reading
+data that may have changed). :func:`summary` is the one job that materialises the pinned leaves
+and brings the driver the data checks and the true counts above the cut. Every later job of the
+release, and every re-evaluation of the released DataFrame, starts from the pinned leaves.
 
 A pinned leaf is ``(key, n, flags[, outside][, nulls_unit])``: ``key`` the mixed-radix key of its
 codes ``((c1 * s2 + c2) * s3 + ...)`` (NULL for a row that is not kept), ``n`` its count, and
@@ -18,10 +20,16 @@ not list. When the key would pass 2**62 the codes travel as columns ``k1..kd`` i
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ..core.request import ReleaseRequest
 from ..core.topdown import MAX_KEY_SPAN
@@ -67,51 +75,90 @@ def keyed(domains: Domains) -> bool:
     return key_span(domains.sizes) < MAX_KEY_SPAN
 
 
-def coded(spark: SparkSession, request: ReleaseRequest, domains: Domains,
-          raw: DataFrame) -> DataFrame:
+@dataclass(frozen=True)
+class Coder:
+    """Codes raw leaves by the public domains, as the function of ``mapInArrow``: each level's
+    values are looked up in its domain (a hash lookup over whole Arrow batches), the nested
+    levels' combinations in their domain tables; out comes the layout of the module docstring.
+    The domains travel with the function (public values)."""
+
+    values: tuple[pa.Array, ...]
+    nests: tuple[tuple[tuple[int, ...], np.ndarray], ...]  # levels, sorted allowed keys
+    keyed: bool
+    unit: bool
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield self._code(batch)
+
+    def _code(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        d, rows = len(self.values), batch.num_rows
+        codes = np.empty((d, rows), np.int64)
+        flags = np.zeros(rows, np.int64)
+        for k, values in enumerate(self.values):
+            raw = batch.column(k)
+            found = pc.index_in(raw.cast(values.type), value_set=values)
+            flags |= raw.is_null().to_numpy(zero_copy_only=False).astype(np.int64) << k
+            unknown = (found.is_null().to_numpy(zero_copy_only=False)
+                       & raw.is_valid().to_numpy(zero_copy_only=False))
+            flags |= unknown.astype(np.int64) << (32 + k)
+            codes[k] = found.fill_null(-1).to_numpy(zero_copy_only=False)
+        clean = flags == 0
+        outside = np.zeros(rows, np.int64)
+        for t, (levels, allowed) in enumerate(self.nests):
+            sizes = [len(self.values[k]) for k in levels]
+            keys = _mixed(codes[list(levels)], sizes)
+            pos = np.minimum(np.searchsorted(allowed, keys), max(allowed.shape[0] - 1, 0))
+            listed = allowed[pos] == keys if allowed.size else np.zeros(rows, bool)
+            outside |= (clean & ~listed).astype(np.int64) << t
+        kept = clean & (outside == 0)
+        columns: dict[str, pa.Array] = {}
+        if self.keyed:
+            key = _mixed(codes, [len(v) for v in self.values])
+            columns["key"] = pa.array(key, pa.int64(), mask=~kept)
+        columns["n"] = batch.column("n")
+        columns["flags"] = pa.array(flags, pa.int64(), mask=clean)
+        if not self.keyed:
+            for k in range(d):
+                columns[f"k{k + 1}"] = pa.array(codes[k].astype(np.int32), mask=~kept)
+        if self.nests:
+            columns["outside"] = pa.array(outside, pa.int64(), mask=~(clean & ~kept))
+        if self.unit:
+            columns["nulls_unit"] = batch.column("nulls_unit")
+        return pa.RecordBatch.from_pydict(columns)
+
+    def schema(self) -> T.StructType:
+        fields = [T.StructField("key", T.LongType())] if self.keyed else []
+        fields += [T.StructField("n", T.LongType()), T.StructField("flags", T.LongType())]
+        if not self.keyed:
+            fields += [T.StructField(f"k{k + 1}", T.IntegerType())
+                       for k in range(len(self.values))]
+        if self.nests:
+            fields.append(T.StructField("outside", T.LongType()))
+        if self.unit:
+            fields.append(T.StructField("nulls_unit", T.LongType()))
+        return T.StructType(fields)
+
+
+def _mixed(codes: np.ndarray, sizes: list[int]) -> np.ndarray:
+    """Mixed-radix keys of codes (one row per level); garbage where a code is -1."""
+    key = np.zeros(codes.shape[1], np.int64)
+    for row, size in zip(codes, sizes, strict=True):
+        key *= int(size)
+        key += row
+    return key
+
+
+def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFrame:
     """The raw leaves coded by the public domains (the layout in the module docstring)."""
-    d = request.depth
-    frame = raw
-    for k in range(d):
-        values = domains.frame(spark, k).withColumnRenamed("v", f"v{k}") \
-            .withColumnRenamed("code", f"c{k}")
-        frame = frame.join(F.broadcast(values), F.col(f"r{k + 1}") == F.col(f"v{k}"), "left")
-    nested = []
+    nests = []
     for t, nest in enumerate(domains.plan.nestings):
-        ok = domains.nest_frame(spark, t).select(
-            *[F.col(f"c{j}").alias(f"o{t}_{j}") for j in range(len(nest.levels))])
-        on = [F.col(f"c{k}") == F.col(f"o{t}_{j}") for j, k in enumerate(nest.levels)]
-        frame = frame.join(F.broadcast(ok.withColumn(f"ok{t}", F.lit(True))), on, "left")
-        nested.append(F.col(f"ok{t}").isNotNull())
-    codes = [F.col(f"c{k}") for k in range(d)]
-    clean = F.lit(True)
-    for c in codes:
-        clean = clean & c.isNotNull()
-    kept = clean
-    for ok_t in nested:
-        kept = kept & ok_t
-    flags = F.lit(0).cast("long")
-    for k in range(d):
-        null = F.col(f"r{k + 1}").isNull()
-        flags = flags + F.when(null, F.lit(1 << k)).otherwise(0).cast("long")
-        unknown = F.col(f"c{k}").isNull() & ~null
-        flags = flags + F.when(unknown, F.lit(1 << (32 + k))).otherwise(0).cast("long")
-    out = [
-        F.when(kept, _key(codes, domains.sizes)).alias("key")
-        if keyed(domains) else F.lit(None).cast("long").alias("key"),
-        F.col("n"),
-        F.when(~clean, flags).alias("flags"),
-    ]
-    if not keyed(domains):
-        out += [F.when(kept, c).alias(f"k{k + 1}") for k, c in enumerate(codes)]
-    if nested:
-        outside = F.lit(0)
-        for t, ok_t in enumerate(nested):
-            outside = outside + F.when(clean & ~ok_t, F.lit(1 << t)).otherwise(0)
-        out.append(F.when(clean & ~kept, outside).alias("outside"))
-    if request.privacy_unit is not None:
-        out.append(F.col("nulls_unit"))
-    return frame.select(*out)
+        table = domains.nests[t]
+        table = table[:, (table >= 0).all(axis=0)]
+        sizes = [domains.sizes[k] for k in nest.levels]
+        nests.append((nest.levels, np.unique(_mixed(table, sizes))))
+    coder = Coder(domains.values, tuple(nests), keyed(domains), request.privacy_unit is not None)
+    return raw.mapInArrow(coder, coder.schema())
 
 
 def _key(codes: list[Any], sizes: list[int]) -> Any:
@@ -127,37 +174,69 @@ def is_kept(domains: Domains) -> Any:
 
 
 def pin(frame: DataFrame) -> DataFrame:
-    """Materialise now and cut the lineage: a reliable checkpoint when a checkpoint directory
-    is set, else a local one (a lost executor then fails the job; it never re-reads data)."""
+    """Cut the lineage so that every later use reads one materialisation of ``frame``.
+
+    With a checkpoint directory: a reliable checkpoint, now (``frame`` is cached first, so the
+    checkpoint writes the rows the caching job computed). Otherwise a local checkpoint,
+    materialised by the next job (:func:`summary`): executor storage, and a lost executor then
+    fails the job instead of re-reading data that may have changed."""
     if frame.sparkSession.sparkContext.getCheckpointDir() is not None:
-        return frame.checkpoint(eager=True)
-    return frame.localCheckpoint(eager=True)
+        cached = frame.persist()
+        pinned = cached.checkpoint(eager=True)
+        cached.unpersist()
+        return pinned
+    return frame.localCheckpoint(eager=False)
 
 
-def stats(request: ReleaseRequest, domains: Domains, leaves: DataFrame) -> dict[str, Any]:
-    """ONE aggregate over the pinned leaves: rows, rows kept, kept leaves, per column NULLs and
-    undeclared values, per nesting rows outside, NULL units (the data part of the checks)."""
-    d = request.depth
-    n = F.col("n")
+def subtree(domains: Domains, cut: int) -> Any:
+    """The subtree of a kept leaf: the mixed-radix key of its codes at levels 1..cut."""
+    if cut == 0:
+        return F.lit(0).cast("long")
+    if keyed(domains):
+        return F.expr(f"key div {key_span(domains.sizes[cut:])}")
+    return _key([F.col(f"k{j}") for j in range(1, cut + 1)], domains.sizes[:cut])
 
-    def total(cond: Any) -> Any:
-        return F.coalesce(F.sum(F.when(cond, n)), F.lit(0))
 
-    flags = F.col("flags")
-    aggs = [
-        F.coalesce(F.sum(n), F.lit(0)).alias("n"),
-        total(is_kept(domains)).alias("kept"),
-        F.count(F.when(is_kept(domains), 1)).alias("leaves"),
-    ]
-    for k in range(d):
-        aggs.append(total((flags.bitwiseAND(1 << k)) != 0).alias(f"nulls{k + 1}"))
-        aggs.append(total((flags.bitwiseAND(1 << (32 + k))) != 0).alias(f"unknown{k + 1}"))
-    for t in range(len(domains.plan.nestings)):
-        aggs.append(total((F.col("outside").bitwiseAND(1 << t)) != 0).alias(f"outside{t}"))
+@dataclass(frozen=True)
+class Summary:
+    """The data checks' counts and the true counts of the cut prefixes, from ONE job."""
+
+    stats: dict[str, int]
+    prefix_keys: np.ndarray
+    prefix_counts: np.ndarray
+
+
+def summary(request: ReleaseRequest, domains: Domains, leaves: DataFrame, cut: int) -> Summary:
+    """ONE aggregate over the pinned leaves (the job that materialises them): grouped by subtree
+    for kept leaves and by problem (``flags``, ``outside``) for the others, so that the driver
+    gets the rows, rows kept, kept leaves, per column NULLs and undeclared values, per nesting
+    rows outside, NULL units, and the true count of every cut prefix (at most the cells of the
+    cut level: a few hundred kB)."""
+    kept = is_kept(domains)
+    keys = [F.when(kept, subtree(domains, cut)).alias("s"), F.col("flags")]
+    if domains.plan.nestings:
+        keys.append(F.col("outside"))
+    aggs = [F.sum("n").alias("n"), F.count(F.lit(1)).alias("leaves")]
     if request.privacy_unit is not None:
-        aggs.append(F.coalesce(F.sum("nulls_unit"), F.lit(0)).alias("nulls_unit"))
-    row = leaves.agg(*aggs).collect()[0].asDict()
-    return {k: int(v) for k, v in row.items()}
+        aggs.append(F.sum("nulls_unit").alias("nulls_unit"))
+    table = leaves.groupBy(*keys).agg(*aggs).toArrow()
+
+    def column(name: str) -> np.ndarray:
+        if name not in table.column_names:
+            return np.zeros(table.num_rows, np.int64)
+        return table.column(name).fill_null(0).to_numpy().astype(np.int64)
+
+    n, s_valid = column("n"), table.column("s").is_valid().to_numpy(zero_copy_only=False)
+    flags, outside = column("flags"), column("outside")
+    stats = {"n": int(n.sum()), "kept": int(n[s_valid].sum()),
+             "leaves": int(column("leaves")[s_valid].sum()),
+             "nulls_unit": int(column("nulls_unit").sum())}
+    for k in range(request.depth):
+        stats[f"nulls{k + 1}"] = int(n[(flags >> k) & 1 == 1].sum())
+        stats[f"unknown{k + 1}"] = int(n[(flags >> (32 + k)) & 1 == 1].sum())
+    for t in range(len(domains.plan.nestings)):
+        stats[f"outside{t}"] = int(n[(outside >> t) & 1 == 1].sum())
+    return Summary(stats, column("s")[s_valid], n[s_valid])
 
 
 def checks_json(request: ReleaseRequest, domains: Domains, data: dict[str, Any],

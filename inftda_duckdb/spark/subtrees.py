@@ -30,9 +30,10 @@ from ..core.errors import InternalError
 from ..core.randomness import RandomSource
 from ..core.topdown import MAX_KEY_SPAN, Allowed, Nodes, check_total, release_children
 
-CUT_CELLS = 1 << 14
-"""At most this many cells at the cut level: the driver's share of a release (its memory and the
-true prefix counts it collects, ~20 bytes each: ~330 kB, within spark.driver.maxResultSize)."""
+CUT_CELLS = 1 << 13
+"""At most this many cells at the cut level: the driver's share of a release (its memory, and
+the true prefix counts it collects with the data checks, at most ~50 bytes each: ~400 kB,
+within a spark.driver.maxResultSize of 1 MB)."""
 CHUNK_CELLS = 1 << 20
 """Subtrees are released together until about this many cells (leaves, plus an upper bound on
 the cells noised below each cut node): bounded executor memory whatever the partition size."""

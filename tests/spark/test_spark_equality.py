@@ -26,7 +26,7 @@ from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import Allowed, release_tree
 from inftda_duckdb.duckdb import extension
 from inftda_duckdb.spark import release as spark_release
-from inftda_duckdb.spark.release import CHUNK_SETTING
+from inftda_duckdb.spark.driver import CHUNK_SETTING
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:this release used seed"),

@@ -26,7 +26,7 @@ from inftda_duckdb.duckdb import extension
 from inftda_duckdb.duckdb.extension import NotPrivateWarning
 from inftda_duckdb.ledger.store import ensure_tables, set_budget
 from inftda_duckdb.spark import UnencryptedTransitWarning, preview, release
-from inftda_duckdb.spark.release import _warn_transit
+from inftda_duckdb.spark.driver import _warn_transit
 from inftda_duckdb.spark.subtrees import FAIL_FIRST_ATTEMPT
 from inftda_duckdb.spark.transit import is_local, unencrypted_settings
 from inftda_duckdb.tools import cli

@@ -1,4 +1,5 @@
-"""``release`` and ``preview`` on Spark: the DuckDB engine's request, checks, ledger and numbers.
+"""What the driver runs: ``release`` and ``preview`` on Spark, with DuckDB's request, checks,
+ledger and numbers.
 
 A release, in order (Algorithm 1 of the paper; what runs where):
 
@@ -21,7 +22,6 @@ partition) gives the same rows and charges nothing. Write it once (``df.write.pa
 from __future__ import annotations
 
 import json
-import math
 import os
 import urllib.parse
 import warnings
@@ -126,8 +126,11 @@ def release(
         values = dom.resolve(spark, request, src, dplan, frames,
                              raw if request.domain_from_data else None)
         raise_for_checks(request, values.plan, json.dumps(values.checks))  # public checks
-        leaves = lv.pin(lv.coded(spark, request, values, raw))
-        data = lv.stats(request, values, leaves)
+        sizes = values.sizes
+        cut = choose_cut(dom.level_nodes(values), sizes)
+        leaves = lv.pin(lv.coded(request, values, raw))
+        summary = lv.summary(request, values, leaves, cut)  # the one job over the data
+        data = summary.stats
         failing = request.unknown == "error" and any(
             v for k, v in data.items() if k.startswith(("unknown", "outside")))
         found = lv.examples(request, values, raw, spark, data) if failing else {}
@@ -145,19 +148,13 @@ def release(
             con.close()
     secret = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
     root = release_root(n, plan, secret)
-    sizes = values.sizes
-    cut = choose_cut(dom.level_nodes(values), sizes)
     allowed = {k: Allowed(*a) for k in range(request.depth)
                if (a := values.allowed(k)) is not None}
     cut_nodes = Nodes.root(root)
     if cut:
-        kept = leaves.where(lv.is_kept(values))
-        prefixes = kept.groupBy(_subtree(values, cut).alias("s")).agg(F.sum("n").alias("n"))
-        table = prefixes.toArrow()
         cut_nodes = top_levels(
-            table.column("s").to_numpy(), table.column("n").to_numpy(), sizes[:cut],
-            plan.level_sigma2[:cut], [secret.derive(k) for k in range(1, cut + 1)],
-            allowed, root,
+            summary.prefix_keys, summary.prefix_counts, sizes[:cut], plan.level_sigma2[:cut],
+            [secret.derive(k) for k in range(1, cut + 1)], allowed, root,
         )
     job = SubtreeJob(
         cut=cut, sizes=tuple(sizes), sigma2=tuple(plan.level_sigma2[cut:]),
@@ -288,18 +285,6 @@ def _warn_transit(spark: SparkSession) -> None:
         warnings.warn(warning_text(master, missing), UnencryptedTransitWarning, stacklevel=3)
 
 
-def _subtree(values: dom.Domains, cut: int) -> Any:
-    """The subtree of a pinned leaf: the mixed-radix key of its cut prefix."""
-    if cut == 0:
-        return F.lit(0).cast("long")
-    if lv.keyed(values):
-        return F.expr(f"key div {math.prod(values.sizes[cut:])}")
-    key = F.col("k1").cast("long")
-    for j in range(2, cut + 1):
-        key = key * F.lit(values.sizes[j - 1]).cast("long") + F.col(f"k{j}")
-    return key
-
-
 def _subtrees(
     spark: SparkSession,
     request: ReleaseRequest,
@@ -315,7 +300,7 @@ def _subtrees(
     cut = job.cut
     address = ["key"] if job.keyed else [f"k{j}" for j in range(1, request.depth + 1)]
     kept = leaves.where(lv.is_kept(values)).select(
-        _subtree(values, cut).alias("s"), F.lit(False).alias("node"), *address, "n")
+        lv.subtree(values, cut).alias("s"), F.lit(False).alias("node"), *address, "n")
     schema = T.StructType([
         T.StructField("s", T.LongType()), T.StructField("node", T.BooleanType()),
         *[T.StructField(a, T.LongType() if job.keyed else T.IntegerType()) for a in address],
