@@ -6,9 +6,8 @@
 -- k1..kd, each column's public domain, the release spec (JSON, including the budget) and the
 -- per-connection UDF names.
 -- Cost: ONE scan of the source (the leaf-level GROUP BY; a privacy unit adds a window over it),
--- then GROUP BY queries over the distinct leaves for the prefix counts and one UDF call for all
--- levels (work proportional to the prefixes plus the noised cells: every child of every released
--- parent). Privacy: each execution is a NEW release with fresh noise and is charged to the ledger
+-- then one UDF call for all levels over the distinct leaves (work proportional to the leaves plus
+-- the noised cells: every child of every released parent). Privacy: each execution is a NEW release with fresh noise and is charged to the ledger
 -- by inftda_begin (once per execution, before any noise is drawn).
 
 -- @typed
@@ -160,10 +159,6 @@ inftda_b AS MATERIALIZED (SELECT $begin($spec, j) AS b FROM checks)
 -- outside the domain were refused or, with unknown := 'drop', dropped)
 leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 
--- @prefix
--- true counts of the $i-prefixes, from the (i+1)-prefixes (each level aggregates the one below)
-pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM $below GROUP BY ALL)
-
 -- @prefix_lists
 {'k': $klists, 'key': NULL::BIGINT[], 'n': list(n)}
 
@@ -175,20 +170,19 @@ pre$i AS (SELECT $codes, sum(n)::BIGINT AS n FROM $below GROUP BY ALL)
  FROM (SELECT DISTINCT $keys FROM nest$t WHERE NOT defect))
 
 -- @levels
--- Algorithm 1, lines 2-9, in ONE UDF call: every level's true prefix counts, each level's as one
--- struct of lists (the non-zero counts; when the domain sizes were known when planned, product
--- < 2**62, each prefix travels as one mixed-radix key ((k1 * s2 + k2) * s3 + ...), else as
--- one list of codes per column): levels 1..d-1 in a list, the leaves on their own (a list
--- around them would copy them: ~3 ms at 240k leaves); and each nested level's allowed children
--- (NULL: not nested).
--- Level by level, every child of every released parent is noised, IntOpt, children released
--- > 0 kept; each level's total is checked against the root. Returns the released leaves as
--- one row of lists (~3 ms less than one call per level: the calls and their pipelines).
+-- Algorithm 1, lines 2-9, in ONE UDF call over the true leaf counts (the non-zero ones, as one
+-- struct of lists: when the domain sizes were known when planned, product < 2**62, each leaf
+-- travels as one mixed-radix key ((k1 * s2 + k2) * s3 + ...), else as one list of codes per
+-- column) and each nested level's allowed children (NULL: not nested). The call sorts the leaves,
+-- derives every level's prefix counts from them and releases level after level: every child of
+-- every released parent noised (tree-addressed), IntOpt, children > 0 kept, in blocks of cells run
+-- on DuckDB's `threads` worker threads. Returns the released leaves as one row of lists.
 -- Not materialized: referenced once, the lists go straight to the unnest below instead of
 -- through a copy (~6-9 ms less for CREATE TABLE AS at 240k leaves). The UDF has side effects,
 -- so DuckDB evaluates it once per execution (tested on several query shapes); a second call
 -- would find its release gone and raise, never return rows.
-inftda_e AS (SELECT $levels(b.b.rid, [$upper]::$ptype[], $leaf, [$allowed]::$ptype[]) AS e
+inftda_e AS (SELECT $levels(b.b.rid, 0, $leaf, [$allowed]::$ptype[],
+                            current_setting('threads')::BIGINT) AS e
              FROM inftda_b AS b),
 -- each column's public values in code order: decoding is a list lookup
 inftda_dl AS MATERIALIZED (SELECT $lists FROM typed),

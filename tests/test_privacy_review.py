@@ -31,7 +31,8 @@ from inftda_duckdb.core.exact import to_fraction
 from inftda_duckdb.core.intopt import intopt
 from inftda_duckdb.core.noise import DiscreteGaussian
 from inftda_duckdb.core.randomness import RandomSource
-from inftda_duckdb.core.topdown import release_level
+from inftda_duckdb.core.topdown import Nodes, release_below
+from inftda_duckdb.core.tree import Levels
 from inftda_duckdb.duckdb.extension import load, release
 from inftda_duckdb.ledger.store import set_budget
 
@@ -42,40 +43,47 @@ COUNTIES = sorted({c for cs in GEO.values() for c in cs})
 
 
 class Recorder:
-    """Wraps DiscreteGaussian.sample and topdown.release_level to see every noise draw."""
+    """Wraps DiscreteGaussian.sample and topdown._block (one block of parents of a level) to
+    see every noise draw."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.samples: list[tuple[bytes, bool, Fraction, np.ndarray]] = []
         self.levels: list[dict[str, Any]] = []
         original_sample = DiscreteGaussian.sample
-        original_level = topdown.release_level
+        original_block = topdown._block
 
-        def sample(dist: DiscreteGaussian, source: RandomSource, ids: np.ndarray) -> np.ndarray:
+        def sample(dist: DiscreteGaussian, source: RandomSource, ids: np.ndarray,
+                   out: np.ndarray | None = None) -> np.ndarray:
             ids_arr = np.asarray(ids).astype(np.uint64)
             self.samples.append((source._key, source.private, dist.sigma2, ids_arr.copy()))
-            return original_sample(dist, source, ids)
+            return original_sample(dist, source, ids, out)
 
-        def level(*args: Any, **kwargs: Any) -> Any:
-            out = original_level(*args, **kwargs)
-            pid, totals, _, _, _, size, noise, source = args[:8]
-            allowed_off = args[8] if len(args) > 8 else None
-            allowed_codes = args[9] if len(args) > 9 else None
-            self.levels.append(
-                {
-                    "pid": np.asarray(pid).copy(),
-                    "totals": np.asarray(totals).copy(),
-                    "size": int(size),
-                    "sigma2": noise.sigma2,
-                    "key": source._key,
-                    "allowed_off": None if allowed_off is None else np.asarray(allowed_off).copy(),
-                    "allowed": None if allowed_codes is None else np.asarray(allowed_codes).copy(),
-                    "out_counts": out.counts.copy(),
-                }
-            )
+        def block(levels: Levels, k: int, parent_codes: np.ndarray, c: np.ndarray,
+                  *args: Any) -> Any:
+            out = original_block(levels, k, parent_codes, c, *args)
+            allowed = args[-1]
+            record: dict[str, Any] = {
+                "parents": np.asarray(parent_codes).copy(),
+                "totals": np.asarray(c).copy(),
+                "size": levels.sizes[k - 1],
+                "sigma2": levels.noise[k - 1].sigma2,
+                "key": levels.sources[k - 1]._key,
+                "allowed_off": None,
+                "allowed": None,
+                "out_counts": out[2].copy(),
+            }
+            if allowed is not None:
+                table = levels.children[k - 1]
+                assert table is not None
+                lo, hi = allowed
+                record["allowed_off"] = np.concatenate([[0], np.cumsum(hi - lo)])
+                record["allowed"] = np.concatenate(
+                    [table.children[a:b] for a, b in zip(lo, hi, strict=True)])
+            self.levels.append(record)
             return out
 
         monkeypatch.setattr(DiscreteGaussian, "sample", sample)
-        monkeypatch.setattr(topdown, "release_level", level)
+        monkeypatch.setattr(topdown, "_block", block)
 
 
 @pytest.fixture
@@ -140,9 +148,9 @@ def test_every_cell_noised_once_with_distinct_ids_fresh_keys_and_accounted_sigma
     released_prev: list[int] | None = None
     for k in range(1, 5):
         calls = [c for c in rec.levels if c["sigma2"] == sigma2[k]]
-        pids = np.concatenate([c["pid"] for c in calls])
+        parents = np.concatenate([c["parents"] for c in calls], axis=1)
         totals = np.concatenate([c["totals"] for c in calls])
-        assert sorted(pids.tolist()) == list(range(pids.size))  # ranks 0..P-1
+        assert len({tuple(p) for p in parents.T.tolist()}) == totals.size  # each parent once
         assert all(c["size"] == sizes[k - 1] for c in calls)
         if released_prev is not None:  # the parents are exactly the released children (> 0)
             assert sorted(totals.tolist()) == sorted(released_prev)
@@ -156,7 +164,7 @@ def test_every_cell_noised_once_with_distinct_ids_fresh_keys_and_accounted_sigma
                     assert tuple(allowed[off[p] : off[p + 1]].tolist()) in lists
             assert noised == sum(c["allowed"].size for c in calls)
         else:
-            assert noised == pids.size * sizes[k - 1]
+            assert noised == totals.size * sizes[k - 1]
         released_prev = np.concatenate([c["out_counts"] for c in calls]).tolist()
     assert sorted(r[-1] for r in out) == sorted(released_prev or [])
 
@@ -398,12 +406,14 @@ def test_finding4_a_budget_too_small_to_sample_is_refused_before_charging(geo_co
     assert geo_con.execute("SELECT count(*) FROM inftda_ledger").fetchall() == [(0,)]
 
 
-def test_finding5_release_level_refuses_duplicate_child_codes() -> None:
+def test_finding5_release_below_refuses_duplicate_prefixes() -> None:
     src = RandomSource.from_seed(3)
-    with pytest.raises(InputError, match="must list each child of a parent at most once"):
-        release_level([0], [100], [0, 0], [0, 0], [50, 30], 2, "1/1000", src.derive(1))
-    with pytest.raises(InputError, match="true_counts"):
-        release_level([0], [100], [0], [0], [-5], 2, "1/1000", src.derive(1))
+    levels = Levels.build([2], plan_budget(1, rho=1000), src)
+    root = Nodes.root(100)
+    with pytest.raises(InputError, match="must list each prefix at most once"):
+        release_below(levels, root, [[0, 0]], [50, 30])
+    with pytest.raises(InputError, match="counts must be >= 0"):
+        release_below(levels, root, [[0]], [-5])
     # unsorted but distinct codes are fine
-    out = release_level([0], [100], [0, 0], [1, 0], [30, 70], 2, "1/1000", src.derive(1))
+    out = release_below(levels, root, [[1, 0]], [30, 70])
     assert out.counts.sum() == 100

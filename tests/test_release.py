@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import threading
 from fractions import Fraction
 
 import duckdb
@@ -16,7 +17,7 @@ from inftda_duckdb.core.accounting import error_bound, plan_budget
 from inftda_duckdb.core.errors import BudgetExceededError, InputError, InternalError
 from inftda_duckdb.core.noise import DiscreteGaussian
 from inftda_duckdb.core.randomness import RandomSource
-from inftda_duckdb.core.topdown import Nodes, release_tree
+from inftda_duckdb.core.topdown import LevelProgress, Nodes, release_tree
 from inftda_duckdb.duckdb import extension
 from inftda_duckdb.duckdb.connections import registered
 from inftda_duckdb.duckdb.extension import load, preview, release
@@ -169,9 +170,9 @@ def test_the_levels_run_once_per_execution(monkeypatch, shape):
     calls = []
     levels = extension._levels
 
-    def counted(rid, upper, leaf, allowed):
+    def counted(rid, part, leaves, allowed, threads):
         calls.append(1)
-        return levels(rid, upper, leaf, allowed)
+        return levels(rid, part, leaves, allowed, threads)
 
     monkeypatch.setattr(extension, "_levels", counted)
     con = duckdb.connect()
@@ -535,7 +536,7 @@ def test_macro_parameters_match_the_python_options(con):
 def test_internal_udfs_refuse_junk_and_check_totals(con):
     n = registered(con, "release")
     with pytest.raises(duckdb.Error, match="unknown or expired release id"):
-        con.execute(f"SELECT inftda_levels_{n}('nope', [], NULL, [])").fetchall()
+        con.execute(f"SELECT inftda_levels_{n}('nope', 0, NULL, [], 1)").fetchall()
     # every level releases the root's total, and a release gets exactly its levels
     source = RandomSource.from_seed(1)
     level = (source.derive(1), DiscreteGaussian(1), 3, None)
@@ -548,21 +549,27 @@ def test_internal_udfs_refuse_junk_and_check_totals(con):
     def one(row):
         return pa.array([row], type=prefixes)
 
+    def call(kids, allowed, part=0):
+        return extension._levels(rid, pa.array([part]), one(kids), allowed, pa.array([2]))
+
     kids = {"k": [0], "key": None, "n": [10]}
     rid = pa.array(["r"])
     extension._RELEASES["r"] = extension._Release([level, level], 10, Nodes.root(10))
-    with pytest.raises(InternalError, match="of 2 levels got 1 levels of prefixes"):
-        extension._levels(rid, lists(), one(kids), lists(None, None))
+    with pytest.raises(InternalError, match="of 2 levels got 1 levels of allowed children"):
+        call({"k": [0, 1], "key": None, "n": [10]}, lists(None))
     assert "r" not in extension._RELEASES  # used once, even when it fails
     extension._RELEASES["r"] = extension._Release([level], 9, Nodes.root(10))
     with pytest.raises(InternalError, match="level 1 released 10 records, not the root's 9"):
-        extension._levels(rid, lists(), one(kids), lists(None))
+        call(kids, lists(None))
     bad = {"k": [0, 1], "key": None, "n": [10]}  # 2 codes, 1 count
     extension._RELEASES["r"] = extension._Release([level], 10, Nodes.root(10))
     with pytest.raises(InternalError, match="different numbers of prefixes and counts"):
-        extension._levels(rid, lists(), one(bad), lists(None))
+        call(bad, lists(None))
     extension._RELEASES["r"] = extension._Release([level], 10, Nodes.root(10))
-    out = extension._levels(rid, lists(), one(kids), lists(None))
+    with pytest.raises(InternalError, match="a part other than 0"):
+        call(kids, lists(None), part=3)
+    extension._RELEASES["r"] = extension._Release([level], 10, Nodes.root(10))
+    out = call(kids, lists(None))
     assert out.to_pylist()[0]["n"] == [c for c in out.to_pylist()[0]["n"] if c > 0]
     assert sum(out.to_pylist()[0]["n"]) == 10
     odd = pa.array([{"k": [0, 1, 2], "key": None, "n": [1]}], type=prefixes)  # 3 codes, 2 cols
@@ -621,30 +628,33 @@ def test_sixteen_level_binary_tree_equals_reference(con):
     )
     cols = list(wl.columns)
     doms = {c: [0, 1] for c in cols}
-    levels: list[tuple[int, int, int, int, float]] = []
+    levels: list[LevelProgress] = []
     with pytest.warns(UserWarning, match="NOT private"):
         out = release(con, "bin16_rows", cols, rho=2, domains=doms, seed=5,
-                      progress=lambda *a: levels.append(a))
+                      progress=levels.append)
     got = [tuple(r.values()) for r in out.to_pylist()]
     n = con.execute("SELECT count(*) FROM bin16_rows").fetchall()[0][0]
     assert sum(r[-1] for r in got) == n and all(r[-1] > 0 for r in got)
     plan = plan_budget(16, rho=2)
     assert got == reference(con, "bin16_rows", cols, [[0, 1]] * 16, plan, 5)
-    # one progress report per level, in order, each noising 2 cells per released parent
+    # one progress report per level (small levels: one block each), in order, each noising 2
+    # cells per released parent, all of them done
     assert [lv[:2] for lv in levels] == [(k, 16) for k in range(1, 17)]
-    assert levels[0][2:4] == (1, 2)
-    assert all(cells == 2 * parents and sec >= 0 for _, _, parents, cells, sec in levels)
+    assert levels[0][2:5] == (1, 2, 2)
+    assert all(p.cells_done == p.cells_planned == 2 * p.parents and p.seconds >= 0
+               for p in levels)
 
 
 def test_progress_origin_and_delta_in_ledger(trips):
-    seen: list[tuple[int, int, int, int, float]] = []
+    seen: list[LevelProgress] = []
     release(trips, "trips", ["origin", "dest", "hour"], epsilon=2, delta=1e-8,
-            domains={"dest": DEST, "hour": range(24)}, progress=lambda *a: seen.append(a),
-            origin="cli")
+            domains={"dest": DEST, "hour": range(24)}, progress=seen.append, origin="cli")
     assert [s[:2] for s in seen] == [(1, 3), (2, 3), (3, 3)]
-    assert seen[0][2:4] == (1, 3)  # the root's 3 origins
-    assert seen[1][3] == seen[1][2] * 7 and seen[2][3] == seen[2][2] * 24
-    assert 1 <= seen[1][2] <= 3 and seen[2][2] <= 21
+    assert seen[0][2:5] == (1, 3, 3)  # the root's 3 origins
+    assert seen[1].cells_planned == seen[1].parents * 7
+    assert seen[2].cells_planned == seen[2].parents * 24
+    assert all(s.cells_done == s.cells_planned for s in seen)
+    assert 1 <= seen[1].parents <= 3 and seen[2].parents <= 21
     row = trips.execute("SELECT origin, delta FROM inftda_ledger ORDER BY id DESC LIMIT 1")
     assert row.fetchall() == [("cli", 1e-8)]
     release(trips, "trips", ["origin"], rho=1)
@@ -655,6 +665,27 @@ def test_progress_origin_and_delta_in_ledger(trips):
         release(trips, "trips", ["origin"], rho=1, origin="sql")
     with pytest.raises(InputError, match="progress must be callable"):
         release(trips, "trips", ["origin"], rho=1, progress=3)  # type: ignore[arg-type]
+
+
+def test_progress_is_bounded_and_honest_on_long_levels(con):
+    # a level of many blocks reports cells done / planned, increasing, at most 17 times (16
+    # intermediate reports and the final one), from the thread that runs the release
+    con.execute("CREATE TABLE wide AS SELECT i % 3000 AS a, i % 97 AS b FROM range(20000) t(i)")
+    seen: list[LevelProgress] = []
+    threads: set[int] = set()
+
+    def hook(p: LevelProgress) -> None:
+        seen.append(p)
+        threads.add(threading.get_ident())
+
+    release(con, "wide", ["a", "b"], rho=1, domains={"a": range(3000), "b": range(97)},
+            progress=hook)
+    two = [p for p in seen if p.level == 2]
+    assert 2 <= len(two) <= 17 and len([p for p in seen if p.level == 1]) in (1, 2)
+    assert [p.cells_done for p in two] == sorted(p.cells_done for p in two)
+    assert two[-1].cells_done == two[-1].cells_planned == 97 * two[-1].parents
+    assert all(p.cells_planned == two[-1].cells_planned for p in two)
+    assert len(threads) == 1
 
 
 def test_budget_refusal_keeps_the_original_exception(trips):
@@ -699,8 +730,8 @@ def test_sql_not_private_release_says_so_once(trips, caplog, recwarn):
 
 
 def test_splitting_work_into_blocks_changes_nothing(monkeypatch):
-    # noise is addressed by cell id and IntOpt works row by row: how a level is cut into
-    # blocks (and densified spans) only changes the time
+    # noise is addressed by the tree and IntOpt works row by row: how a level is cut into
+    # blocks, how many workers run them and how the sampler chunks its ids only change the time
     from inftda_duckdb.core import noise, topdown
     from inftda_duckdb.core.noise import DiscreteGaussian
 
@@ -708,17 +739,16 @@ def test_splitting_work_into_blocks_changes_nothing(monkeypatch):
     ids = np.arange(200_000, dtype=np.uint64)
     rng = np.random.default_rng(3)
     truth = rng.integers(0, 4, size=(20_000, 7))
-    rows, codes = np.nonzero(truth)
-    order = rng.permutation(rows.shape[0])  # true children in any order
-    rows, codes = rows[order], codes[order]
-    args = (np.arange(20_000), truth.sum(1), rows, codes, truth[rows, codes], 7, 3, src)
+    leaves = np.column_stack([np.repeat(np.arange(20_000), 7), np.tile(np.arange(7), 20_000)])
+    order = rng.permutation(leaves.shape[0])  # true leaves in any order
+    plan = plan_budget(2, rho=Fraction(2, 3))
     results = []
-    for block, dense, chunk in ((1 << 16, 1 << 22, 1 << 16), (70, 7_000, 999), (7, 7, 1)):
+    for block, chunk, workers in ((1 << 16, 1 << 16, 1), (70, 999, 2), (7, 1, 3)):
         monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
-        monkeypatch.setattr(topdown, "DENSE_CELLS", dense)
         monkeypatch.setattr(noise, "_CHUNK", chunk)
-        out = topdown.release_level(*args)
-        results.append((DiscreteGaussian(3).sample(src, ids), out.offsets, out.codes, out.counts))
+        out = release_tree(leaves[order], truth.ravel()[order], [20_000, 7], plan,
+                           RandomSource.from_seed(9), workers=workers)
+        results.append((DiscreteGaussian(3).sample(src, ids), *out))
     for other in results[1:]:
         for a, b in zip(results[0], other, strict=True):
             assert np.array_equal(a, b)

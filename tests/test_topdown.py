@@ -1,127 +1,228 @@
-"""release_level / release_tree: Algorithm 1's invariants, batching independence, exactness."""
+"""release_below / release_tree: Algorithm 1's invariants, tree-addressed noise (any batching,
+block size or number of workers gives the same release), wide addresses, hooks, exactness."""
 
 from __future__ import annotations
 
+import itertools
+import pickle
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from inftda_duckdb.core import topdown
+from inftda_duckdb.core import noise, topdown
 from inftda_duckdb.core.accounting import plan_budget
-from inftda_duckdb.core.errors import InternalError
+from inftda_duckdb.core.errors import InputError, InternalError
+from inftda_duckdb.core.noise import DiscreteGaussian
 from inftda_duckdb.core.randomness import RandomSource
-from inftda_duckdb.core.topdown import release_level, release_tree
+from inftda_duckdb.core.topdown import (
+    Cancelled,
+    LevelProgress,
+    check_total,
+    release_below,
+    release_tree,
+)
+from inftda_duckdb.core.tree import (
+    Addresser,
+    Allowed,
+    Children,
+    Levels,
+    Nodes,
+    find_columns,
+    mixed_radix,
+)
 
 TINY = Fraction(1, 200)  # N_Z(0, 1/200) is non-zero with probability < 1e-40: exact outputs
 
 
-def sparse(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, codes, counts) of the non-zero entries, in a shuffled order."""
-    rows, codes = np.nonzero(matrix)
-    order = np.random.default_rng(0).permutation(rows.shape[0])
-    return rows[order], codes[order], matrix[rows, codes][order]
+def random_leaves(rng: np.random.Generator, sizes: list[int], n: int,
+                  top: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct leaves (N, d) with codes < min(size, top) and counts 1..19."""
+    codes = np.unique(np.column_stack([rng.integers(0, min(s, top), n) for s in sizes]), axis=0)
+    return codes, rng.integers(1, 20, codes.shape[0])
 
 
-def dense(out: topdown.LevelOutput, m: int) -> np.ndarray:
-    y = np.zeros((len(out.offsets) - 1, m), np.int64)
-    rows = np.repeat(np.arange(len(out.offsets) - 1), np.diff(out.offsets))
-    y[rows, out.codes] = out.counts
-    return y
+def levels_for(sizes: list[int], rho: object = 1, seed: int = 1,
+               allowed: dict[int, Allowed] | None = None) -> Levels:
+    return Levels.build(sizes, plan_budget(len(sizes), rho=rho), RandomSource.from_seed(seed),
+                        allowed)
+
+
+def as_tuples(nodes: Nodes) -> list[tuple[int, ...]]:
+    return [(*c, n) for c, n in zip(nodes.codes.T.tolist(), nodes.counts.tolist(), strict=True)]
 
 
 def test_invariants_and_order():
     rng = np.random.default_rng(1)
-    truth = rng.integers(0, 5, size=(300, 17)) * (rng.random((300, 17)) < 0.3)
-    totals = truth.sum(axis=1) + rng.integers(-3, 4, size=300).clip(min=-truth.sum(axis=1))
-    out = release_level(np.arange(300) * 3, totals, *sparse(truth), 17, 4,
-                        RandomSource.from_seed(1))
-    assert (out.counts > 0).all()
-    assert (dense(out, 17).sum(axis=1) == totals).all()
-    for p in range(300):  # codes ascending within each parent
-        codes = out.codes[out.offsets[p] : out.offsets[p + 1]]
-        assert (np.diff(codes) > 0).all()
+    sizes = [5, 17]
+    leaves, counts = random_leaves(rng, sizes, 300, top=17)
+    levels = levels_for(sizes, rho=Fraction(1, 2))
+    mid = release_below(levels, Nodes.root(int(counts.sum())), leaves.T, counts, upto=1)
+    out = release_below(levels, mid, leaves.T, counts)
+    assert (out.counts > 0).all() and out.counts.sum() == counts.sum()
+    assert out.noised == (mid.counts > 0).sum() * 17  # every child of every parent
+    keys = mixed_radix(out.codes, sizes, np.int64)
+    assert (np.diff(keys) > 0).all()  # code order, each leaf once
+    for i, parent in enumerate(mid.codes[0]):  # children add up to their parent
+        assert out.counts[out.codes[0] == parent].sum() == mid.counts[i]
 
 
 def test_tiny_noise_returns_the_truth():
     rng = np.random.default_rng(2)
-    truth = rng.integers(0, 9, size=(50, 6))
-    out = release_level(np.arange(50), truth.sum(axis=1), *sparse(truth), 6, TINY,
-                        RandomSource.from_seed(3))
-    assert (dense(out, 6) == truth).all()
+    leaves, counts = random_leaves(rng, [4, 6, 3], 80)
+    out = release_tree(leaves, counts, [4, 6, 3], plan_budget(3, rho=10**6),
+                       RandomSource.from_seed(3))
+    order = np.lexsort(leaves.T[::-1])
+    assert np.array_equal(out[0], leaves[order]) and np.array_equal(out[1], counts[order])
+    levels = Levels([4], (DiscreteGaussian(TINY),), (RandomSource.from_seed(3),), (None,))
+    one = release_below(levels, Nodes.root(10), [[0, 3]], [4, 6])
+    assert as_tuples(one) == [(0, 4), (3, 6)]
 
 
-def test_same_result_under_any_batching_and_block_size(monkeypatch):
+@pytest.mark.parametrize("sizes", [[6, 5, 4, 7], [16] * 17, [3, 2**40, 2**30]])
+def test_same_release_for_any_batching_block_size_and_workers(sizes, monkeypatch):
+    # tree-addressed noise: a subtree released alone, in any batch, on any number of workers
+    # and in any block size, equals the same subtree inside the whole release. [16] * 17 has a
+    # domain product of 2**68 (wide addresses at level 17, codes instead of keys); in
+    # [3, 2**40, 2**30] levels 2 and 3 are nested (a few allowed children under each parent)
+    # and level 3 passes 2**64
     rng = np.random.default_rng(4)
-    truth = rng.integers(0, 3, size=(400, 9))
-    pid = np.arange(400) + 1000
-    src = RandomSource.from_seed(9)
-    whole = dense(release_level(pid, truth.sum(1), *sparse(truth), 9, 2, src), 9)
-    parts = [
-        dense(release_level(pid[a:b], truth[a:b].sum(1), *sparse(truth[a:b]), 9, 2, src), 9)
-        for a, b in [(0, 1), (1, 137), (137, 400)]
-    ]
-    assert (np.vstack(parts) == whole).all()
-    # ids that are not consecutive (one more parent far away) give the same noise per id
-    gapped = np.append(pid, 5000)
-    extra = np.vstack([truth, truth[:1]])
-    with_gap = dense(release_level(gapped, extra.sum(1), *sparse(extra), 9, 2, src), 9)
-    assert (with_gap[:400] == whole).all()
-    monkeypatch.setattr(topdown, "BLOCK_CELLS", 20)
-    assert (dense(release_level(pid, truth.sum(1), *sparse(truth), 9, 2, src), 9) == whole).all()
-    monkeypatch.setattr(topdown, "DENSE_CELLS", 50)  # densified a few parents at a time
-    assert (dense(release_level(pid, truth.sum(1), *sparse(truth), 9, 2, src), 9) == whole).all()
-    other = dense(release_level(pid, truth.sum(1), *sparse(truth), 9, 2,
-                                RandomSource.from_seed(10)), 9)
-    assert (other != whole).any()
+    leaves, counts = random_leaves(rng, sizes, 150)
+    allowed = None
+    if sizes[1] == 2**40:  # children 0..5 and 2**40 - 1 (never in the data) allowed
+        two = np.array([np.repeat(np.arange(3), 7), np.tile([0, 1, 2, 3, 4, 5, 2**40 - 1], 3)])
+        three = np.array([np.repeat(np.arange(6), 7), np.tile([0, 1, 2, 3, 4, 5, 2**30 - 9], 6)])
+        allowed = {1: Allowed((0,), two), 2: Allowed((1,), three)}
+        three_big = np.array([[2**40 - 1] * 7, [0, 1, 2, 3, 4, 5, 2**30 - 9]])
+        allowed[2] = Allowed((1,), np.hstack([three, three_big]))
+    rho = 10 if len(sizes) > 10 else 1  # fewer false children over 17 levels: a faster test
+    levels = levels_for(sizes, rho=rho, seed=9, allowed=allowed)
+    root = Nodes.root(int(counts.sum()))
+    reference = release_below(levels, root, leaves.T, counts)
+    assert reference.counts.sum() == counts.sum() and reference.codes.shape[0] == len(sizes)
+    at_cut = release_below(levels, root, leaves.T, counts, upto=2)
+    configs = [(1 << 16, 1 << 16, 1), (9, 7, 2), (1, 1, 5)]  # cells per block, ids per chunk
+    if len(sizes) > 10:
+        configs[1:] = [(200, 64, 2), (100, 50, 5)]
+    for block, chunk, workers in configs:
+        monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
+        monkeypatch.setattr(noise, "_CHUNK", chunk)
+        again = release_below(levels, root, leaves.T[:, ::-1], counts[::-1], workers=workers)
+        assert as_tuples(again) == as_tuples(reference)
+        # the subtrees of the level-2 nodes in random batches, in a random order
+        parts = rng.permutation(at_cut.counts.shape[0])
+        pieces = []
+        for batch in np.array_split(parts, 3):
+            sub = Nodes(at_cut.codes[:, batch], at_cut.counts[batch])
+            pieces += as_tuples(release_below(levels, sub, leaves.T, counts, workers=workers))
+        assert sorted(pieces) == as_tuples(reference)
+    other = release_below(levels_for(sizes, rho=rho, seed=10, allowed=allowed), root, leaves.T,
+                          counts)
+    assert as_tuples(other) != as_tuples(reference)
 
 
-def test_ragged_with_all_children_allowed_equals_dense():
-    rng = np.random.default_rng(5)
-    truth = rng.integers(0, 4, size=(120, 7))
-    src = RandomSource.from_seed(2)
-    args = (np.arange(120), truth.sum(1), *sparse(truth), 7, 3, src)
-    full = release_level(*args)
-    allowed_off = np.arange(121) * 7
-    ragged = release_level(*args, allowed_off, np.tile(np.arange(7), 120))
-    for a, b in zip(full, ragged, strict=True):
-        assert (a == b).all()
+def test_keys_and_codes_give_the_same_release():
+    # the SQL sends the leaves as mixed-radix keys when the domain sizes are known
+    rng = np.random.default_rng(8)
+    sizes = [4, 3, 5]
+    leaves, counts = random_leaves(rng, sizes, 60)
+    levels = levels_for(sizes, rho=2)
+    root = Nodes.root(int(counts.sum()))
+    by_codes = release_below(levels, root, leaves.T, counts)
+    keys = mixed_radix(leaves.T, sizes, np.int64)
+    by_keys = release_below(levels, root, keys[::-1], counts[::-1])
+    assert as_tuples(by_codes) == as_tuples(by_keys)
+    with pytest.raises(InternalError, match="prefix key outside its domain"):
+        release_below(levels, root, np.array([0, 60]), np.array([2, 3]))
+    with pytest.raises(InternalError, match="code outside its domain"):
+        release_below(levels, root, np.array([[0], [0], [5]]), np.array([2]))
+    with pytest.raises(InternalError, match="passes 2\\*\\*62"):
+        release_below(levels_for([2**31] * 3), root, np.array([0, 1]), np.array([2, 3]))
+    with pytest.raises(InputError, match="each prefix at most once"):
+        release_below(levels, root, np.array([7, 7]), np.array([2, 3]))
 
 
-def test_ragged_keeps_children_inside_the_allowed_sets():
-    allowed = [[0, 3], [1], [2, 4, 5]]
-    off = np.array([0, 2, 3, 6])
-    codes = np.concatenate([np.array(a) for a in allowed])
-    for seed in range(20):
-        out = release_level([0, 1, 2], [5, 7, 0], [0, 1], [3, 1], [5, 7], 6, 50,
-                            RandomSource.from_seed(seed), off, codes)
-        for p in range(3):
-            assert set(out.codes[out.offsets[p] : out.offsets[p + 1]]) <= set(allowed[p])
-        assert dense(out, 6).sum(1).tolist() == [5, 7, 0]
+def test_cell_addresses_are_the_tree_positions():
+    # narrow levels: the mixed-radix position of the cell; wide ones: greedy limbs <= 2**64
+    parents = np.array([[1, 2], [0, 4]], dtype=np.int32)  # two parents (1, 0) and (2, 4)
+    narrow = Addresser([3, 5, 7])
+    assert narrow.narrow
+    ids = narrow.cells(parents, None, np.arange(7))
+    assert ids.tolist() == [(1 * 5 + 0) * 7 + j for j in range(7)] + [
+        (2 * 5 + 4) * 7 + j for j in range(7)]
+    assert narrow.cells(parents, np.array([1, 0]), np.array([6, 3])).tolist() == [104, 38]
+    wide = Addresser([2**40, 2**30, 3])
+    assert not wide.narrow and wide.limbs == [(0, 1), (1, 3)]
+    limbs = wide.cells(np.array([[5], [7]]), None, np.arange(3))
+    assert limbs.tolist() == [[5, 7 * 3 + j] for j in range(3)]
+    assert Addresser([2**64]).narrow and not Addresser([2**32, 2**32, 2]).narrow
+    with pytest.raises(InternalError, match="more than 2\\*\\*64"):
+        Addresser([2**64 + 1])
 
 
-def test_internal_errors():
-    src = RandomSource.from_seed(1)
-    with pytest.raises(InternalError, match="outside"):
-        release_level([0], [3], [0], [7], [3], 5, 1, src)
-    with pytest.raises(InternalError, match="not among the allowed"):
-        release_level([0], [3], [0], [2], [3], 5, 1, src, [0, 1], [1])
+def test_wide_addresses_draw_from_the_cbc_mac():
+    # wide addresses (rows of limbs) are a PRF input of their own: reproducible, independent
+    # of 64-bit ids and of each other, and any limb changes the words
+    src = RandomSource.from_seed(5)
+    limbs = np.array([[0, 0], [0, 1], [1, 0], [2**64 - 1, 2**64 - 1], [0, 0]], dtype=np.uint64)
+    w = src.words(limbs, 0, 3)
+    assert np.array_equal(w[0], w[4]) and len({tuple(r) for r in w[:4].tolist()}) == 4
+    assert np.array_equal(src.words(limbs[1:3], 0, 3), w[1:3])  # addressed, not batched
+    assert not np.isin(w, src.words(np.arange(4, dtype=np.uint64), 0, 3)).any()
+    three = src.words(np.array([[0, 0, 0]], dtype=np.uint64), 0, 3)
+    assert not np.isin(three, w).any()  # the length is part of the input
+    dist = DiscreteGaussian(40)
+    x = dist.sample(src, limbs)
+    assert x[0] == x[4] and np.array_equal(dist.sample(src, limbs[:1]), x[:1])
+    with pytest.raises(InputError, match="must be 0 for wide addresses"):
+        src.words(limbs, 1, 2)
+
+
+def test_nested_levels_noise_exactly_the_allowed_children():
+    # level 2 nested under level 1: parent a may only have the children listed for it
+    table = np.array([[0, 0, 1, 2, 2, 2], [1, 3, 0, 2, 4, 5]])
+    allowed = {1: Allowed((0,), table)}
+    leaves = np.array([[0, 1], [0, 3], [1, 0], [2, 4]])
+    counts = np.array([5, 7, 3, 9])
+    for seed in range(10):
+        out = release_tree(leaves, counts, [3, 6], plan_budget(2, rho=Fraction(1, 5)),
+                           RandomSource.from_seed(seed), allowed)
+        ok = {(a, b) for a, b in table.T.tolist()}
+        assert {tuple(r) for r in out[0].tolist()} <= ok and out[1].sum() == 24
+    exact = release_tree(leaves, counts, [3, 6], plan_budget(2, rho=10**6),
+                         RandomSource.from_seed(1), allowed)
+    assert exact[0].tolist() == leaves.tolist() and exact[1].tolist() == counts.tolist()
+    # all children allowed: the same release as the dense level
+    full = {1: Allowed((0,), np.array([np.repeat(np.arange(3), 6), np.tile(np.arange(6), 3)]))}
+    plan = plan_budget(2, rho=Fraction(1, 3))
+    dense = release_tree(leaves, counts, [3, 6], plan, RandomSource.from_seed(2))
+    ragged = release_tree(leaves, counts, [3, 6], plan, RandomSource.from_seed(2), full)
+    assert all(np.array_equal(a, b) for a, b in zip(dense, ragged, strict=True))
+    with pytest.raises(InternalError, match="not among the allowed children"):
+        release_tree([[1, 5]], [3], [3, 6], plan, RandomSource.from_seed(2), allowed)
+
+
+def test_allowed_children_follow_the_domain_table():
+    # parents (a, b); children c allowed under a only (a nested level keyed by level 0)
+    table = np.array([[0, 4], [1, 2], [0, 1], [2, 0], [1, 3], [0, 2], [0, 1]])
+    parents = np.array([[0, 0], [0, 5], [1, 1], [2, 9]], dtype=np.int32)
+    children = Children(Allowed((0,), table.T), [3, 10, 5])
+    lo, hi = children.of(parents.T)
+    got = [children.children[a:b].tolist() for a, b in zip(lo, hi, strict=True)]
+    assert got == [[1, 2, 4], [1, 2, 4], [2, 3], [0]]
     with pytest.raises(InternalError, match="no allowed children"):
-        release_level([0, 1], [3, 0], [0], [1], [3], 5, 1, src, [0, 1, 1], [1])
-    with pytest.raises(InternalError, match="no parent"):
-        release_level([0], [3], [1], [1], [3], 5, 1, src)
-    with pytest.raises(InternalError, match="mismatched lengths"):
-        release_level([0], [3], [0, 0], [1], [3], 5, 1, src)
+        Children(Allowed((0,), table.T[:, :2]), [3, 10, 5]).of(parents.T)
 
 
 def test_zero_children_get_noise():
     # all mass on child 0 of 50: with sigma^2 = 50, zero children are released > 0 in many runs
-    # (seeded, deterministic: 13 of 20 here); control: with tiny noise, never
+    # (seeded, deterministic); control: with tiny noise, never
     def hits(sigma2: object) -> int:
-        runs = [
-            release_level([0], [40], [0], [0], [40], 50, sigma2, RandomSource.from_seed(s))
-            for s in range(20)
-        ]
+        runs = []
+        for s in range(20):
+            levels = Levels((50,), (DiscreteGaussian(sigma2),), (RandomSource.from_seed(s),),
+                            (None,))
+            runs.append(release_below(levels, Nodes.root(40), [[0]], [40]))
         return sum(int((out.codes != 0).any()) for out in runs)
 
     assert hits(50) >= 10
@@ -131,8 +232,7 @@ def test_zero_children_get_noise():
 def test_release_tree_invariants_and_reproducibility():
     rng = np.random.default_rng(6)
     sizes = [4, 3, 5]
-    codes = np.unique(np.column_stack([rng.integers(0, s, 40) for s in sizes]), axis=0)
-    counts = rng.integers(1, 20, len(codes))
+    codes, counts = random_leaves(rng, sizes, 40)
     plan = plan_budget(3, rho=1)
     a = release_tree(codes, counts, sizes, plan, RandomSource.from_seed(1))
     b = release_tree(codes[::-1], counts[::-1], sizes, plan, RandomSource.from_seed(1))
@@ -141,8 +241,6 @@ def test_release_tree_invariants_and_reproducibility():
     assert (np.diff(a[0] @ np.array([15, 5, 1])) > 0).all()  # code order, no repeats
     c = release_tree(codes, counts, sizes, plan, RandomSource.from_seed(2))
     assert len(c[1]) != len(a[1]) or (c[0] != a[0]).any() or (c[1] != a[1]).any()
-    exact = release_tree(codes, counts, sizes, plan_budget(3, rho=10**6), RandomSource.from_seed(1))
-    assert (exact[0] == codes[np.lexsort(codes.T[::-1])]).all()
 
 
 def test_release_tree_add_remove_and_empty():
@@ -155,6 +253,8 @@ def test_release_tree_add_remove_and_empty():
     empty = release_tree(np.zeros((0, 2)), np.zeros(0), [3, 3], plan_budget(2, rho=1),
                          RandomSource.from_seed(1))
     assert empty[0].shape == (0, 2) and empty[1].shape == (0,)
+    with pytest.raises(InternalError, match="level 2 released 5 records, not the root's 4"):
+        check_total(Nodes(np.zeros((2, 1), np.int32), np.array([5])), 4, 2)
 
 
 @pytest.mark.parametrize("sizes", [[3, 4, 5], [10**7] * 5, [2**40, 3, 2**40]])
@@ -164,48 +264,94 @@ def test_parents_found_by_codes_even_past_int64(sizes):
     pool = np.column_stack([rng.integers(0, min(s, 6), 400) for s in sizes])
     parents = np.unique(pool[:20], axis=0)  # distinct, lexicographic
     wanted = np.vstack([parents[rng.integers(0, len(parents), 300)], pool[20:]])
-    rows = topdown._find_rows(parents.T, wanted.T, sizes)
+    rows = find_columns(parents.T, wanted.T, sizes)
     index = {tuple(r): i for i, r in enumerate(parents.tolist())}
     assert rows.tolist() == [index.get(tuple(r), -1) for r in wanted.tolist()]
     assert (rows == -1).any() and (rows >= 0).any()
 
 
-def test_allowed_children_follow_the_domain_table():
-    # parents (a, b); children c allowed under a only (a nested level keyed by level 0)
-    table = np.array([[0, 4], [1, 2], [0, 1], [2, 0], [1, 3], [0, 2]])
-    parents = np.array([[0, 0], [0, 5], [1, 1], [2, 9]], dtype=np.int32)
-    offsets, codes = topdown._allowed_children(parents.T, topdown.Allowed((0,), table.T),
-                                               [3, 10, 5])
-    got = [codes[offsets[i]:offsets[i + 1]].tolist() for i in range(4)]
-    assert got == [[1, 2, 4], [1, 2, 4], [2, 3], [0]]
+def test_batches_in_any_order_and_repeats_refused():
+    rng = np.random.default_rng(11)
+    sizes = [5, 6, 4]
+    leaves, counts = random_leaves(rng, sizes, 90)
+    levels = levels_for(sizes)
+    mid = release_below(levels, Nodes.root(int(counts.sum())), leaves.T, counts, upto=2)
+    shuffled = rng.permutation(mid.counts.shape[0])
+    a = release_below(levels, mid, leaves.T, counts)
+    b = release_below(levels, Nodes(mid.codes[:, shuffled], mid.counts[shuffled]), leaves.T,
+                      counts)
+    assert as_tuples(a) == as_tuples(b)
+    twice = np.concatenate([np.arange(mid.counts.shape[0]), [0]])
+    with pytest.raises(InternalError, match="lists a node twice"):
+        release_below(levels, Nodes(mid.codes[:, twice], mid.counts[twice]), leaves.T, counts)
+    with pytest.raises(InternalError, match="from level 2 to 1"):
+        release_below(levels, mid, leaves.T, counts, upto=1)
+    with pytest.raises(InputError, match="workers must be a positive integer"):
+        release_below(levels, mid, leaves.T, counts, workers=0)
 
 
-def test_prefixes_as_keys_equal_prefixes_as_codes():
-    # the SQL sends a level's prefixes as mixed-radix keys when the sizes are known
-    rng = np.random.default_rng(8)
-    sizes = [4, 3, 5]
-    leaves = np.unique(rng.integers(0, 3, size=(60, 3)), axis=0)  # codes < every size
-    counts = rng.integers(1, 9, leaves.shape[0])
-    plan = plan_budget(3, rho=2)
-    nodes = topdown.Nodes.root(int(counts.sum()))
-    for k in range(1, 4):
-        pref, inv = np.unique(leaves[:, :k], axis=0, return_inverse=True)
-        n = np.bincount(inv.ravel(), weights=counts).astype(np.int64)
-        keys = np.zeros(pref.shape[0], np.int64)
-        for j in range(k):
-            keys = keys * sizes[j] + pref[:, j]
-        src = RandomSource.from_seed(k)
-        by_codes = topdown.release_children(nodes, pref.T, n, sizes[:k], plan.level_sigma2[k - 1],
-                                            src)
-        by_keys = topdown.release_children(nodes, keys[::-1], n[::-1], sizes[:k],
-                                           plan.level_sigma2[k - 1], src)
-        assert np.array_equal(by_codes.codes, by_keys.codes)
-        assert np.array_equal(by_codes.counts, by_keys.counts)
-        nodes = by_keys
-    level1 = topdown.Nodes(np.array([[0, 1, 2]], np.int32), np.array([2, 2, 1]))
-    with pytest.raises(InternalError, match="prefix key outside its domain"):
-        topdown.release_children(level1, np.array([0, 12]), np.array([2, 3]), [3, 4], 1,
-                                 RandomSource.from_seed(1))
-    with pytest.raises(InternalError, match="passes 2\\*\\*62"):
-        topdown.release_children(level1, np.array([0, 1]), np.array([2, 3]), [2**31, 2**31], 1,
-                                 RandomSource.from_seed(1))
+def test_progress_reports_are_bounded_and_end_with_all_cells(monkeypatch):
+    rng = np.random.default_rng(12)
+    sizes = [40, 50]
+    leaves, counts = random_leaves(rng, sizes, 2000, top=50)
+    monkeypatch.setattr(topdown, "BLOCK_CELLS", 50)  # level 2: one block per parent
+    seen: list[LevelProgress] = []
+    for workers in (1, 3):
+        seen.clear()
+        out = release_below(levels_for(sizes), Nodes.root(int(counts.sum())), leaves.T, counts,
+                            workers=workers, progress=seen.append)
+        two = [p for p in seen if p.level == 2]
+        assert [p.level for p in seen] == sorted(p.level for p in seen)
+        assert 2 <= len(two) <= 17 and two[-1].cells_done == two[-1].cells_planned
+        assert two[-1].cells_planned == 50 * two[-1].parents == out.noised
+        assert all(a.cells_done < b.cells_done for a, b in itertools.pairwise(two))
+        assert all(p.depth == 2 and p.seconds >= 0 for p in seen)
+
+
+def test_cancel_stops_between_blocks(monkeypatch):
+    rng = np.random.default_rng(13)
+    sizes = [40, 50]
+    leaves, counts = random_leaves(rng, sizes, 2000, top=50)
+    monkeypatch.setattr(topdown, "BLOCK_CELLS", 50)
+    for workers in (1, 2):
+        calls: list[int] = []
+
+        def cancel(calls: list[int] = calls) -> bool:
+            calls.append(1)
+            return len(calls) > 5  # after a few blocks of level 2
+
+        with pytest.raises(Cancelled, match="cancelled between two blocks"):
+            release_below(levels_for(sizes), Nodes.root(int(counts.sum())), leaves.T, counts,
+                          workers=workers, cancel=cancel)
+        assert len(calls) == 6
+
+        def boom() -> bool:
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            release_below(levels_for(sizes), Nodes.root(int(counts.sum())), leaves.T, counts,
+                          workers=workers, cancel=boom)
+    # control: a hook that never cancels changes nothing
+    quiet = release_below(levels_for(sizes), Nodes.root(int(counts.sum())), leaves.T, counts,
+                          cancel=lambda: False)
+    assert quiet.counts.sum() == counts.sum()
+
+
+def test_levels_travel_to_workers_only_by_explicit_export():
+    rng = np.random.default_rng(14)
+    sizes = [3, 4, 6]
+    leaves, counts = random_leaves(rng, sizes, 40)
+    allowed = {2: Allowed((0,), np.array([np.repeat(np.arange(3), 4), np.tile([0, 2, 4, 5], 3)]))}
+    leaves[:, 2] = np.array([0, 2, 4, 5])[leaves[:, 2] % 4]
+    leaves, first = np.unique(leaves, axis=0, return_index=True)
+    counts = counts[first]
+    levels = levels_for(sizes, seed=3, allowed=allowed)
+    with pytest.raises(TypeError, match="cannot be copied or pickled"):
+        pickle.dumps(levels)
+    copy = Levels.from_export(pickle.loads(pickle.dumps(levels.export())))
+    root = Nodes.root(int(counts.sum()))
+    assert as_tuples(release_below(copy, root, leaves.T, counts)) == as_tuples(
+        release_below(levels, root, leaves.T, counts))
+    assert not copy.sources[0].private  # a seeded release stays marked not private
+    with pytest.raises(InputError, match="export_key returned"):
+        RandomSource.from_exported_key(b"short", True)

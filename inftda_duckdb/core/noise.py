@@ -158,16 +158,28 @@ class DiscreteGaussian:
     def __repr__(self) -> str:
         return f"DiscreteGaussian(sigma2={self.sigma2})"
 
-    def sample(self, source: RandomSource, ids: np.ndarray) -> np.ndarray:
-        """int64 (len(ids),): the sample addressed by each id (same source and id: same value)."""
+    def sample(self, source: RandomSource, ids: np.ndarray,
+               out: np.ndarray | None = None) -> np.ndarray:
+        """int64 (len(ids),): the sample addressed by each id (same source and id: same value).
+
+        ``ids``: 64-bit addresses (1-D), or wide addresses (2-D, one row of uint64 limbs each:
+        :mod:`~inftda_duckdb.core.randomness`). ``out``: a C-contiguous int64 array of
+        ``len(ids)`` to write into (and return) instead of a new one.
+        """
         if not isinstance(source, RandomSource):
             raise bad_argument("source", source, "must be a RandomSource",
                                "use RandomSource.secure()")
         u_ids = _as_ids(ids)
-        out = memory.empty(u_ids.size, np.int64)
-        scratch = memory.empty(min(u_ids.size, _CHUNK), np.uint64)  # no fresh temporaries
-        for start in range(0, u_ids.size, _CHUNK):  # ids address samples: any split works
-            stop = min(start + _CHUNK, u_ids.size)
+        n = u_ids.shape[0]
+        if out is None:
+            out = memory.empty(n, np.int64)
+        elif out.shape != (n,) or out.dtype != np.int64 or not out.flags.c_contiguous:
+            raise bad_argument("out", f"array of dtype {out.dtype}, shape {out.shape}",
+                               f"must be a C-contiguous int64 array of shape ({n},)",
+                               "pass numpy.empty(len(ids), numpy.int64)")
+        scratch = memory.empty(min(n, _CHUNK), np.uint64)  # no fresh temporaries
+        for start in range(0, n, _CHUNK):  # ids address samples: any split works
+            stop = min(start + _CHUNK, n)
             self._sample_chunk(source, u_ids[start:stop], out[start:stop], scratch[:stop - start])
         return out
 

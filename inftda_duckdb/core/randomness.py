@@ -16,6 +16,19 @@ Word ``w`` of ``(id, counter)`` is little-endian half ``w % 2`` of AES-256-ECB(k
 blocks never collide with word blocks. AES is a pseudorandom permutation; over fewer than 2**60
 blocks per key it is indistinguishable from a random function (advantage <= q**2 / 2**129).
 
+Wide addresses. An address that does not fit 64 bits (a cell of a tree whose domain product
+passes 2**64) is a row of L >= 1 uint64 *limbs*; its words come from AES-CBC-MAC under the wide
+key ``W = AES(key, (0, 2**63 | 2)) || AES(key, (0, 2**63 | 3))`` (a third derivation block pair,
+so W is independent of the word blocks and of every ``derive``) over the blocks
+
+    (L, 0), (limb 0, limb 1), (limb 2, limb 3), ..., (pair, 0)
+
+(limbs padded with a zero to an even count): word ``w`` is half ``w % 2`` of the MAC with
+``pair = w // 2``. The length block first makes the encoding prefix-free, and CBC-MAC is a
+pseudorandom function on prefix-free inputs (Bellare, Kilian, Rogaway; advantage
+<= q**2 (L/2 + 2)**2 / 2**128): distinct addresses are distinct inputs, never truncated or
+hashed together, and the cost is L/2 + 2 AES blocks per word (vectorised over the rows).
+
 Secure sources take a fresh 32-byte key from ``os.urandom`` and are re-keyed in a forked child,
 so parent and child never share noise. Seeded sources exist for tests and reproducible demos
 only: they come from :meth:`RandomSource.from_seed` alone and carry ``private = False``.
@@ -38,6 +51,7 @@ from .errors import bad_argument
 COUNTER_BITS = 47  #: counters accepted by :meth:`RandomSource.words` are < 2**47
 MAX_WIDTH = 1 << 17  #: words per (id, counter)
 _DERIVE = 1 << 63  # high half of a key-derivation block (never produced by a word block)
+_WIDE = _DERIVE | 2  # high halves _WIDE and _WIDE + 1 derive the CBC-MAC key of wide addresses
 
 _LIVE: weakref.WeakSet[RandomSource] = weakref.WeakSet()  # private sources, re-keyed after fork
 
@@ -51,12 +65,15 @@ def _aes_ecb(key: bytes, blocks: np.ndarray) -> np.ndarray:
 
 
 def _as_ids(ids: object) -> np.ndarray:
-    """Validate ids (1-D integer array, values in [0, 2**64)) and view them as uint64."""
+    """Validate ids (values in [0, 2**64)): a 1-D integer array (64-bit addresses), or a 2-D
+    one (one row of uint64 limbs per wide address); viewed as uint64."""
     arr = np.asarray(ids)
-    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+    if arr.ndim not in (1, 2) or arr.dtype.kind not in "iu" or (arr.ndim == 2 and not
+                                                                arr.shape[1]):
         raise bad_argument(
             "ids", f"array of dtype {arr.dtype}, shape {arr.shape}",
-            "must be a 1-D integer array", "pass e.g. numpy.arange(n, dtype=numpy.uint64)",
+            "must be a 1-D integer array (or 2-D: one row of limbs per wide address)",
+            "pass e.g. numpy.arange(n, dtype=numpy.uint64)",
         )
     if arr.dtype.kind == "i":
         if arr.size and int(arr.min()) < 0:
@@ -69,9 +86,10 @@ def _as_ids(ids: object) -> np.ndarray:
 class RandomSource:
     """A keyed PRF source. Obtain one with :meth:`secure` or :meth:`from_seed` only."""
 
-    __slots__ = ("__weakref__", "_key", "_private")
+    __slots__ = ("__weakref__", "_key", "_private", "_wide_key")
     _key: bytes
     _private: bool
+    _wide_key: bytes | None
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         raise TypeError("use RandomSource.secure() (private) or RandomSource.from_seed(seed)"
@@ -84,6 +102,7 @@ class RandomSource:
         self = object.__new__(cls)
         self._key = bytes(key)
         self._private = private
+        self._wide_key = None
         if private:
             _LIVE.add(self)
         return self
@@ -118,8 +137,24 @@ class RandomSource:
             key = _aes_ecb(key, blocks).tobytes()
         return RandomSource._from_key(key, self._private)
 
+    def export_key(self) -> bytes:
+        """The 32-byte key, for a worker that must draw the same noise (another process or
+        machine: ship it over an encrypted channel only). Rebuild the source there with
+        :meth:`from_exported_key`; never log or store it."""
+        return self._key
+
+    @classmethod
+    def from_exported_key(cls, key: bytes, private: bool) -> RandomSource:
+        """The source whose key :meth:`export_key` returned (in a worker). A private source
+        rebuilt in a process is re-keyed if that process forks later, like any other."""
+        if not isinstance(key, bytes) or len(key) != 32 or not isinstance(private, bool):
+            raise bad_argument("key", "(not shown)", "must be the 32 bytes export_key returned",
+                               "pass source.export_key() and source.private unchanged")
+        return cls._from_key(key, private)
+
     def words(self, ids: np.ndarray, counter: int, width: int) -> np.ndarray:
-        """uint64 (len(ids), width): word ``w`` of row ``i`` is ``PRF(ids[i], counter, w)``."""
+        """uint64 (len(ids), width): word ``w`` of row ``i`` is ``PRF(ids[i], counter, w)``;
+        for 2-D ``ids`` (wide addresses, one row of limbs each) the CBC-MAC words, counter 0."""
         if isinstance(counter, bool) or not isinstance(counter, int | np.integer) or not (
             0 <= counter < 1 << COUNTER_BITS
         ):
@@ -130,13 +165,19 @@ class RandomSource:
         ):
             raise bad_argument("width", width, f"must be an integer in [1, {MAX_WIDTH}]",
                                "ask for fewer words per call")
-        out = self._pairs(_as_ids(ids), int(counter), 0, (int(width) + 1) // 2)
+        u_ids = _as_ids(ids)
+        if u_ids.ndim == 2 and counter:
+            raise bad_argument("counter", counter, "must be 0 for wide addresses",
+                               "address wide words by their limbs alone")
+        out = self._pairs(u_ids, int(counter), 0, (int(width) + 1) // 2)
         return out[:, :width] if width % 2 else out
 
     def _pairs(self, ids: np.ndarray, counter: int | np.ndarray, pair0: int,
                npairs: int) -> np.ndarray:
         """Words ``2*pair0 .. 2*(pair0+npairs)-1`` for uint64 ``ids``: uint64 (n, 2*npairs).
-        ``counter``: one for all ids, or a uint64 array with one per id."""
+        ``counter``: one for all ids, or a uint64 array with one per id (1-D ids only)."""
+        if ids.ndim == 2:
+            return self._wide_pairs(ids, pair0, npairs)
         blocks = memory.empty((ids.size, npairs, 2), "<u8")
         blocks[:, :, 0] = ids[:, None]
         high = np.asarray(counter, dtype=np.uint64).reshape(-1, 1) << np.uint64(16)
@@ -144,9 +185,28 @@ class RandomSource:
         out = _aes_ecb(self._key, blocks).reshape(ids.size, 2 * npairs)
         return out if out.dtype.isnative else out.astype(np.uint64)
 
-    def _word(self, id_: int, counter: int, index: int) -> int:
-        """One word, for the rare exact-refinement paths of the samplers."""
-        ids = np.array([id_], dtype=np.uint64)
+    def _wide_pairs(self, limbs: np.ndarray, pair0: int, npairs: int) -> np.ndarray:
+        """CBC-MAC words of wide addresses (module docstring), uint64 (n, 2*npairs)."""
+        if self._wide_key is None:
+            blocks = np.array([[0, _WIDE], [0, _WIDE + 1]], dtype="<u8")
+            self._wide_key = _aes_ecb(self._key, blocks).tobytes()
+        key, (n, width) = self._wide_key, limbs.shape
+        state = _aes_ecb(key, np.array([[width, 0]], dtype="<u8"))  # the length block
+        state = np.broadcast_to(state, (n, 2))
+        for j in range(0, width, 2):
+            block = np.zeros((n, 2), "<u8")
+            block[:, : min(2, width - j)] = limbs[:, j : j + 2]
+            state = _aes_ecb(key, block ^ state)
+        last = np.zeros((n, npairs, 2), "<u8")
+        last[:, :, 0] = np.uint64(pair0) + np.arange(npairs, dtype=np.uint64)
+        out = _aes_ecb(key, last ^ state[:, None, :]).reshape(n, 2 * npairs)
+        return out if out.dtype.isnative else out.astype(np.uint64)
+
+    def _word(self, id_: int | np.ndarray, counter: int, index: int) -> int:
+        """One word, for the rare exact-refinement paths of the samplers (``id_``: an int, or
+        one row of limbs)."""
+        ids = np.asarray(id_, dtype=np.uint64)
+        ids = ids.reshape(1, -1) if ids.ndim else ids.reshape(1)
         return int(self._pairs(ids, counter, index // 2, 1)[0, index % 2])
 
     def __repr__(self) -> str:
@@ -160,6 +220,7 @@ class RandomSource:
 def _rekey_after_fork() -> None:
     for source in list(_LIVE):
         source._key = os.urandom(32)
+        source._wide_key = None
 
 
 os.register_at_fork(after_in_child=_rekey_after_fork)

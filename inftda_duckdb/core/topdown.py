@@ -1,231 +1,78 @@
-"""InfTDA's top-down loop (paper, Algorithm 1, left column), one whole level at a time.
+"""InfTDA's top-down descent (paper, Algorithm 1, left column): any batch of subtrees, in blocks.
 
-Engine-agnostic: numpy only (no DuckDB). :func:`release_children` runs lines 3-9 for a level:
-it matches the true counts of the level's prefixes (any order, zeros implied) to the nodes
-released at the level above and calls :func:`release_level`, which noises every child of every
-parent, runs IntOpt and keeps the children released > 0, in cache-sized blocks of about
-``BLOCK_CELLS`` cells (a level is densified ``DENSE_CELLS`` cells at a time: bounded memory).
-The DuckDB extension calls it once per level with the prefix counts of DuckDB's GROUP BY
-queries; :func:`release_tree` runs the whole algorithm from the leaves in memory (the reference
-the SQL release must reproduce exactly under a seed, and a release for other engines).
+:func:`release_below` is the one entry point every engine calls (DuckDB's levels UDF, Spark's
+executors, :func:`release_tree`): given the nodes released at a cut level ``c`` (a batch of
+subtrees) and the true counts below them, it releases levels ``c+1..u``. Level by level, every
+child of every released parent is noised (line 5), optimised with IntOpt against the parent's
+count (line 6) and kept when > 0 (lines 7-9); parents released 0 are pruned (line 3).
 
-Noise is addressed, not streamed: the child with code ``j`` of the parent with id ``p`` at a
-level with ``m`` children per parent has cell id ``p * m + j``, and level ``k`` draws from
-``source.derive(k)``. A release therefore gives the same result on any split into blocks.
-Parent ids are ranks of the parents in lexicographic code order within their level.
+Noise is addressed by the tree (:mod:`~inftda_duckdb.core.tree`), so each subtree's release
+depends only on its own root and the truth below it: the result is the same for any grouping of
+subtrees into batches, any block size and any number of workers.
+
+Work per level: the parents are cut into blocks of about ``BLOCK_CELLS`` noised cells; a block
+draws its noise straight into one cache-sized matrix, adds its parents' true children, runs IntOpt
+in place and keeps the children > 0 (densify, noise, IntOpt and keep fused). Blocks run on a pool
+of ``workers`` threads (numpy and the AES cipher release the GIL); results are joined in order.
+Memory: the truth and the released nodes (proportional to the data), plus a few blocks per worker,
+whatever the number of noised cells.
 """
 
 from __future__ import annotations
 
+import collections
+import itertools
 import math
-from typing import NamedTuple
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from . import memory
 from .accounting import BudgetPlan
 from .errors import InftdaError, InternalError, bad_argument
 from .intopt import intopt, intopt_ragged
 from .noise import DiscreteGaussian
 from .randomness import RandomSource
+from .tree import MAX_KEY_SPAN, Allowed, Levels, Nodes, find_columns, lookup, mixed_radix
 
 IntArray = npt.NDArray[np.int64]
 Sizes = list[int] | tuple[int, ...]
 
-MAX_KEY_SPAN = 1 << 62
-"""Mixed-radix keys of prefixes stay below this (int64 with room): the SQL sends keys only for
-domains whose product is below it; :func:`_keys` re-ranks before passing it."""
-
-DENSE_CELLS = 1 << 22
-"""Cells densified at once (zero children filled in): bounds the level's memory to ~40 MB."""
 BLOCK_CELLS = 1 << 16
-"""Cells noised and optimised per block: cache-sized temporaries. Measured on the 2-core VM of
-benchmarks/RESULTS.md (the 240k-cell level 4 of bench_release, one thread): 53 ms in blocks of
-2^20 cells, 33 ms in blocks of 2^16 (large fresh temporaries fault their pages in again)."""
+"""Cells noised and optimised per block (cache-sized: a block's temporaries stay in L2)."""
 
 
-class LevelOutput(NamedTuple):
-    """Released children of a batch of parents: row ``p`` is ``codes[offsets[p]:offsets[p+1]]``."""
+class LevelProgress(NamedTuple):
+    """A progress report: ``cells_done`` of the ``cells_planned`` cells of ``level`` (every
+    child of the level's ``parents``) are noised and optimised, ``seconds`` after it began."""
 
-    offsets: IntArray
-    codes: IntArray
-    counts: IntArray
-
-
-def release_level(
-    parent_ids: npt.ArrayLike,
-    totals: npt.ArrayLike,
-    true_rows: npt.ArrayLike,
-    true_codes: npt.ArrayLike,
-    true_counts: npt.ArrayLike,
-    domain_size: int,
-    sigma2: object,
-    source: RandomSource,
-    allowed_offsets: npt.ArrayLike | None = None,
-    allowed_codes: npt.ArrayLike | None = None,
-) -> LevelOutput:
-    """Algorithm 1, lines 4-9, for a batch of parents of one level.
-
-    ``totals[p]`` is parent p's released count c; its true children are the sparse triples
-    ``(true_rows, true_codes, true_counts)`` with ``true_rows == p`` (any order, zeros
-    implied). Every child in the domain (``domain_size`` codes, or for a nested level the
-    parent's ``allowed_codes`` row) gets N_Z(0, sigma2) noise (line 5), IntOpt against c (line
-    6), and the children released > 0 are returned with their codes ascending (lines 7-9).
-    """
-    pid = np.asarray(parent_ids, dtype=np.int64)
-    c = np.asarray(totals, dtype=np.int64)
-    t_rows, t_codes = _index(true_rows), _index(true_codes)
-    t_counts = np.asarray(true_counts, dtype=np.int64)
-    m = int(domain_size)
-    noise = sigma2 if isinstance(sigma2, DiscreteGaussian) else DiscreteGaussian(sigma2)
-    n_par = pid.shape[0]
-    if n_par == 0:
-        empty = np.zeros(0, np.int64)
-        return LevelOutput(np.zeros(1, np.int64), empty, empty)
-    if not t_rows.shape == t_codes.shape == t_counts.shape or c.shape != pid.shape:
-        raise InternalError("release_level got arrays of mismatched lengths")
-    if c.min() < 0 or (t_codes.size and (t_codes.min() < 0 or t_codes.max() >= m)):
-        raise InternalError("release_level got a negative total or a child code outside 0..m-1")
-    if t_rows.size and (t_rows.min() < 0 or t_rows.max() >= n_par):
-        raise InternalError("release_level got a true child of no parent in the batch")
-    if (int(pid.max()) + 1) * m > 1 << 64 or pid.min() < 0:
-        # ids are ranks of released parents, so pid < #parents and pid * m + j fits 64 bits
-        raise InternalError(f"cell ids overflow 64 bits (parent id {int(pid.max())} x {m})")
-    if t_counts.size and t_counts.min() < 0:
-        raise bad_argument("true_counts", int(t_counts.min()), "must be >= 0",
-                           "pass the true (non-negative) child counts")
-    if allowed_offsets is None:
-        return _dense(pid, c, t_rows, t_codes, t_counts, m, noise, source)
-    a_off = np.asarray(allowed_offsets, dtype=np.int64)
-    a_codes = np.asarray(allowed_codes, dtype=np.int64)
-    return _ragged(pid, c, t_rows, t_codes, t_counts, m, noise, source, a_off, a_codes)
+    level: int
+    depth: int
+    parents: int
+    cells_done: int
+    cells_planned: int
+    seconds: float
 
 
-def _index(a: npt.ArrayLike) -> np.ndarray:
-    """An index array as int32 or int64 as given (no copy: fresh memory costs page faults)."""
-    arr = np.asarray(a)
-    return arr if arr.dtype in (np.int32, np.int64) else arr.astype(np.int64)
+ProgressHook = Callable[[LevelProgress], None]
+"""Called from the thread that called :func:`release_below`: once per level with ``cells_done
+== cells_planned``, and on long levels up to 16 times before (bounded)."""
+CancelHook = Callable[[], bool]
+"""Called between blocks; a true result stops the release with :class:`Cancelled` (it may also
+raise its own exception, which propagates)."""
 
 
-def _repeated_child() -> InftdaError:
-    # a repeated (parent, code) pair would keep one count and drop the other: unbounded
-    # sensitivity for a caller that passes non-aggregated pairs
-    return bad_argument(
-        "true_codes", "a child code repeated under one parent",
-        "must list each child of a parent at most once",
-        "aggregate the true counts by (parent, child) before calling release_level",
-    )
+class Cancelled(InftdaError):
+    """The release stopped between two blocks because its cancel hook asked it to."""
 
 
-def _dense(
-    pid: IntArray,
-    c: IntArray,
-    t_rows: np.ndarray,
-    t_codes: np.ndarray,
-    t_counts: IntArray,
-    m: int,
-    noise: DiscreteGaussian,
-    source: RandomSource,
-) -> LevelOutput:
-    n_par = pid.shape[0]
-    span = max(1, DENSE_CELLS // max(m, 1))  # parents densified at once (bounded memory)
-    if n_par > span:  # several spans: group the true children by span
-        grp = t_rows // span
-        # a stable sort of small integers is a radix sort: O(n)
-        order = np.argsort(grp.astype(np.uint16) if n_par // span < 1 << 16 else grp,
-                           kind="stable")
-        t_rows, t_codes, t_counts = t_rows[order], t_codes[order], t_counts[order]
-        bounds = np.searchsorted(t_rows, np.arange(0, n_par + span, span))
-    else:
-        bounds = np.array([0, t_rows.shape[0]])
-    step = max(1, BLOCK_CELLS // max(m, 1))
-    cells = np.arange(m, dtype=np.uint64)
-    # consecutive parent ids (release_children's): a block's cell ids are one range
-    ranged = bool(n_par == 1 or (np.diff(pid) == 1).all())
-    code_of = np.broadcast_to(np.arange(m, dtype=np.int32), (min(span, n_par), m))
-    parts = []
-    for s0 in range(0, n_par, span):
-        s1 = min(s0 + span, n_par)
-        x = memory.zeros((s1 - s0, m), np.int64)  # densify: zero children are implied
-        a, b = bounds[s0 // span], bounds[s0 // span + 1]
-        # by flat position: ~3x faster than a 2-D scatter
-        flat = (t_rows[a:b] - s0).astype(_small(x.size), copy=False)
-        flat *= m
-        flat += t_codes[a:b]
-        x.reshape(-1)[flat] = t_counts[a:b]
-        if int(x.sum()) != int(t_counts[a:b].sum()):  # a pair repeated with a count > 0
-            raise _repeated_child()
-        for lo in range(0, s1 - s0, step):  # cache-sized blocks, in place
-            hi = min(lo + step, s1 - s0)
-            if ranged:
-                ids = np.arange(int(pid[s0 + lo]) * m, (int(pid[s0 + hi - 1]) + 1) * m,
-                                dtype=np.uint64)
-            else:
-                ids = (pid[s0 + lo:s0 + hi].astype(np.uint64)[:, None] * np.uint64(m)
-                       + cells).ravel()
-            block = x[lo:hi]
-            block += noise.sample(source, ids).reshape(block.shape)  # line 5
-            block[...] = intopt(block, c[s0 + lo:s0 + hi])  # line 6
-        # row reductions by einsum: ~4x faster than sum(axis=1) on short rows
-        _check(np.einsum("ij->i", x), c[s0:s1], x)
-        keep = x > 0  # lines 7-8, row-major: codes ascending per parent
-        kids = np.einsum("ij->i", keep, dtype=np.int64)  # children kept per parent
-        released = memory.empty(int(kids.sum()), np.int64)
-        np.compress(keep.ravel(), x.ravel(), out=released)
-        parts.append((kids, code_of[: s1 - s0][keep], released))
-    per_row, codes, counts = zip(*parts, strict=True)
-    return _pack(list(per_row), list(codes), list(counts))
-
-
-def _ragged(
-    pid: IntArray,
-    c: IntArray,
-    t_rows: np.ndarray,
-    t_codes: np.ndarray,
-    t_counts: IntArray,
-    m: int,
-    noise: DiscreteGaussian,
-    source: RandomSource,
-    a_off: IntArray,
-    a_codes: IntArray,
-) -> LevelOutput:
-    lengths = np.diff(a_off)
-    if lengths.shape[0] != pid.shape[0] or (lengths == 0).any():
-        raise InternalError("a parent of a nested level has no allowed children")
-    a_rows = np.repeat(np.arange(pid.shape[0]), lengths)
-    a_key = a_rows * m + a_codes  # ascending: rows ascending, codes ascending within a row
-    values = np.zeros(a_codes.shape[0], dtype=np.int64)
-    t_key = t_rows.astype(np.int64) * m + t_codes
-    pos = np.searchsorted(a_key, t_key)
-    if t_key.size and (pos.max() >= a_key.shape[0] or (a_key[pos] != t_key).any()):
-        raise InternalError("a true child of a nested level is not among the allowed children")
-    values[pos] = t_counts
-    if int(values.sum()) != int(t_counts.sum()):  # a pair repeated with a count > 0
-        raise _repeated_child()
-    ids = pid[a_rows].astype(np.uint64) * np.uint64(m) + a_codes.astype(np.uint64)
-    values += noise.sample(source, ids)  # line 5
-    y = intopt_ragged(values, a_off, c)  # line 6
-    _check(np.add.reduceat(y, a_off[:-1]) if y.size else np.zeros(0, np.int64), c, y)
-    keep = y > 0  # lines 7-8
-    per_row = np.bincount(a_rows[keep], minlength=pid.shape[0])
-    return _pack([per_row], [a_codes[keep]], [y[keep]])
-
-
-def _check(sums: IntArray, c: IntArray, y: IntArray) -> None:
-    if not np.array_equal(sums, c) or (y.size and y.min() < 0):
-        raise InternalError("IntOpt returned children that do not sum to the parent or are < 0")
-
-
-def _pack(per_row: list[IntArray], codes: list[IntArray], counts: list[IntArray]) -> LevelOutput:
-    """LevelOutput from consecutive parts: children per parent, their codes and counts."""
-    def cat(parts: list[IntArray]) -> IntArray:
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-    sizes = cat(per_row)
-    offsets = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    return LevelOutput(offsets, cat(codes), cat(counts))
+# ---------------------------------------------------------------------------------------------
+# Algorithm 1, line 1
 
 
 def release_root(n: int, plan: BudgetPlan, source: RandomSource) -> int:
@@ -236,92 +83,6 @@ def release_root(n: int, plan: BudgetPlan, source: RandomSource) -> int:
     return max(0, int(n) + int(z[0]))
 
 
-class Nodes(NamedTuple):
-    """The nodes released at one level, in lexicographic code order: node ``i`` has the codes
-    ``codes[:, i]`` (one row per level so far: levels are rows, so a level's codes are one
-    contiguous array) and the released count ``counts[i]`` (> 0, the root excepted). A node's
-    index is its id: the address of its children's noise."""
-
-    codes: npt.NDArray[np.int32]
-    counts: IntArray
-    noised: int = 0  #: cells noised to release this level (every child of every parent)
-
-    @classmethod
-    def root(cls, count: int) -> Nodes:
-        return cls(np.zeros((0, 1), np.int32), np.array([count], np.int64))
-
-
-class Allowed(NamedTuple):
-    """A nested level's public children: ``codes[-1]`` may follow a parent whose codes at the
-    levels ``levels`` (0-based) are ``codes[:-1]`` (one row per level; columns are the rows of
-    a public domain table)."""
-
-    levels: tuple[int, ...]
-    codes: IntArray
-
-
-def release_children(
-    parents: Nodes,
-    true_codes: npt.ArrayLike,
-    true_counts: npt.ArrayLike,
-    sizes: Sizes,
-    sigma2: object,
-    source: RandomSource,
-    allowed: Allowed | None = None,
-) -> Nodes:
-    """Algorithm 1, lines 3-9, for a whole level k = ``len(sizes)``.
-
-    ``true_codes`` (k, N) (one row per level) and ``true_counts`` (N,) are the true counts of
-    the level's prefixes (the non-zero ones suffice, in any order, each once); when the product
-    of ``sizes`` is below 2**62 the prefixes may come as their mixed-radix keys (N,) instead
-    (``((c1 * s2 + c2) * s3 + c3)...``, the lexicographic order of the codes); ``parents`` are
-    the nodes released at level k-1. Parents released 0 are pruned with their branch (line 3);
-    the children of the others are noised, optimised and kept when > 0 by
-    :func:`release_level`, whose parent ids are the parents' indices (with the zero-count
-    parents left out).
-    """
-    k = len(sizes)
-    keep = parents.counts > 0
-    if not keep.all():
-        parents = Nodes(parents.codes[:, keep], parents.counts[keep])
-    codes = np.asarray(true_codes)
-    counts = np.asarray(true_counts, dtype=np.int64)
-    n_par = parents.counts.shape[0]
-    if codes.ndim == 1 and k > 1:  # mixed-radix keys
-        if math.prod(int(m) for m in sizes) >= MAX_KEY_SPAN:
-            raise InternalError("prefix keys for domains whose product passes 2**62")
-        keys, m = codes.astype(np.int64, copy=False), int(sizes[-1])
-        own, _, span = _keys(parents.codes, parents.codes[:, :0], sizes[:-1])
-        # int32 where it fits: half the fresh memory (page faults) of int64
-        parent_keys = np.floor_divide(keys, m, out=memory.empty(keys.shape, _small(span)),
-                                      casting="unsafe")
-        # keys - parent * m: half the time of np.remainder (an integer modulo)
-        last = np.subtract(keys, np.multiply(parent_keys, m, dtype=np.int64),
-                           out=memory.empty(keys.shape, np.int32), casting="unsafe")
-        rows = _lookup(own, parent_keys, span)
-    else:
-        codes = codes.reshape(k, -1)
-        last = codes[-1]
-        rows = _find_rows(parents.codes, codes[:-1], sizes[:-1])
-    found = rows >= 0  # true children of pruned parents are not noised
-    a_args: tuple[IntArray, IntArray] | tuple[()] = ()
-    noised = n_par * int(sizes[-1])
-    if allowed is not None:
-        a_args = _allowed_children(parents.codes, allowed, sizes)
-        noised = int(a_args[0][-1])
-    if not found.all():
-        rows, last, counts = rows[found], last[found], counts[found]
-    out = release_level(
-        np.arange(n_par), parents.counts, rows, last, counts, int(sizes[-1]), sigma2, source,
-        *a_args,
-    )
-    child_codes = memory.empty((k, out.codes.shape[0]), np.int32)
-    parent_rows = np.repeat(np.arange(n_par, dtype=_small(n_par)), np.diff(out.offsets))
-    np.take(parents.codes, parent_rows, axis=1, out=child_codes[:-1])
-    child_codes[-1] = out.codes
-    return Nodes(child_codes, out.counts, noised)
-
-
 def check_total(nodes: Nodes, root: int, level: int) -> None:
     """The invariant of every level: its released counts add up to the root's."""
     total = int(nodes.counts.sum())
@@ -329,67 +90,57 @@ def check_total(nodes: Nodes, root: int, level: int) -> None:
         raise InternalError(f"level {level} released {total} records, not the root's {root}")
 
 
-def _keys(a: np.ndarray, b: np.ndarray, sizes: Sizes) -> tuple[IntArray, IntArray, int]:
-    """Order-preserving int64 keys of the columns of two code matrices (one row per level), and
-    their span: mixed radix over the domain sizes, re-ranked (jointly) before it would overflow."""
-    ka = np.zeros(a.shape[1], np.int64)
-    kb = np.zeros(b.shape[1], np.int64)
-    span = 1
-    for j, m in enumerate(sizes):
-        if span * int(m) >= MAX_KEY_SPAN:  # deep trees with big domains: rank the keys so far
-            u, inv = np.unique(np.concatenate([ka, kb]), return_inverse=True)
-            ka, kb, span = inv[: ka.shape[0]], inv[ka.shape[0] :], u.shape[0]
-        ka *= int(m)  # in place: fresh temporaries cost page faults
-        ka += a[j]
-        kb *= int(m)
-        kb += b[j]
-        span *= int(m)
-    return ka, kb, span
+# ---------------------------------------------------------------------------------------------
+# The engine-neutral API
 
 
-def _find_rows(sorted_codes: np.ndarray, codes: np.ndarray, sizes: Sizes) -> IntArray:
-    """Index of each column of ``codes`` among the columns of ``sorted_codes`` (distinct, in
-    lexicographic order; one row per level), -1 where absent."""
-    return _lookup(*_keys(sorted_codes, codes, sizes))
+def release_below(
+    levels: Levels,
+    nodes: Nodes,
+    truth: npt.ArrayLike,
+    counts: npt.ArrayLike,
+    *,
+    upto: int | None = None,
+    workers: int = 1,
+    progress: ProgressHook | None = None,
+    cancel: CancelHook | None = None,
+) -> Nodes:
+    """Algorithm 1, lines 2-9, below a cut: release levels ``c+1..upto`` of a batch of subtrees.
 
+    ``nodes`` are released nodes of level ``c = nodes.codes.shape[0]`` (any of them, each once;
+    ``Nodes.root(n)`` for the whole tree). ``truth``/``counts`` are the true counts of the
+    prefixes below them at some level ``t >= upto`` (``upto`` defaults to the leaves): codes
+    (t, N) (one row per level), or, with ``t = upto``, mixed-radix keys (N,) when the domain
+    product up to ``upto`` is below 2**62; the non-zero ones suffice, in any order, each prefix
+    once; prefixes under other nodes are ignored. Returns the released nodes of level ``upto``
+    below ``nodes``, in code order.
 
-def _small(bound: int) -> type[np.signedinteger]:
-    """int32 for values below ``bound`` if it fits, else int64."""
-    return np.int32 if bound < 1 << 31 else np.int64
-
-
-def _lookup(keys: IntArray, wanted: np.ndarray, span: int) -> np.ndarray:
-    """Index of each of ``wanted`` in the ascending distinct ``keys`` (all in [0, span)), -1
-    where absent."""
-    if keys.shape[0] == 0:
-        return np.full(wanted.shape[0], -1, np.int64)
-    if wanted.size and (int(wanted.min()) < 0 or int(wanted.max()) >= span):
-        raise InternalError("a prefix key outside its domain")
-    if span <= 8 * (keys.shape[0] + wanted.shape[0]) + 1024:  # a lookup table: O(n)
-        table = np.full(span, -1, _small(keys.shape[0]))
-        table[keys] = np.arange(keys.shape[0])
-        return table[wanted]
-    rows = np.searchsorted(keys, wanted)
-    rows[rows == keys.shape[0]] = 0
-    return np.where(keys[rows] == wanted, rows, -1)
-
-
-def _allowed_children(parent_codes: np.ndarray, allowed: Allowed,
-                      sizes: Sizes) -> tuple[IntArray, IntArray]:
-    """(offsets, codes) of each parent's allowed children, codes ascending."""
-    lv = list(allowed.levels)
-    table = np.asarray(allowed.codes, dtype=np.int64).reshape(len(lv) + 1, -1)
-    key_sizes = [sizes[i] for i in lv]
-    t_keys, p_keys, _ = _keys(table[:-1], parent_codes[lv], key_sizes)
-    order = np.lexsort((table[-1], t_keys))
-    t_keys, children = t_keys[order], table[-1, order]
-    lo = np.searchsorted(t_keys, p_keys, side="left")
-    hi = np.searchsorted(t_keys, p_keys, side="right")
-    offsets = np.zeros(p_keys.shape[0] + 1, np.int64)
-    np.cumsum(hi - lo, out=offsets[1:])
-    # positions lo..hi-1 of every parent, concatenated
-    pos = np.arange(offsets[-1]) - np.repeat(offsets[:-1] - lo, hi - lo)
-    return offsets, children[pos]
+    The result for a subtree depends only on its root, the truth below it and ``levels``: any
+    split of a level's nodes into batches (run anywhere, in any order) gives the same nodes.
+    ``workers`` threads release the blocks of each level; ``progress`` and ``cancel`` are the
+    hooks of :data:`ProgressHook` and :data:`CancelHook`.
+    """
+    top, depth = int(nodes.codes.shape[0]), levels.depth
+    upto = depth if upto is None else int(upto)
+    if not 0 <= top <= upto <= depth:
+        raise InternalError(f"release_below from level {top} to {upto} of a {depth}-level tree")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise bad_argument("workers", workers, "must be a positive integer", "pass e.g. 4")
+    counts_arr = np.asarray(counts, dtype=np.int64)
+    if counts_arr.size and counts_arr.min() < 0:
+        raise bad_argument("counts", int(counts_arr.min()), "must be >= 0",
+                           "pass the true (non-negative) counts")
+    truth_arr = np.asarray(truth)
+    t = truth_arr.shape[0] if truth_arr.ndim == 2 else upto
+    if not upto <= t <= depth:
+        raise InternalError(f"true counts of level {t} to release down to level {upto}")
+    truth_t = _Truth.build(truth_arr, counts_arr, levels.sizes[:t], top)
+    nodes = _sorted(nodes, levels.sizes[:top])
+    parent_truth = truth_t.match(nodes.codes)
+    runner = _Runner(depth, workers, progress, cancel)
+    for k in range(top + 1, upto + 1):
+        nodes, parent_truth = _level(levels, k, nodes, parent_truth, truth_t, runner)
+    return nodes
 
 
 def release_tree(
@@ -399,26 +150,366 @@ def release_tree(
     plan: BudgetPlan,
     source: RandomSource,
     allowed: dict[int, Allowed] | None = None,
+    *,
+    workers: int = 1,
 ) -> tuple[IntArray, IntArray]:
     """The whole of Algorithm 1 in memory: returns the released leaves (codes (M, d), counts).
 
     ``leaf_codes`` (N, d) are the codes of the non-zero leaves (any order, no repeats) and
     ``leaf_counts`` their true counts; ``allowed[k]`` lists the public children of a nested
-    level k (0-based). The result lists the released leaves in code order (codes (M, d), one
-    row per leaf) and equals the DuckDB release with the same source (same ids, same level keys).
+    level k (0-based). The result lists the released leaves in code order and equals the
+    DuckDB (and Spark) release with the same source.
     """
     d = len(domain_sizes)
     codes = np.asarray(leaf_codes, dtype=np.int64).reshape(-1, d)
     counts = np.asarray(leaf_counts, dtype=np.int64)
     root = release_root(int(counts.sum()), plan, source)
-    nodes = Nodes.root(root)
-    for k in range(1, d + 1):
-        # true counts of the level's prefixes (what the SQL gets from its GROUP BY queries)
-        pref, inv = np.unique(codes[:, :k], axis=0, return_inverse=True)
-        pref_n = np.bincount(inv.ravel(), weights=counts, minlength=pref.shape[0])
-        nodes = release_children(
-            nodes, pref.T, pref_n.astype(np.int64), list(domain_sizes[:k]),
-            plan.level_sigma2[k - 1], source.derive(k), (allowed or {}).get(k - 1),
-        )
-        check_total(nodes, root, k)
+    levels = Levels.build(domain_sizes, plan, source, allowed)
+    nodes = release_below(levels, Nodes.root(root), codes.T, counts, workers=workers)
+    check_total(nodes, root, d)
     return nodes.codes.T.astype(np.int64), nodes.counts
+
+
+# ---------------------------------------------------------------------------------------------
+# The truth below a batch, as a sorted forest
+
+
+class _Truth:
+    """True counts of the prefixes of levels ``top..upto``, each level sorted in code order:
+    ``counts[j]`` and ``codes[j]`` (the last code) of level ``top + j``'s prefixes, and
+    ``first[j]``: prefix ``i`` of level ``top + j`` has the children ``first[j][i]`` to
+    ``first[j][i + 1] - 1`` at the level below."""
+
+    def __init__(self, top: int, counts: list[IntArray], codes: list[np.ndarray],
+                 first: list[IntArray], top_keys: IntArray | None, top_codes: np.ndarray,
+                 sizes: Sizes) -> None:
+        self.top, self.counts, self.codes, self.first = top, counts, codes, first
+        self._keys, self._codes, self._sizes = top_keys, top_codes, sizes
+
+    @classmethod
+    def build(cls, truth: np.ndarray, counts: IntArray, sizes: Sizes, top: int) -> _Truth:
+        u = len(sizes)
+        if truth.ndim == 1 and u > 1:  # mixed-radix keys
+            if math.prod(sizes) >= MAX_KEY_SPAN:
+                raise InternalError("prefix keys for domains whose product passes 2**62")
+            keys = truth.astype(np.int64, copy=False)
+        else:
+            codes = truth.reshape(u, -1)
+            if codes.size and (codes.min() < 0 or (codes.max(axis=1) >= sizes).any()):
+                raise InternalError("a true prefix has a code outside its domain")
+            if math.prod(sizes) >= MAX_KEY_SPAN:
+                return cls._from_codes(codes, counts, sizes, top)
+            keys = mixed_radix(codes, sizes, np.int64)
+        if keys.shape != counts.shape:
+            raise InternalError("different numbers of true prefixes and counts")
+        return cls._from_keys(keys, counts, sizes, top)
+
+    @classmethod
+    def _from_keys(cls, keys: IntArray, counts: IntArray, sizes: Sizes, top: int) -> _Truth:
+        span = math.prod(sizes)
+        if keys.size and (int(keys.min()) < 0 or int(keys.max()) >= span):
+            raise InternalError("a prefix key outside its domain")
+        if not counts.all():
+            keys, counts = keys[counts > 0], counts[counts > 0]
+        n = keys.shape[0]
+        bits = max(1, n.bit_length())
+        if span << bits < MAX_KEY_SPAN:  # sort (key, position) packed: ~8x faster than argsort
+            packed = np.left_shift(keys, bits)
+            packed |= np.arange(n, dtype=np.int64)
+            packed.sort()
+            keys = packed >> bits
+            counts = counts[packed & ((1 << bits) - 1)]
+        else:
+            order = np.argsort(keys, kind="stable")
+            keys, counts = keys[order], counts[order]
+        if n > 1 and not (keys[1:] > keys[:-1]).all():
+            raise _repeated_child()
+        u = len(sizes)
+        level_counts, level_codes, level_first = [counts], [np.zeros(0, np.int32)], []
+        for k in range(u, top, -1):  # bottom up: a level's prefixes from the one below
+            m = int(sizes[k - 1])
+            parent = keys // m
+            level_codes.append((keys - parent * m).astype(np.int32))
+            starts = _starts(parent)
+            level_first.append(np.append(starts, n))
+            keys = parent[starts]
+            counts = np.add.reduceat(counts, starts) if n else counts
+            level_counts.append(counts)
+            n = keys.shape[0]
+        return cls(top, level_counts[::-1], [level_codes[0], *level_codes[:0:-1]],
+                   level_first[::-1], keys, np.zeros((0, 0), np.int32), sizes)
+
+    @classmethod
+    def _from_codes(cls, codes: np.ndarray, counts: IntArray, sizes: Sizes, top: int) -> _Truth:
+        """Domains too wide for int64 keys: sort the code columns, find each level's prefixes
+        where a code changes."""
+        keep = counts > 0
+        codes, counts = codes[:, keep], counts[keep]
+        order = np.lexsort(codes[::-1])
+        codes, counts = codes[:, order], counts[order]
+        n, u = codes.shape[1], len(sizes)
+        change = np.zeros(n, bool)
+        change[:1] = True
+        starts = [np.flatnonzero(change)]
+        for k in range(1, u + 1):
+            change[1:] |= codes[k - 1][1:] != codes[k - 1][:-1]
+            starts.append(np.flatnonzero(change))
+        if starts[u].shape[0] != n:
+            raise _repeated_child()
+        level_counts = [np.add.reduceat(counts, s) if n else counts[:0] for s in starts[top:]]
+        level_codes = [np.zeros(0, np.int32)] + [
+            codes[k - 1][starts[k]].astype(np.int32) for k in range(top + 1, u + 1)]
+        level_first = [np.append(np.searchsorted(starts[k + 1], starts[k]), starts[k + 1].size)
+                       for k in range(top, u)]
+        return cls(top, level_counts, level_codes, level_first, None,
+                   codes[:top, starts[top]], sizes)
+
+    def match(self, node_codes: np.ndarray) -> IntArray:
+        """Index of each node (columns of ``node_codes``, level ``top``) among the true
+        prefixes of that level, -1 where it has none."""
+        if self._keys is None:
+            return find_columns(self._codes, node_codes, self._sizes[: self.top])
+        keys = mixed_radix(node_codes, self._sizes[: self.top], np.int64)
+        return lookup(self._keys, keys)
+
+
+def _starts(sorted_keys: IntArray) -> IntArray:
+    """Where each run of equal values begins in a sorted array."""
+    if sorted_keys.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    starts = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1])
+    starts += 1
+    return np.concatenate([[0], starts])
+
+
+def _sorted(nodes: Nodes, sizes: Sizes) -> Nodes:
+    """The nodes in code order (an engine may pass a batch in any order); repeats refused."""
+    codes = nodes.codes
+    if codes.shape[1] < 2 or codes.shape[0] == 0:
+        return nodes
+    order = np.lexsort(codes[::-1])
+    if not (np.diff(order) == 1).all():
+        codes = codes[:, order]
+        nodes = Nodes(codes, nodes.counts[order])
+    same = np.ones(codes.shape[1] - 1, bool)
+    for row in codes:
+        same &= row[1:] == row[:-1]
+    if same.any():
+        raise InternalError("a batch lists a node twice")
+    return nodes
+
+
+def _repeated_child() -> InftdaError:
+    # a repeated prefix would keep one count and drop the other: unbounded sensitivity for a
+    # caller that passes non-aggregated counts
+    return bad_argument(
+        "truth", "a prefix listed twice", "must list each prefix at most once",
+        "aggregate the true counts by prefix before calling release_below",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# One level of a batch: blocks of parents, run by the workers
+
+
+def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth: _Truth,
+           runner: _Runner) -> tuple[Nodes, IntArray]:
+    """Algorithm 1, lines 3-9, for level ``k``: the children of every parent > 0."""
+    live = parents.counts > 0  # line 3: a parent released 0 is pruned with its branch
+    if not live.all():
+        parents = Nodes(parents.codes[:, live], parents.counts[live])
+        parent_truth = parent_truth[live]
+    n_par, m = parents.counts.shape[0], levels.sizes[k - 1]
+    j = k - truth.top
+    first, has = truth.first[j - 1], parent_truth >= 0
+    t = np.where(has, parent_truth, 0)
+    lo = np.where(has, first[t], 0) if first.shape[0] > 1 else np.zeros(n_par, np.int64)
+    hi = np.where(has, first[t + 1], 0) if first.shape[0] > 1 else lo
+    children = levels.children[k - 1]
+    if children is None:
+        step = max(1, BLOCK_CELLS // m)
+        tasks = [(p, min(p + step, n_par)) for p in range(0, n_par, step)]
+        cells, a_lo, a_hi = [(b - a) * m for a, b in tasks], None, None
+        planned = n_par * m
+    else:
+        a_lo, a_hi = children.of(parents.codes)
+        ends = np.cumsum(a_hi - a_lo)
+        planned = int(ends[-1]) if n_par else 0
+        cuts = _cuts(ends, BLOCK_CELLS)
+        tasks = list(itertools.pairwise(cuts))
+        cells = [int(ends[b - 1] - (ends[a - 1] if a else 0)) for a, b in tasks]
+
+    def work(p0: int, p1: int) -> tuple[np.ndarray, ...]:
+        blk = slice(p0, p1)
+        return _block(levels, k, parents.codes[:, blk], parents.counts[blk], lo[blk], hi[blk],
+                      truth.codes[j], truth.counts[j],
+                      None if a_lo is None else (a_lo[blk], a_hi[blk]))  # type: ignore[index]
+
+    parts = runner.run(k, n_par, planned, tasks, cells, work)
+    if not parts:
+        return Nodes(np.zeros((k, 0), np.int32), np.zeros(0, np.int64), 0), np.zeros(0, np.int64)
+    prow = _cat([p[0] + a for p, (a, _) in zip(parts, tasks, strict=True)])
+    code, count, tidx = (_cat([p[i] for p in parts]) for i in (1, 2, 3))
+    child_codes = np.empty((k, count.shape[0]), np.int32)
+    np.take(parents.codes, prow, axis=1, out=child_codes[:-1])
+    child_codes[-1] = code
+    return Nodes(child_codes, count, planned), tidx
+
+
+def _cuts(ends: IntArray, cells: int) -> list[int]:
+    """Parent boundaries of blocks of about ``cells`` cells (each block at least one parent),
+    from the running totals of cells per parent."""
+    cuts, n = [0], ends.shape[0]
+    while cuts[-1] < n:
+        base = int(ends[cuts[-1] - 1]) if cuts[-1] else 0
+        nxt = int(np.searchsorted(ends, base + cells, side="right"))
+        cuts.append(max(nxt, cuts[-1] + 1))
+    return cuts
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _ranges(starts: IntArray, lengths: IntArray) -> IntArray:
+    """``starts[i] .. starts[i] + lengths[i] - 1`` for every i, concatenated."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lengths)
+
+
+def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: IntArray,
+           hi: IntArray, true_codes: np.ndarray, true_counts: IntArray,
+           allowed: tuple[IntArray, IntArray] | None) -> tuple[np.ndarray, ...]:
+    """Lines 4-9 for a block of parents, fused: noise drawn into the block's cells, the true
+    children added, IntOpt, children > 0 kept. Returns, per kept child, its parent's row in the
+    block, its code, its count and its true prefix (index at level k, -1 if none)."""
+    m, noise, source = levels.sizes[k - 1], levels.noise[k - 1], levels.sources[k - 1]
+    n_par = c.shape[0]
+    groups = _ranges(lo, hi - lo)  # the true children of the block's parents, in code order
+    true_rows = np.repeat(np.arange(n_par, dtype=np.int64), hi - lo)
+    if allowed is None:  # dense: every child of every parent
+        x = noise.sample(source, levels.addressers[k - 1].cells(parent_codes, None,
+                                                                 np.arange(m)))  # line 5
+        pos = true_rows * m + true_codes[groups]
+        x[pos] += true_counts[groups]
+        y = intopt(x.reshape(n_par, m), c).reshape(-1)  # line 6
+        _check(np.einsum("ij->i", y.reshape(n_par, m)), c, y)
+        flat = np.flatnonzero(y > 0)  # lines 7-8, row-major: codes ascending per parent
+        rows = flat // m
+        codes = flat - rows * m
+    else:  # nested: each parent's allowed children (a public domain table)
+        table = levels.children[k - 1]
+        assert table is not None
+        a_lo, a_hi = allowed
+        lengths = a_hi - a_lo
+        codes_all = table.children[_ranges(a_lo, lengths)]
+        rows_all = np.repeat(np.arange(n_par, dtype=np.int64), lengths)
+        x = noise.sample(source, levels.addressers[k - 1].cells(parent_codes, rows_all,
+                                                                 codes_all))  # line 5
+        cell_keys = rows_all * m + codes_all  # ascending
+        true_keys = true_rows * m + true_codes[groups]
+        pos = np.searchsorted(cell_keys, true_keys)
+        if pos.size and (pos.max() >= cell_keys.shape[0] or (cell_keys[pos] != true_keys).any()):
+            raise InternalError("a true child of a nested level is not among the allowed children")
+        x[pos] += true_counts[groups]
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        y = intopt_ragged(x, offsets, c)  # line 6
+        _check(np.add.reduceat(y, offsets[:-1]) if y.size else y[:0], c, y)
+        flat = np.flatnonzero(y > 0)  # lines 7-8
+        rows, codes = rows_all[flat], codes_all[flat]
+    # the true prefix of each released child: the truth's positions are ascending
+    if pos.size:
+        at = np.minimum(np.searchsorted(pos, flat), pos.shape[0] - 1)
+        tidx = np.where(pos[at] == flat, groups[at], -1)
+    else:
+        tidx = np.full(flat.shape[0], -1, np.int64)
+    return rows, codes.astype(np.int32), y[flat], tidx
+
+
+def _check(sums: IntArray, c: IntArray, y: IntArray) -> None:
+    if not np.array_equal(sums, c) or (y.size and y.min() < 0):
+        raise InternalError("IntOpt returned children that do not sum to the parent or are < 0")
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers, progress and cancellation
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    with _POOL_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None:
+            pool = _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="inftda")
+        return pool
+
+
+def _forget_pools() -> None:  # a forked child has none of the parent's threads
+    _POOLS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pools)
+
+
+class _Runner:
+    """Runs a level's blocks (in order, on the pool when there are workers and several
+    blocks), reports progress and checks the cancel hook between blocks."""
+
+    def __init__(self, depth: int, workers: int, progress: ProgressHook | None,
+                 cancel: CancelHook | None) -> None:
+        self.depth, self.workers, self.progress, self.cancel = depth, workers, progress, cancel
+
+    def _stop(self) -> None:
+        if self.cancel is not None and self.cancel():
+            raise Cancelled("the release was cancelled between two blocks")
+
+    def run(self, level: int, parents: int, planned: int, tasks: Sequence[tuple[int, int]],
+            cells: Sequence[int], work: Callable[[int, int], Any]) -> list[Any]:
+        start, done, told = time.perf_counter(), 0, 0
+        results: list[Any] = []
+
+        def finished(result: Any) -> None:
+            nonlocal done, told
+            results.append(result)
+            done += cells[len(results) - 1]
+            if self.progress is not None and (done == planned or done - told >= planned / 16):
+                told = done
+                self.progress(LevelProgress(level, self.depth, parents, done, planned,
+                                            time.perf_counter() - start))
+
+        self._stop()
+        if self.workers == 1 or len(tasks) < 2:
+            for a, b in tasks:
+                finished(work(a, b))
+                if len(results) < len(tasks):
+                    self._stop()
+        else:
+            pool, pending = _pool(self.workers), collections.deque[Future[Any]]()
+            try:
+                for a, b in tasks:
+                    if len(pending) >= 2 * self.workers:  # bounded: a few blocks per worker
+                        finished(pending.popleft().result())
+                        self._stop()
+                    pending.append(pool.submit(work, a, b))
+                while pending:
+                    finished(pending.popleft().result())
+            finally:  # on an error or a cancel: drop what has not started, wait for the rest
+                for f in pending:
+                    f.cancel()
+                wait(pending)
+        if self.progress is not None and not tasks:
+            self.progress(LevelProgress(level, self.depth, parents, 0, 0,
+                                        time.perf_counter() - start))
+        return results
+
+
+__all__ = [
+    "BLOCK_CELLS", "MAX_KEY_SPAN", "Allowed", "CancelHook", "Cancelled", "LevelProgress", "Levels",
+    "Nodes", "ProgressHook", "check_total", "release_below", "release_root", "release_tree",
+]

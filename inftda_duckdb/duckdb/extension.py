@@ -12,9 +12,10 @@ Random UDFs are registered with ``side_effects=True``; each runs once per execut
 a one-row MATERIALIZED CTE; the levels' lists go straight to the unnest, and a second call
 would raise). ``inftda_begin`` turns the data checks into errors, charges the ledger, draws the
 key and keeps the release state in a small process registry, keyed by a fresh release id;
-``inftda_levels`` (one Arrow call) takes every level's true prefix counts as lists (mixed-radix
-keys, or codes column after column), releases the levels in order, each from the nodes of the
-one before, returns the released leaves as one row of lists and drops the state.
+``inftda_levels`` (one Arrow call) takes the true leaf counts as lists (mixed-radix keys, or
+codes column after column), releases every level through the engine-neutral
+:func:`~inftda_duckdb.core.topdown.release_below` on DuckDB's ``threads`` worker threads, returns
+the released leaves as one row of lists and drops the state.
 """
 
 from __future__ import annotations
@@ -24,12 +25,11 @@ import json
 import logging
 import re
 import threading
-import time
 import uuid
 import warnings
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -41,7 +41,8 @@ from ..core.errors import BudgetExceededError, InftdaError, InputError, Internal
 from ..core.noise import DiscreteGaussian
 from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, from_json, parse_request
-from ..core.topdown import Allowed, Nodes, check_total, release_children, release_root
+from ..core.topdown import LevelProgress, check_total, release_below, release_root
+from ..core.tree import Allowed, Levels, Nodes
 from ..ledger import store as ledger
 from . import evaluation
 from .connections import register_udfs, registered
@@ -52,9 +53,10 @@ MAX_LIVE_RELEASES = 64
 DEFAULT_DELTA = 1e-6
 ORIGINS = ("python", "cli")  #: origins a Python caller may record (SQL releases record 'sql')
 
-Progress = Callable[[int, int, int, int, float], None]
-"""``progress(level, depth, parents, cells, seconds)``: called once per level when its noise and
-IntOpt are done (``cells`` noised, ``seconds`` spent in that level's noise+IntOpt)."""
+Progress = Callable[[LevelProgress], None]
+"""``progress(p)``: ``p.cells_done`` of ``p.cells_planned`` noised cells of level ``p.level``
+(of ``p.depth``) are done, ``p.seconds`` after the level began (``p.parents`` released parents);
+called once per level when it is done and, on long levels, up to 16 times before."""
 
 _LOG = logging.getLogger("inftda_duckdb")
 
@@ -76,6 +78,7 @@ class _Release:
     nodes: Nodes
     token: str | None = None
     progress: Progress | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
 
 _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
@@ -193,41 +196,55 @@ def _counts(arr: Any) -> np.ndarray:
     return _plain(arr).field("n").flatten().to_numpy(zero_copy_only=False)
 
 
-def _levels(rid: Any, upper: Any, leaf: Any, allowed: Any) -> pa.Array:
-    """Algorithm 1, lines 2-9, in one call: the true prefix counts of level k < d are
-    ``upper[k - 1]``, the leaves' are ``leaf``, a nested level's allowed children are
-    ``allowed[k - 1]``; returns the released leaves as one row of column lists and drops the
-    release state."""
+def _levels(rid: Any, part: Any, leaves: Any, allowed: Any, threads: Any) -> pa.Array:
+    """Algorithm 1, lines 2-9, in one call: the true leaf counts are ``leaves``, a nested
+    level's allowed children ``allowed[k - 1]``; releases every level on ``threads`` workers,
+    returns the released leaves as one row of column lists and drops the release state."""
     state = _one(rid)
     try:
-        upper, allowed = _plain(upper).flatten(), _plain(allowed).flatten()
-        kids = [upper.slice(k, 1) for k in range(len(upper))] + [leaf]
-        if len(kids) != len(state.levels) or len(allowed) != len(state.levels):
-            raise InternalError(f"a release of {len(state.levels)} levels got {len(kids)} "
-                                f"levels of prefixes and {len(allowed)} of allowed children")
-        for level in range(1, len(state.levels) + 1):
-            _level_step(state, level, kids[level - 1], allowed.slice(level - 1, 1))
+        if _plain(part).to_pylist() != [0]:
+            raise InternalError("a release got a part other than 0")
+        levels = _tree(state, _plain(allowed).flatten())
+        d = levels.depth
+        codes, counts = _prefixes(leaves, d), _counts(leaves)
+        if codes.shape[-1] != counts.shape[0]:
+            raise InternalError("the leaves came with different numbers of prefixes and counts")
+        nodes = release_below(levels, state.nodes, codes, counts,
+                              workers=max(1, int(_plain(threads)[0].as_py() or 1)),
+                              progress=state.progress, cancel=state.cancelled.is_set)
+        check_total(nodes, state.root, d)
     except InftdaError as exc:
         _keep_error(state.token, exc)
         raise
-    return _leaves(state.nodes)
+    return _leaves(nodes)
 
 
-def _level_step(state: _Release, level: int, kids: Any, allowed: Any) -> None:
-    start = time.perf_counter()
-    lsource, dist, _, nest = state.levels[level - 1]
-    codes, counts = _prefixes(kids, level), _counts(kids)
-    if codes.shape[-1] != counts.shape[0]:
-        raise InternalError("a level got different numbers of prefixes and counts")
-    rule = None if nest is None else Allowed(nest, _prefixes(allowed, len(nest) + 1))
-    sizes = [size for _, _, size, _ in state.levels[:level]]
-    parents = int((state.nodes.counts > 0).sum())
-    nodes = release_children(state.nodes, codes, counts, sizes, dist, lsource, rule)
-    check_total(nodes, state.root, level)
-    state.nodes = nodes
-    if state.progress is not None:
-        state.progress(level, len(state.levels), parents, nodes.noised,
-                       time.perf_counter() - start)
+def _tree(state: _Release, allowed: Any) -> Levels:
+    """The release's :class:`Levels`: its per-level keys and noise, and each nested level's
+    allowed children (``allowed[k - 1]``; NULL when level k is not nested)."""
+    if len(allowed) != len(state.levels):
+        raise InternalError(f"a release of {len(state.levels)} levels got {len(allowed)} "
+                            "levels of allowed children")
+    rules = [
+        None if nest is None else Allowed(nest, _prefixes(allowed.slice(k, 1), len(nest) + 1))
+        for k, (_, _, _, nest) in enumerate(state.levels)
+    ]
+    return Levels(
+        tuple(size for _, _, size, _ in state.levels),
+        tuple(dist for _, dist, _, _ in state.levels),
+        tuple(src for src, _, _, _ in state.levels),
+        tuple(rules),
+    )
+
+
+def cancel(token: str | None = None) -> int:
+    """Ask running releases to stop between two blocks (the one a Python call started under
+    ``token``, or all of them): their levels call raises ``Cancelled``. Returns how many."""
+    with _LOCK:
+        states = [s for s in _RELEASES.values() if token is None or s.token == token]
+    for state in states:
+        state.cancelled.set()
+    return len(states)
 
 
 def _plain(arr: Any) -> Any:
@@ -398,7 +415,7 @@ def _register(con: Any, n: int) -> None:
         "STRUCT(rid VARCHAR, root BIGINT)",
         side_effects=True,
     )
-    fn(names.levels, _levels, ["VARCHAR", f"{PREFIXES}[]", PREFIXES, f"{PREFIXES}[]"],
+    fn(names.levels, _levels, ["VARCHAR", "BIGINT", PREFIXES, f"{PREFIXES}[]", "BIGINT"],
        "STRUCT(k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
        null_handling="special")
     fn(names.preview, _preview_rows, ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
@@ -469,16 +486,17 @@ def release(
 
     Every call is a new release with fresh noise, charged to the ledger (recorded with
     ``origin``: 'python' or 'cli'). Returns the synthetic table; its schema metadata says
-    whether it is private, the budget and the seed. ``progress(level, depth, parents, cells,
-    seconds)``, if given, is called once per level when its noise and IntOpt are done (from a
-    DuckDB worker thread).
+    whether it is private, the budget and the seed. ``progress(p)``, if given, gets a
+    :class:`~inftda_duckdb.core.topdown.LevelProgress` (level, depth, parents, cells_done,
+    cells_planned, seconds) once per level when it is done and, on long levels, up to 16 times
+    before (from the DuckDB thread running the release).
     """
     if origin not in ORIGINS:
         raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
                            "leave it out (the default is 'python')")
     if progress is not None and not callable(progress):
         raise bad_argument("progress", progress, "must be callable",
-                           "pass a function progress(level, depth, parents, cells, seconds)")
+                           "pass a function progress(p) taking a LevelProgress")
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
         domain_from_data=domain_from_data, level_weights=level_weights, output=output,
@@ -585,4 +603,4 @@ def preview(
     return table
 
 
-__all__ = ["NotPrivateWarning", "Progress", "fragments", "load", "preview", "release"]
+__all__ = ["NotPrivateWarning", "Progress", "cancel", "fragments", "load", "preview", "release"]

@@ -266,14 +266,8 @@ def render_release(
     ctes.append(_f("begin", begin=names.begin, spec=spec))
     codes = ", ".join(f"k{i}" for i in range(1, d + 1))
     ctes.append(_f("leaf", codes=codes, keep=keep))
-    for i in range(d - 1, 0, -1):
-        below = "leaf" if i == d - 1 else f"pre{i + 1}"
-        codes_i = ", ".join(f"k{j}" for j in range(1, i + 1))
-        ctes.append(_f("prefix", i=i, codes=codes_i, below=below))
-    prefixes, allowed = [], []
+    allowed = []
     for i in range(1, d + 1):
-        pre = "leaf" if i == d else f"pre{i}"
-        prefixes.append(f"(SELECT {_prefix_lists(plan, i)} FROM {pre})")
         nested = plan.nested_parent(i - 1)
         if nested is None:
             allowed.append("NULL")
@@ -284,8 +278,7 @@ def render_release(
         _f(
             "levels",
             levels=names.levels,
-            upper=", ".join(prefixes[:-1]),
-            leaf=prefixes[-1],
+            leaf=f"(SELECT {_prefix_lists(plan, d)} FROM leaf)",
             allowed=", ".join(allowed),
             ptype=PREFIXES,
             lists=", ".join(

@@ -24,6 +24,7 @@ import pyarrow as pa
 from ..core.errors import InftdaError, bad_argument
 from ..core.exact import to_positive_fraction
 from ..core.identifiers import literal, parse_qualified, quote, quote_qualified
+from ..core.topdown import LevelProgress
 from .shell import clean_message, render
 
 FILE_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -386,6 +387,11 @@ class Progress:
             sys.stderr.write(f"[{elapsed:7.2f} s] {text}\n")
             sys.stderr.flush()
 
+    def report(self, p: LevelProgress) -> None:
+        """The release's progress hook: a level's line once it is done."""
+        if p.cells_done == p.cells_planned:
+            self.level(p.level, p.depth, p.parents, p.cells_planned, p.seconds)
+
     def level(self, level: int, depth: int, parents: int, cells: int, seconds: float) -> None:
         """A release's per-level report: a bar redrawn in place on a terminal, else a line."""
         if self.quiet:
@@ -470,7 +476,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         progress.say(f"release of {source} ({', '.join(columns)}) started")
         with relay_warnings(skip="seed"):
             table = release(con, source, columns, **budget, **options, output=args.output_kind,
-                            unknown=args.unknown, progress=progress.level, origin="cli")
+                            unknown=args.unknown, progress=progress.report, origin="cli")
         progress.say(f"released {table.num_rows} rows"
                      + ("" if _is_private(table) else " (NOT PRIVATE)"))
         con.register("inftda_cli_result", table)

@@ -1,0 +1,275 @@
+"""The tree a release descends: its public shape, its level keys, and the address of every cell.
+
+Level ``k`` (1..d) of a release over columns with public domain sizes ``s_1..s_d`` holds the
+``k``-prefixes ``(c_1..c_k)``; a nested level only allows the children a public domain table lists
+under the parent's codes at some earlier levels (:class:`Allowed`). :class:`Levels` holds what
+every worker needs to release any subtree: the sizes, the nested levels' allowed children, and per
+level the noise N_Z(0, sigma_k^2) and the level's key (``source.derive(k)``).
+
+**Noise is addressed by the tree.** The cell ``(c_1..c_k)`` of level ``k`` draws its noise from
+the level's key at the address
+
+- ``((c_1 s_2 + c_2) s_3 + ...) s_k + c_k``, the cell's mixed-radix position in the product of the
+  public domains, when that product ``P_k = s_1 ... s_k`` is at most 2**64 (one uint64);
+- else a row of uint64 *limbs*: the levels ``1..k`` cut greedily, from level 1, into runs whose
+  sizes multiply to at most 2**64, each run's codes in mixed radix. Limbs go through the
+  prefix-free AES-CBC-MAC of :mod:`~inftda_duckdb.core.randomness` (``L/2 + 2`` AES blocks per
+  word instead of one).
+
+Both are injective on the public domain (nested levels included: a nested child's address is its
+position in the full product), depend only on the release key, the level and the cell's own codes,
+and never on ranks, batches, blocks, workers or order: any subtree released alone, anywhere, draws
+the same noise as inside the whole release.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from .accounting import BudgetPlan
+from .errors import InternalError, bad_argument
+from .noise import DiscreteGaussian
+from .randomness import RandomSource
+
+IntArray = npt.NDArray[np.int64]
+NARROW = 1 << 64
+"""Levels whose domain product is at most this address a cell by one uint64."""
+MAX_KEY_SPAN = 1 << 62
+"""Mixed-radix keys of prefixes stay below this (int64 with room): the SQL sends a level's
+prefixes as keys only for domains whose product is below it."""
+
+
+class Allowed(NamedTuple):
+    """A nested level's public children: ``codes[-1]`` may follow a parent whose codes at the
+    levels ``levels`` (0-based) are ``codes[:-1]`` (one row per level; columns are the rows of
+    a public domain table)."""
+
+    levels: tuple[int, ...]
+    codes: IntArray
+
+
+class Nodes(NamedTuple):
+    """Released nodes of one level, in lexicographic code order: node ``i`` has the codes
+    ``codes[:, i]`` (one row per level so far: levels are rows, so a level's codes are one
+    contiguous array) and the released count ``counts[i]`` (> 0, the root excepted)."""
+
+    codes: npt.NDArray[np.int32]
+    counts: IntArray
+    noised: int = 0  #: cells noised to release this level (every child of every parent)
+
+    @classmethod
+    def root(cls, count: int) -> Nodes:
+        return cls(np.zeros((0, 1), np.int32), np.array([count], np.int64))
+
+
+def _runs(sizes: Sequence[int]) -> list[int]:
+    """Number of levels in each limb: levels 1..k cut greedily into runs of product <= 2**64."""
+    runs, prod = [], NARROW + 1
+    for s in sizes:
+        if s > NARROW:
+            raise InternalError(f"a domain of {s} values (more than 2**64)")
+        if prod * s > NARROW:
+            runs.append(0)
+            prod = 1
+        runs[-1] += 1
+        prod *= s
+    return runs
+
+
+def mixed_radix(codes: np.ndarray, sizes: Sequence[int], dtype: npt.DTypeLike = np.uint64
+                ) -> np.ndarray:
+    """``((c_1 s_2 + c_2) s_3 + ...)``: the columns of ``codes`` (one row per level) in mixed
+    radix over ``sizes`` (the caller keeps the product within ``dtype``)."""
+    out = np.zeros(codes.shape[1], dtype)
+    for row, s in zip(codes, sizes, strict=True):
+        out *= s
+        out += row.astype(dtype, copy=False)
+    return out
+
+
+class Addresser:
+    """The cell addresses of one level ``k``: ``cells(parent_codes, child_codes)``."""
+
+    def __init__(self, sizes: Sequence[int]) -> None:
+        self.sizes = [int(s) for s in sizes]  # s_1..s_k
+        runs = _runs(self.sizes)
+        self.narrow = len(runs) == 1
+        bounds = np.cumsum([0, *runs]).tolist()
+        self.limbs = [(bounds[i], bounds[i + 1]) for i in range(len(runs))]
+
+    def cells(self, parents: np.ndarray, rows: np.ndarray | None, codes: np.ndarray) -> np.ndarray:
+        """Addresses of children: with ``rows`` None, every parent (columns of ``parents``, one
+        row per level 1..k-1) times every code of the 1-D ``codes`` (row-major); else child ``i``
+        is ``codes[i]`` under parent ``rows[i]``. uint64 (n,) when narrow, else (n, L) limbs."""
+        m = np.uint64(self.sizes[-1])
+        a, b = self.limbs[-1]
+        last = mixed_radix(parents[a:], self.sizes[a:b - 1]) * m  # the run holding level k
+        kids = codes.astype(np.uint64, copy=False)
+        last = (last[:, None] + kids).ravel() if rows is None else last[rows] + kids
+        if self.narrow:
+            return last
+        out = np.empty((last.shape[0], len(self.limbs)), np.uint64)
+        out[:, -1] = last
+        for j, (lo, hi) in enumerate(self.limbs[:-1]):
+            limb = mixed_radix(parents[lo:hi], self.sizes[lo:hi])
+            out[:, j] = np.repeat(limb, codes.shape[0]) if rows is None else limb[rows]
+        return out
+
+
+class Children:
+    """A nested level's allowed children, looked up by the parents' codes at the keying levels."""
+
+    def __init__(self, allowed: Allowed, sizes: Sequence[int]) -> None:
+        lv = list(allowed.levels)
+        table = np.asarray(allowed.codes, dtype=np.int64).reshape(len(lv) + 1, -1)
+        key_sizes = [int(sizes[i]) for i in lv]
+        if table.size and (table.min() < 0 or (table.max(axis=1) >= [*key_sizes, sizes[-1]]).any()):
+            raise InternalError("a nested level's allowed children lie outside their domains")
+        self.levels, self.key_sizes = lv, key_sizes
+        self._wide = math.prod(key_sizes) >= MAX_KEY_SPAN
+        if self._wide:  # keys too wide for int64: rank the distinct key tuples
+            self._tuples, keys = np.unique(table[:-1], axis=1, return_inverse=True)
+            keys = keys.reshape(-1)
+        else:
+            keys = mixed_radix(table[:-1], key_sizes, np.int64)
+        order = np.lexsort((table[-1], keys))
+        keys, children = keys[order], table[-1, order]
+        distinct = np.ones(keys.shape[0], bool)
+        distinct[1:] = (keys[1:] != keys[:-1]) | (children[1:] != children[:-1])
+        self.keys, self.children = keys[distinct], children[distinct]
+
+    def of(self, parents: np.ndarray) -> tuple[IntArray, IntArray]:
+        """(first, last) positions in ``children`` of each parent's allowed children (columns of
+        ``parents``, one row per level so far); a parent with none is an internal error."""
+        if self._wide:
+            keys = find_columns(self._tuples, parents[self.levels], self.key_sizes)
+        else:
+            keys = mixed_radix(parents[self.levels], self.key_sizes, np.int64)
+        lo = np.searchsorted(self.keys, keys, side="left")
+        hi = np.searchsorted(self.keys, keys, side="right")
+        if (hi == lo).any():
+            raise InternalError("a parent of a nested level has no allowed children")
+        return lo, hi
+
+
+def order_keys(a: np.ndarray, b: np.ndarray, sizes: Sequence[int]) -> tuple[IntArray, IntArray]:
+    """Order-preserving int64 keys of the columns of two code matrices (one row per level):
+    mixed radix over the domain sizes, re-ranked (jointly) before it would overflow."""
+    ka = np.zeros(a.shape[1], np.int64)
+    kb = np.zeros(b.shape[1], np.int64)
+    span = 1
+    for j, m in enumerate(sizes):
+        if span * int(m) >= MAX_KEY_SPAN:  # deep trees with big domains: rank the keys so far
+            u, inv = np.unique(np.concatenate([ka, kb]), return_inverse=True)
+            ka, kb, span = inv[: ka.shape[0]], inv[ka.shape[0] :], u.shape[0]
+        ka *= int(m)
+        ka += a[j]
+        kb *= int(m)
+        kb += b[j]
+        span *= int(m)
+    return ka, kb
+
+
+def find_columns(sorted_codes: np.ndarray, codes: np.ndarray, sizes: Sequence[int]) -> IntArray:
+    """Index of each column of ``codes`` among the columns of ``sorted_codes`` (distinct, in
+    lexicographic order; one row per level), -1 where absent."""
+    return lookup(*order_keys(sorted_codes, codes, sizes))
+
+
+def lookup(keys: IntArray, wanted: np.ndarray) -> IntArray:
+    """Index of each of ``wanted`` in the ascending distinct ``keys``, -1 where absent."""
+    if keys.shape[0] == 0:
+        return np.full(wanted.shape[0], -1, np.int64)
+    rows = np.searchsorted(keys, wanted)
+    rows[rows == keys.shape[0]] = 0
+    return np.where(keys[rows] == wanted, rows, -1)
+
+
+@dataclass(frozen=True)
+class Levels:
+    """Everything a worker needs to release any subtree of one release: the public domain
+    sizes, the nested levels' allowed children, and per level k = 1..d the noise
+    N_Z(0, sigma_k^2) and the level's key. Holds secret keys: never log it; ship it to another
+    process only through :meth:`export` over an encrypted channel."""
+
+    sizes: tuple[int, ...]
+    noise: tuple[DiscreteGaussian, ...]
+    sources: tuple[RandomSource, ...]
+    allowed: tuple[Allowed | None, ...]
+
+    def __post_init__(self) -> None:
+        d = len(self.sizes)
+        if not len(self.noise) == len(self.sources) == len(self.allowed) == d:
+            raise InternalError("Levels got different numbers of sizes, noises, keys and nestings")
+        if any(int(s) < 1 for s in self.sizes):
+            raise InternalError("a level with an empty domain")
+
+    @classmethod
+    def build(
+        cls,
+        sizes: Sequence[int],
+        plan: BudgetPlan,
+        source: RandomSource,
+        allowed: Mapping[int, Allowed] | None = None,
+    ) -> Levels:
+        """The levels of a release: level k (1-based) noised with ``plan.level_sigma2[k-1]``
+        under ``source.derive(k)``; ``allowed[k-1]`` for a nested level k."""
+        d = len(sizes)
+        if len(plan.level_sigma2) != d:
+            raise bad_argument("plan", f"a plan for {len(plan.level_sigma2)} levels",
+                               f"must match the {d} domain sizes", "plan the budget for d levels")
+        return cls(
+            tuple(int(s) for s in sizes),
+            tuple(DiscreteGaussian(s2) for s2 in plan.level_sigma2),
+            tuple(source.derive(k) for k in range(1, d + 1)),
+            tuple((allowed or {}).get(k) for k in range(d)),
+        )
+
+    @property
+    def depth(self) -> int:
+        return len(self.sizes)
+
+    @cached_property
+    def addressers(self) -> tuple[Addresser, ...]:
+        return tuple(Addresser(self.sizes[:k]) for k in range(1, self.depth + 1))
+
+    @cached_property
+    def children(self) -> tuple[Children | None, ...]:
+        return tuple(None if a is None else Children(a, self.sizes[: k + 1])
+                     for k, a in enumerate(self.allowed))
+
+    def export(self) -> dict[str, Any]:
+        """A picklable copy for a worker process (contains the level keys: secret)."""
+        return {
+            "sizes": list(self.sizes),
+            "sigma2": [str(n.sigma2) for n in self.noise],
+            "keys": [s.export_key() for s in self.sources],
+            "private": all(s.private for s in self.sources),
+            "allowed": [None if a is None else (list(a.levels), np.asarray(a.codes))
+                        for a in self.allowed],
+        }
+
+    @classmethod
+    def from_export(cls, data: Mapping[str, Any]) -> Levels:
+        """The :class:`Levels` that :meth:`export` copied (in a worker)."""
+        return cls(
+            tuple(int(s) for s in data["sizes"]),
+            tuple(DiscreteGaussian(s2) for s2 in data["sigma2"]),
+            tuple(RandomSource.from_exported_key(k, bool(data["private"]))
+                  for k in data["keys"]),
+            tuple(None if a is None else Allowed(tuple(a[0]), np.asarray(a[1], np.int64))
+                  for a in data["allowed"]),
+        )
+
+
+__all__ = [
+    "MAX_KEY_SPAN", "NARROW", "Addresser", "Allowed", "Children", "Levels", "Nodes",
+    "find_columns", "lookup", "mixed_radix", "order_keys",
+]
