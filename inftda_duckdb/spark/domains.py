@@ -31,6 +31,7 @@ from pyspark.sql import types as T
 
 from ..core.errors import InputError, bad_argument
 from ..core.request import ReleaseRequest
+from ..core.tree import Allowed
 from ..duckdb.domain import ColumnDomain, DomainPlan, Nesting, _check_columns
 
 EXAMPLES = 5  #: values quoted in an error message, as in DuckDB's checks
@@ -89,8 +90,8 @@ class Domains:
     def sizes(self) -> list[int]:
         return [len(v) for v in self.values]
 
-    def allowed(self, level: int) -> tuple[tuple[int, ...], np.ndarray] | None:
-        """A nested level's public children: (earlier levels keying them, codes (j + 1, M))."""
+    def allowed(self, level: int) -> Allowed | None:
+        """A nested level's public children (the earlier levels keying them, and the codes)."""
         nested = self.plan.nested_parent(level)
         if nested is None:
             return None
@@ -99,7 +100,7 @@ class Domains:
         rows = [nest.levels.index(k) for k in (*keys, level)]
         table = self.nests[t][rows]
         table = table[:, (self.nests[t] >= 0).all(axis=0)]
-        return keys, np.unique(table, axis=1)
+        return Allowed(keys, np.unique(table, axis=1))
 
     def frame(self, spark: SparkSession, level: int) -> DataFrame:
         """Level ``level``'s values and codes as a small DataFrame ``(v, code)``."""

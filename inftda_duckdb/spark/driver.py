@@ -40,7 +40,8 @@ from ..core.accounting import epsilon_from_rho
 from ..core.errors import InputError, bad_argument
 from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, parse_request
-from ..core.topdown import Allowed, Nodes, release_root
+from ..core.topdown import check_total, release_below, release_root
+from ..core.tree import Levels, Nodes, mixed_radix
 from ..duckdb.domain import raise_for_checks
 from ..duckdb.extension import (
     DEFAULT_DELTA,
@@ -54,7 +55,7 @@ from ..duckdb.extension import (
 from ..ledger import store
 from . import domains as dom
 from . import leaves as lv
-from .subtrees import CHUNK_CELLS, ExportedKey, SubtreeJob, choose_cut, encode, top_levels
+from .subtrees import CHUNK_CELLS, SubtreeJob, choose_cut, export_below
 from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
 
 ROWS_PER_PARTITION = 1 << 20
@@ -115,6 +116,7 @@ def release(
     )
     spark, request, src, tables = _prepare(source, columns, name, domain_tables, options)
     plan = budget_plan(request)  # refuses a budget too small to sample, before anything runs
+    chunk = _chunk_cells(spark)
     con, close = _ledger(ledger)
     try:
         key = _ledger_source(spark, source, name)
@@ -148,20 +150,16 @@ def release(
             con.close()
     secret = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
     root = release_root(n, plan, secret)
-    allowed = {k: Allowed(*a) for k in range(request.depth)
-               if (a := values.allowed(k)) is not None}
+    allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
+    levels = Levels.build(sizes, plan, secret, allowed)
     cut_nodes = Nodes.root(root)
-    if cut:
-        cut_nodes = top_levels(
-            summary.prefix_keys, summary.prefix_counts, sizes[:cut], plan.level_sigma2[:cut],
-            [secret.derive(k) for k in range(1, cut + 1)], allowed, root,
-        )
+    if cut:  # levels 1..cut on the driver, from the true counts of the cut prefixes
+        cut_nodes = release_below(levels, cut_nodes, summary.prefix_keys,
+                                  summary.prefix_counts, upto=cut)
+        check_total(cut_nodes, root, cut)
     job = SubtreeJob(
-        cut=cut, sizes=tuple(sizes), sigma2=tuple(plan.level_sigma2[cut:]),
-        keys=tuple(ExportedKey.of(secret.derive(k)) for k in range(cut + 1, request.depth + 1)),
-        allowed=tuple((k, a.levels, a.codes) for k, a in allowed.items() if k >= cut),
-        values=values.values, names=request.columns, rows=request.output == "rows",
-        keyed=lv.keyed(values), chunk_cells=_chunk_cells(spark),
+        cut=cut, levels=export_below(levels, cut), values=values.values, names=request.columns,
+        rows=request.output == "rows", keyed=lv.keyed(values), chunk_cells=chunk,
     )
     result = _subtrees(spark, request, values, leaves, cut_nodes, job, data["leaves"],
                        partitions, src.fields)
@@ -306,7 +304,7 @@ def _subtrees(
         *[T.StructField(a, T.LongType() if job.keyed else T.IntegerType()) for a in address],
         T.StructField("n", T.LongType()),
     ])
-    s = encode(cut_nodes.codes, values.sizes[:cut])
+    s = mixed_radix(cut_nodes.codes, values.sizes[:cut], np.int64)
     count = s.shape[0]
     node_table = pa.table(
         [pa.array(s), pa.array(np.ones(count, bool)),

@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..core.request import ReleaseRequest
-from ..core.topdown import MAX_KEY_SPAN
+from ..core.tree import MAX_KEY_SPAN
 from .domains import EXAMPLES, Domains, Source, col, key_span
 
 UNIT_SEPARATOR = "\x1f"

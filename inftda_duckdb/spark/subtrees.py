@@ -9,10 +9,14 @@ subtree, and :class:`SubtreeJob` (the Python function of ``mapInArrow``) release
 of whole subtrees per Arrow chunk on the executors, and decodes the released leaves to the
 columns' own values. No leaf-level data reaches the driver.
 
-The executors build their random sources from the level keys that :class:`SubtreeJob` carries
-(:class:`ExportedKey`, a deliberate export: a ``RandomSource`` itself refuses pickling and is
-re-keyed after fork, and PySpark forks its Python workers). The keys travel inside the task
-closures: see the README's "Secrets in transit" for the settings that encrypt them.
+Both sides call the engine-neutral core (:func:`inftda_duckdb.core.topdown.release_below`),
+whose noise is addressed by the tree: a subtree released alone on any executor, in any batch,
+draws the same noise as in the DuckDB release. The executors rebuild the levels (and their random
+sources) from :meth:`Levels.export`, a deliberate export of the level keys made on the driver
+and carried by :class:`SubtreeJob` (a ``RandomSource`` itself refuses pickling and is re-keyed
+after fork, and PySpark forks its Python workers); only the keys of the levels below the cut are
+exported. They travel inside the task closures: see the README's "Secrets in transit" for the
+settings that encrypt them.
 """
 
 from __future__ import annotations
@@ -20,15 +24,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from fractions import Fraction
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from ..core.errors import InternalError
-from ..core.randomness import RandomSource
-from ..core.topdown import MAX_KEY_SPAN, Allowed, Nodes, check_total, release_children
+from ..core.topdown import release_below
+from ..core.tree import MAX_KEY_SPAN, Levels, Nodes
 
 CUT_CELLS = 1 << 13
 """At most this many cells at the cut level: the driver's share of a release (its memory, and
@@ -63,77 +67,12 @@ def decode(keys: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     return codes
 
 
-def encode(codes: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
-    """Mixed-radix keys of codes (len(sizes), N) (0 for an empty prefix)."""
-    keys = np.zeros(codes.shape[1] if codes.ndim == 2 else 0, np.int64)
-    for j, size in enumerate(sizes):
-        keys *= int(size)
-        keys += codes[j]
-    return keys
-
-
-def top_levels(
-    prefix_keys: np.ndarray,
-    prefix_counts: np.ndarray,
-    sizes: Sequence[int],
-    sigma2: Sequence[Fraction],
-    sources: Sequence[RandomSource],
-    allowed: dict[int, Allowed],
-    root: int,
-) -> Nodes:
-    """Algorithm 1, lines 2-9, for levels 1..c on the driver, from the true counts of the
-    c-prefixes (mixed-radix keys over ``sizes``, the first c domain sizes)."""
-    nodes = Nodes.root(root)
-    for k in range(1, len(sizes) + 1):
-        span = math.prod(sizes[k:])
-        keys, inv = np.unique(prefix_keys // span, return_inverse=True)
-        counts = np.bincount(inv.ravel(), weights=prefix_counts, minlength=keys.shape[0])
-        true = keys if k > 1 else keys.reshape(1, -1)
-        nodes = release_children(nodes, true, counts.astype(np.int64), list(sizes[:k]),
-                                 sigma2[k - 1], sources[k - 1], allowed.get(k - 1))
-        check_total(nodes, root, k)
-    return nodes
-
-
-@dataclass(frozen=True)
-class ExportedKey:
-    """A level's PRF key exported on purpose, to rebuild its :class:`RandomSource` in an
-    executor (after PySpark's fork). It pickles; its repr hides the key."""
-
-    key: bytes = field(repr=False)
-    private: bool
-
-    @classmethod
-    def of(cls, source: RandomSource) -> ExportedKey:
-        return cls(source._key, source.private)
-
-    def source(self) -> RandomSource:
-        return RandomSource._from_key(self.key, self.private)
-
-
-def release_below(
-    nodes: Nodes,
-    leaf_codes: np.ndarray,
-    leaf_counts: np.ndarray,
-    sizes: Sequence[int],
-    sigma2: Sequence[Fraction],
-    sources: Sequence[RandomSource],
-    allowed: dict[int, Allowed],
-) -> Nodes:
-    """Levels c+1..d of a batch of subtrees: ``nodes`` are released cut nodes (codes (c, B),
-    ascending), ``leaf_codes`` (d, N) and ``leaf_counts`` the true leaves below them."""
-    cut, d = nodes.codes.shape[0], len(sizes)
-    for k in range(cut + 1, d + 1):
-        if math.prod(sizes[:k]) < MAX_KEY_SPAN:
-            pref, inv = np.unique(encode(leaf_codes[:k], sizes[:k]), return_inverse=True)
-            true = decode(pref, sizes[:k])
-        else:
-            true, inv = np.unique(leaf_codes[:k], axis=1, return_inverse=True)
-        counts = np.bincount(inv.ravel(), weights=leaf_counts, minlength=true.shape[1])
-        nodes = release_children(nodes, true, counts.astype(np.int64),
-                                 list(sizes[:k]), sigma2[k - cut - 1], sources[k - cut - 1],
-                                 allowed.get(k - 1))
-    return nodes
+def export_below(levels: Levels, cut: int) -> dict[str, Any]:
+    """:meth:`Levels.export` for the executors, which release levels cut+1..d only: the keys of
+    levels 1..cut are replaced by fresh random bytes, so those keys never leave the driver."""
+    data = levels.export()
+    data["keys"] = [os.urandom(32) if k < cut else key for k, key in enumerate(data["keys"])]
+    return data
 
 
 @dataclass(frozen=True)
@@ -147,24 +86,24 @@ class SubtreeJob:
     """
 
     cut: int
-    sizes: tuple[int, ...]
-    sigma2: tuple[Fraction, ...]  # levels cut+1..d
-    keys: tuple[ExportedKey, ...]  # levels cut+1..d
-    allowed: tuple[tuple[int, tuple[int, ...], np.ndarray], ...]
+    levels: dict[str, Any]  # Levels.export(): holds the level keys below the cut (secret)
     values: tuple[pa.Array, ...]
     names: tuple[str, ...]
     rows: bool
     keyed: bool
     chunk_cells: int = CHUNK_CELLS
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        sources = [k.source() for k in self.keys]  # built here, after the worker's fork
-        yield from _fail_first_attempt(self._run(batches, sources))
+    def __repr__(self) -> str:  # never print the keys
+        return f"SubtreeJob(cut={self.cut}, names={self.names})"
 
-    def _run(self, batches: Iterator[pa.RecordBatch],
-             sources: list[RandomSource]) -> Iterator[pa.RecordBatch]:
-        allowed = {level: Allowed(keys, codes) for level, keys, codes in self.allowed}
-        weight = max(1, sum(self.sizes[self.cut:]))
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        levels = Levels.from_export(self.levels)  # built here, after the worker's fork
+        yield from _fail_first_attempt(self._run(batches, levels))
+
+    def _run(self, batches: Iterator[pa.RecordBatch], levels: Levels
+             ) -> Iterator[pa.RecordBatch]:
+        sizes = levels.sizes
+        weight = max(1, sum(sizes[self.cut:]))
         buffer: list[pa.RecordBatch] = []
         cells = 0
         for batch in batches:
@@ -177,40 +116,31 @@ class SubtreeJob:
             if cells >= self.chunk_cells:
                 table = pa.Table.from_batches(buffer).combine_chunks()
                 s = table.column("s").to_numpy()
-                last = int(s[-1])
-                done = int(np.searchsorted(s, last, side="left"))
+                done = int(np.searchsorted(s, s[-1], side="left"))  # complete subtrees
                 if done:
-                    yield from self._release(table.slice(0, done), sources, allowed)
+                    yield from self._release(table.slice(0, done), levels)
                 buffer = table.slice(done).to_batches()
                 cells = sum(b.num_rows for b in buffer)
         if buffer:
-            yield from self._release(pa.Table.from_batches(buffer).combine_chunks(), sources,
-                                     allowed)
+            yield from self._release(pa.Table.from_batches(buffer).combine_chunks(), levels)
 
-    def _release(self, table: pa.Table, sources: list[RandomSource],
-                 allowed: dict[int, Allowed]) -> Iterator[pa.RecordBatch]:
+    def _release(self, table: pa.Table, levels: Levels) -> Iterator[pa.RecordBatch]:
         s = table.column("s").to_numpy()
         if s.shape[0] > 1 and (np.diff(s) < 0).any():
             raise InternalError("a partition's subtrees are not sorted")
         node = table.column("node").to_numpy(zero_copy_only=False)
         n = table.column("n").to_numpy()
-        d = len(self.sizes)
-        nodes = Nodes(decode(s[node], self.sizes[: self.cut]), n[node])
-        if np.unique(s[node]).shape[0] != nodes.counts.shape[0]:
+        if np.unique(s[node]).shape[0] != int(node.sum()):
             raise InternalError("a subtree has two cut nodes")
+        nodes = Nodes(decode(s[node], levels.sizes[: self.cut]), n[node])
         leaf = ~node
-        if self.keyed:
-            leaf_codes = decode(table.column("key").to_numpy(zero_copy_only=False)[leaf],
-                                self.sizes)
+        if self.keyed:  # mixed-radix keys of the leaves (t = d)
+            truth = table.column("key").to_numpy(zero_copy_only=False)[leaf]
         else:
-            leaf_codes = np.stack([
-                table.column(f"k{j}").to_numpy(zero_copy_only=False)[leaf]
-                for j in range(1, d + 1)
-            ])
-        out = release_below(nodes, leaf_codes, n[leaf], self.sizes, self.sigma2, sources,
-                            allowed)
-        root = int(nodes.counts.sum())
-        if int(out.counts.sum()) != root:
+            truth = np.stack([table.column(f"k{j}").to_numpy(zero_copy_only=False)[leaf]
+                              for j in range(1, levels.depth + 1)])
+        out = release_below(levels, nodes, truth, n[leaf])
+        if int(out.counts.sum()) != int(nodes.counts.sum()):
             raise InternalError("a subtree's leaves do not add up to its cut node")
         yield from self._decoded(out)
 
@@ -218,13 +148,13 @@ class SubtreeJob:
         index = np.arange(out.counts.shape[0])
         if self.rows:
             index = np.repeat(index, out.counts)
+        names = list(self.names) + ([] if self.rows else ["count"])
         for lo in range(0, index.shape[0], OUT_ROWS):
             part = index[lo: lo + OUT_ROWS]
             columns = [values.take(pa.array(out.codes[j][part]))
                        for j, values in enumerate(self.values)]
             if not self.rows:
                 columns.append(pa.array(out.counts[part], pa.int64()))
-            names = list(self.names) + ([] if self.rows else ["count"])
             yield pa.RecordBatch.from_arrays(columns, names=names)
 
 
