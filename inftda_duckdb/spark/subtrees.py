@@ -102,8 +102,7 @@ class SubtreeJob:
 
     def _run(self, batches: Iterator[pa.RecordBatch], levels: Levels
              ) -> Iterator[pa.RecordBatch]:
-        sizes = levels.sizes
-        weight = max(1, sum(sizes[self.cut:]))
+        bound = _cells_bound(levels.sizes[self.cut:])
         buffer: list[pa.RecordBatch] = []
         cells = 0
         for batch in batches:
@@ -112,7 +111,7 @@ class SubtreeJob:
             buffer.append(batch)
             node = batch.column("node").to_numpy(zero_copy_only=False)
             n = batch.column("n").to_numpy()
-            cells += int(batch.num_rows + np.minimum(n[node], 1 << 40).sum() * weight)
+            cells += batch.num_rows + bound(n[node])
             if cells >= self.chunk_cells:
                 table = pa.Table.from_batches(buffer).combine_chunks()
                 s = table.column("s").to_numpy()
@@ -156,6 +155,19 @@ class SubtreeJob:
             if not self.rows:
                 columns.append(pa.array(out.counts[part], pa.int64()))
             yield pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def _cells_bound(sizes: Sequence[int]) -> Any:
+    """``bound(counts)``: at most how many cells are noised below cut nodes released with these
+    counts: level k has at most min(count, cells of level k-1) parents, each with s_k children."""
+    parents = np.cumprod([1, *sizes[:-1]], dtype=float)
+    width = np.asarray(sizes, dtype=float)
+
+    def bound(counts: np.ndarray) -> int:
+        c = counts.astype(float)[:, None]
+        return int((np.minimum(c, parents) * width).sum())
+
+    return bound
 
 
 def _fail_first_attempt(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
