@@ -47,6 +47,9 @@ def trips_table(rows: int = 3000, **nulls: int) -> pa.Table:
         "hour": pa.array((i * 13 % 24).astype(np.int32)),
         "day": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=int(x)) for x in i % 3]),
         "person": pa.array(i % 50),
+        "late": pa.array(i % 5 == 0),
+        "at": pa.array([dt.datetime(2024, 1, 1, int(x)) for x in i % 2],
+                       pa.timestamp("us", tz="UTC")),
     })
     for name, count in nulls.items():
         values = table.column(name).to_pylist()
@@ -76,14 +79,19 @@ def rows(frame: Any) -> list[tuple]:
 def test_names_types_and_provenance(spark: Any, ledger: Any) -> None:
     frame = spark.createDataFrame(trips_table())
     with pytest.warns(NotPrivateWarning, match="seed := 3"):
-        out = release(frame, ["Origin", "DAY", "hour"], rho=1, seed=3, ledger=ledger,
-                      name="trips", domains={"Origin": DOMAINS["origin"], "hour": range(24),
-                                             "DAY": ["2024-01-01", "2024-01-02", "2024-01-03"]})
-    assert out.columns == ["Origin", "DAY", "hour", "count"]  # the request's spelling
+        out = release(frame, ["Origin", "DAY", "hour", "late", "at"], rho=1, seed=3,
+                      ledger=ledger, name="trips",
+                      domains={"Origin": DOMAINS["origin"], "hour": range(24),
+                               "DAY": ["2024-01-01", "2024-01-02", "2024-01-03"],
+                               "late": [False, True],
+                               "at": ["2024-01-01T00:00:00", "2024-01-01T01:00:00"]})
+    assert out.columns == ["Origin", "DAY", "hour", "late", "at", "count"]  # as requested
     assert [f.dataType.simpleString() for f in out.schema.fields] == [
-        "string", "date", "int", "bigint"]
+        "string", "date", "int", "boolean", "timestamp", "bigint"]
     got = rows(out)
     assert {r[1] for r in got} <= {dt.date(2024, 1, d) for d in (1, 2, 3)}
+    assert {r[3] for r in got} <= {False, True}
+    assert {r[4].hour for r in got} <= {0, 1}
     assert sum(r[-1] for r in got) == 2727  # substitute: n is public and kept exactly
     meta = out.schema["count"].metadata["inftda"]
     assert '"private": false' in meta and '"seed": 3' in meta and '"engine": "spark"' in meta
