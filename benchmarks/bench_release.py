@@ -1,11 +1,20 @@
-"""Benchmark: a whole InfTDA release vs the bare leaf-level GROUP BY on the same table.
+"""Benchmark: whole InfTDA releases beside the bare leaf GROUP BY on the same table, in one run.
 
-Target (issue 4): 10M rows, 4 ENUM columns with 50 x 20 x 24 x 10 values, the release takes at
-most 1.5x the leaf GROUP BY, both measured side by side in this run (best of ``--repeat``).
-Also: a sparse deep tree (many noised cells) to show memory stays bounded.
+    python benchmarks/bench_release.py            # the whole table (issues 4 and 17)
+    python benchmarks/bench_release.py --quick    # small sizes, a few minutes, nothing written
 
-    python benchmarks/bench_release.py [--rows 10000000 100000000] [--repeat 3]
-        [--deep-rows 100000] [--deep-size 10] [--no-write]
+Measures, each side by side with its bare leaf ``GROUP BY`` (interleaved pairs of runs; the best
+of each side and the median of the pairs' ratios, steadier on shared cores):
+
+1. flat: 10M rows, 4 ENUM columns 50 x 20 x 24 x 10 (target <= 1.5x), with the cumulative time
+   of each stage of the release statement, and the fixed cost of a 100-row release (<= 25 ms);
+2. wide: 1e7 rows, 5 ENUM levels x 40 values, uniform (~7e7 noised cells at level 5; target
+   <= 2.0x, peak RSS <= 1 GB): release and GROUP BY each in a fresh process for its peak RSS;
+3. nested: the Italy-like workload (6 levels, domain tables; target <= 3x);
+4. memory: the wide workload under SET memory_limit = '100MB' (the release in parts);
+5. scaling: the engine-neutral core alone (topdown.release_below on uniform leaves of 5 x 40) at
+   1e6, 1e7 and 1e8 noised cells, time per noised cell on 1 and 2 workers (flat = linear cost),
+   the speed-up, and a per-stage profile of one block of cells (the argument for more cores).
 
 Writes its section of benchmarks/RESULTS.md (headed ``## bench_release.py``).
 """
@@ -14,240 +23,355 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
-import re
 import statistics
+import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import duckdb
+import numpy as np
 from results import cpu_model, peak_rss_mb, write_section
 
-from inftda_duckdb.duckdb.extension import _prepare, load
-from inftda_duckdb.duckdb.sqlgen import render_release
+from inftda_duckdb.core import intopt, noise, topdown
+from inftda_duckdb.core.accounting import plan_budget
+from inftda_duckdb.core.randomness import RandomSource
+from inftda_duckdb.core.topdown import LevelProgress, release_below
+from inftda_duckdb.core.tree import Levels, Nodes
+from inftda_duckdb.duckdb.extension import _prepare, load, memory_limit
+from inftda_duckdb.duckdb.sqlgen import _prefix_lists, render_release
+from inftda_duckdb.tools.workloads import italy_like
 
-SIZES = (50, 20, 24, 10)
-BEFORE = [
-    "Before the third pass (commit 9a31ff1, same machine, 10M rows, best of 5): ratio 2.33 "
-    "(one-row) / 2.11 (CREATE TABLE AS). The third pass ran each level in ONE UDF call, "
-    "decoded by list lookup and checked ENUM labels without joins: 1.76 / 1.70 (commit "
-    "dfbc5d0). The fourth pass sent a level's prefixes as one mixed-radix BIGINT key each "
-    "when the domain sizes are known when planned (two lists instead of one per column), kept "
-    "a level's codes as rows, and noised and optimised in cache-sized blocks of 2^16 cells on "
-    "one thread: 1.61-1.68 (commit 1d0be77). The fifth pass sampled the noise by exact "
-    "inversion (one AES block per sample, no rejection rounds: 4x faster), took a level's "
-    "large arrays from Arrow's memory pool (glibc gave their pages back and faulted them in "
-    "again), used int32 index arrays where they fit, gave known ENUM columns no domain CTEs, "
-    "charged the ledger in one read and handed the released leaves straight to the unnest: "
-    "median ratio 1.47-1.51 (commit 1369aed). The sixth pass (this run) gives IntOpt a "
-    "closed form without prefix sums for rows whose children all sit above the noise, "
-    "densifies by flat position, and releases all levels in ONE UDF call that takes the "
-    "leaves' lists as their own argument. Measured against 1369aed in alternating processes "
-    "on this machine (10M rows, through the SQL macro, 15 runs each, three pairs): median "
-    "ratio 1.45-1.51 before, 1.37-1.41 after (one-row result); 1.47-1.52 before, 1.39-1.44 "
-    "after (CREATE TABLE AS).",
-    "",
-]
+HERE = Path(__file__).resolve().parent
+FLAT = (50, 20, 24, 10)
+WIDE = (40, 40, 40, 40, 40)
 
 
-def make_table(con: duckdb.DuckDBPyConnection, rows: int) -> None:
-    for i, size in enumerate(SIZES, 1):
-        labels = ", ".join(f"'c{i}_{j}'" for j in range(size))
-        con.execute(f"CREATE TYPE e{i} AS ENUM ({labels})")
-    # skewed values (power of a uniform) so the leaf table is not uniform
-    cols = ", ".join(
-        f"enum_range(NULL::e{i})[1 + floor(pow(random(), 2) * {size})::INTEGER]::e{i} AS c{i}"
-        for i, size in enumerate(SIZES, 1)
-    )
-    con.execute(f"CREATE TABLE t AS SELECT {cols} FROM range({rows})")
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def best(con: duckdb.DuckDBPyConnection, sql: str, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        con.execute(sql).fetchall()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def make_fresh(con: duckdb.DuckDBPyConnection, rows: int) -> float:
-    """(Re)build table t with ``rows`` rows; returns the seconds taken."""
-    con.execute("DROP TABLE IF EXISTS t")
-    for i in range(1, 5):
-        con.execute(f"DROP TYPE IF EXISTS e{i}")
+def timed(con: duckdb.DuckDBPyConnection, sql: str) -> float:
     start = time.perf_counter()
-    make_table(con, rows)
+    con.execute(sql).fetchall()
     return time.perf_counter() - start
 
 
-def ratios(con: duckdb.DuckDBPyConnection, rows: int, repeat: int) -> tuple[list[str], float]:
-    """Leaf GROUP BY vs release on a fresh table of ``rows`` rows, interleaved, best of repeat;
-    also the leaf GROUP BY's seconds (one-row result)."""
-    build = make_fresh(con, rows)
-    cols = ", ".join(f"c{i}" for i in range(1, 5))
-    names = ", ".join(f"'c{i}'" for i in range(1, 5))
-    leaf_times = {}
-    leaf_q = f"SELECT {cols}, count(*)::BIGINT AS count FROM t GROUP BY ALL"
-    release_q = f"SELECT * FROM inftda_release('t', [{names}], rho := 1)"
-    # (a) both sides reduced to one row (cells, records): no output cost on either side;
-    # (b) both sides written with CREATE TABLE AS (how a release is meant to be used).
-    pairs = {
-        "one-row result": (
-            f"SELECT count(*), sum(count) FROM ({leaf_q})",
-            f"SELECT count(*), sum(count) FROM ({release_q})",
-        ),
-        "CREATE TABLE AS": (
-            f"CREATE OR REPLACE TEMP TABLE leaf_out AS {leaf_q}",
-            f"CREATE OR REPLACE TEMP TABLE release_out AS {release_q}",
-        ),
-    }
-    leaves = con.execute(pairs["one-row result"][0]).fetchall()[0][0]
-    best(con, pairs["one-row result"][1], 1)  # warm-up (noise tables, plan caches)
+def pairs(con: duckdb.DuckDBPyConnection, base: str, release: str,
+          repeat: int) -> tuple[float, float, float]:
+    """Interleaved runs: best GROUP BY, best release, median of the pairs' ratios."""
+    t_base, t_rel = [], []
+    for _ in range(repeat):
+        t_base.append(timed(con, base))
+        t_rel.append(timed(con, release))
+    ratio = statistics.median(r / b for r, b in zip(t_rel, t_base, strict=True))
+    return min(t_base), min(t_rel), ratio
+
+
+def one_row(sql: str, count: str = "count") -> str:
+    return f"SELECT count(*), sum({count}) FROM ({sql})"
+
+
+# ------------------------------------------------------------------------------------ tables
+def enum_table(con: duckdb.DuckDBPyConnection, name: str, rows: int, sizes: tuple[int, ...],
+               skewed: bool) -> list[str]:
+    """``name`` with ENUM columns c1.. (skewed: a power of a uniform, else uniform)."""
+    con.execute(f"DROP TABLE IF EXISTS {name}")
+    cols = []
+    for i, size in enumerate(sizes, 1):
+        enum = f"{name}_e{i}"
+        con.execute(f"DROP TYPE IF EXISTS {enum}")
+        labels = ", ".join(f"'c{i}_{j}'" for j in range(size))
+        con.execute(f"CREATE TYPE {enum} AS ENUM ({labels})")
+        u = "pow(random(), 2)" if skewed else "random()"
+        cols.append(f"enum_range(NULL::{enum})[1 + floor({u} * {size})::INTEGER]::{enum} AS c{i}")
+    con.execute("SELECT setseed(0.42)")
+    con.execute(f"CREATE TABLE {name} AS SELECT {', '.join(cols)} FROM range({rows})")
+    return [f"c{i}" for i in range(1, len(sizes) + 1)]
+
+
+def queries(table: str, columns: list[str], options: str = "") -> tuple[str, str]:
+    cols = ", ".join(columns)
+    names = ", ".join(f"'{c}'" for c in columns)
+    base = f"SELECT {cols}, count(*)::BIGINT AS count FROM {table} GROUP BY ALL"
+    release = f"SELECT * FROM inftda_release('{table}', [{names}], rho := 1{options})"
+    return base, release
+
+
+# ------------------------------------------------------------------------------------ 1. flat
+def flat(con: duckdb.DuckDBPyConnection, rows: int, repeat: int) -> tuple[list[str], float]:
+    columns = enum_table(con, "t", rows, FLAT, skewed=True)
+    base, release = queries("t", columns)
+    timed(con, one_row(release))  # warm-up: noise tables, plan caches
+    leaves = con.execute(one_row(base)).fetchall()[0][0]
     lines = [
-        f"{rows:,} rows, 4 ENUM columns {' x '.join(map(str, SIZES))}, {leaves:,} leaves, rho 1 "
-        f"(table built in {build:.1f} s; {repeat} interleaved pairs of runs: the best of each "
-        "side, and the median of the pairs' ratios, steadier on shared cores):",
+        f"### Flat: {rows:,} rows, 4 ENUM columns {' x '.join(map(str, FLAT))}, {leaves:,} "
+        "leaves (target <= 1.5x)",
         "",
-        "| measured as | leaf GROUP BY, best (s) | release, best (s) | ratio of the bests | "
-        "median ratio of the pairs (target <= 1.5) |",
+        "| measured as | GROUP BY, best (s) | release, best (s) | ratio of the bests | median "
+        "ratio of the pairs |",
         "|---|---|---|---|---|",
     ]
-    for name, (leaf_sql, release_sql) in pairs.items():
-        t_leaf, t_rel = [], []
-        for _ in range(repeat):
-            t_leaf.append(best(con, leaf_sql, 1))
-            t_rel.append(best(con, release_sql, 1))
-        leaf, rel = min(t_leaf), min(t_rel)
-        paired = statistics.median(r / g for r, g in zip(t_rel, t_leaf, strict=True))
-        lines.append(f"| {name} | {leaf:.3f} | {rel:.3f} | {rel / leaf:.2f} | {paired:.2f} |")
-        leaf_times[name] = leaf
-    return [*lines, "", *breakdown(con, repeat), ""], leaf_times["one-row result"]
+    shapes = {
+        "one-row result": (one_row(base), one_row(release)),
+        "CREATE TABLE AS": (f"CREATE OR REPLACE TEMP TABLE b AS {base}",
+                            f"CREATE OR REPLACE TEMP TABLE r AS {release}"),
+    }
+    best_base = 0.0
+    for name, (b, r) in shapes.items():
+        tb, tr, ratio = pairs(con, b, r, repeat)
+        best_base = best_base or tb
+        lines.append(f"| {name} | {tb:.3f} | {tr:.3f} | {tr / tb:.2f} | {ratio:.2f} |")
+    return [*lines, "", *stages(con, columns, repeat), ""], best_base
 
 
-def breakdown(con: duckdb.DuckDBPyConnection, repeat: int) -> list[str]:
-    """Cumulative time to each stage of the release SQL (the statement cut after a CTE)."""
-    cols = [f"c{i}" for i in range(1, 5)]
-    request, plan, names = _prepare(con, "t", cols, {"rho": 1})
+def stages(con: duckdb.DuckDBPyConnection, columns: list[str], repeat: int) -> list[str]:
+    """Cumulative time to each stage of the release statement (cut after a CTE)."""
+    request, plan, names = _prepare(con, "t", columns, {"rho": 1})
     sql = render_release(request, plan, names, "python")
-    head = sql[: sql.index("-- each column's public values")].rstrip().rstrip(",")
     before = sql[: sql.index("-- Algorithm 1, lines 2-9")].rstrip().rstrip(",")
-    lists = re.search(r"inftda_levels_\d+\(b\.b\.rid, (\[.*?\]::STRUCT\(.*?\)\[\]), "
-                      r"(\(SELECT .*? FROM leaf\)), ", sql, re.S)
-    assert lists is not None, "the levels call changed shape"
-    stages = {
-        "leaf GROUP BY alone": "SELECT count(*), sum(count) FROM (SELECT c1, c2, c3, c4, "
-        "count(*)::BIGINT AS count FROM t GROUP BY ALL)",
+    levels = sql[: sql.index("-- each column's public values")].rstrip().rstrip(",")
+    steps = {
+        "leaf GROUP BY alone": one_row(queries("t", columns)[0]),
         "+ coded leaves, data checks": before + "\nSELECT * FROM datastats",
         "+ public checks, ledger charge, key (inftda_begin)": before + "\nSELECT b FROM inftda_b",
-        "+ prefix counts of all levels, as lists": before
-        + f"\nSELECT len({lists.group(1)}) + len({lists.group(2)}.n) FROM inftda_b AS b",
-        "+ levels 1-4 (noise + IntOpt of 265k cells), one call": head
+        "+ the leaves as one list each": before + "\nSELECT len(l.n) FROM (SELECT "
+        f"{_prefix_lists(plan, len(columns))} AS l FROM leaf)",
+        "+ every level (one call: sort, noise, IntOpt)": levels
         + "\nSELECT len(e.e.n) FROM inftda_e AS e",
-        "+ leaves to SQL, decode (whole release)": f"SELECT count(*), sum(count) FROM ({sql})",
+        "+ leaves to SQL, decode (whole release)": one_row(sql),
     }
-    times = {k: [] for k in stages}  # type: dict[str, list[float]]
-    for _ in range(repeat):
-        for k, q in stages.items():
-            times[k].append(best(con, q, 1))
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for _ in range(max(3, repeat // 3)):
+        for k, q in steps.items():
+            times[k].append(timed(con, q))
     lines = ["| cumulative stage (best of interleaved runs) | seconds |", "|---|---|"]
-    lines += [f"| {k} | {min(v):.3f} |" for k, v in times.items()]
+    return lines + [f"| {k} | {min(v):.3f} |" for k, v in times.items()]
+
+
+def fixed_cost(con: duckdb.DuckDBPyConnection, repeat: int, leaf: float) -> str:
+    columns = enum_table(con, "t", 100, FLAT, skewed=True)
+    q = one_row(queries("t", columns)[1])
+    timed(con, q)
+    runs = [timed(con, q) for _ in range(max(repeat, 5))]
+    best = min(runs)
+    return (f"Fixed cost of a release (the same 4 ENUM columns, a table of 100 rows, best of "
+            f"{len(runs)}, median {statistics.median(runs) * 1000:.1f} ms): {best * 1000:.1f} ms "
+            f"(target <= 25 ms); beside the GROUP BY above "
+            f"GROUP BY above ({leaf:.3f} s): {best / leaf:.2f}x.")
+
+
+# ------------------------------------------------------------------- 2-4. wide, nested, memory
+def child(args: argparse.Namespace) -> None:
+    """One measurement in a fresh process (its peak RSS is its own): prints JSON."""
+    con = duckdb.connect()
+    load(con)
+    if args.child.startswith("italy"):
+        wl = italy_like(con, materialize=True)
+        base, release = queries(wl.source, list(wl.columns),
+                                f", domain_tables := {list(wl.domain_tables)}")
+    else:
+        columns = enum_table(con, "w", args.rows, WIDE, skewed=False)
+        base, release = queries("w", columns)
+    if args.limit:
+        con.execute(f"SET memory_limit = '{args.limit}'")
+    start_rss = peak_rss_mb()
+    sql = one_row(base) if args.child.endswith("groupby") else one_row(release)
+    seconds, result = [], None
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        result = con.execute(sql).fetchall()[0]
+        seconds.append(time.perf_counter() - start)
+    print(json.dumps({"seconds": seconds, "rows": result[0], "total": result[1],
+                      "peak_rss_mb": peak_rss_mb(), "rss_before_mb": start_rss}))
+
+
+def run_child(kind: str, rows: int, repeat: int, limit: str | None = None) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--rows", str(rows),
+           "--repeat", str(repeat)] + (["--limit", limit] if limit else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=7200)
+    if out.returncode:
+        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1][:160]}
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def side_by_side(kind: str, title: str, rows: int, repeat: int, target: str,
+                 limit: str | None = None) -> list[str]:
+    """GROUP BY and release each in its own process (peak RSS), alternating processes."""
+    runs: dict[str, list[dict[str, Any]]] = {"groupby": [], "release": []}
+    for _ in range(repeat):
+        for side in runs:
+            log(f"{kind} {side}{' under ' + limit if limit else ''}")
+            runs[side].append(run_child(f"{kind}-{side}", rows, 1, limit))
+    lines = [f"### {title} ({target})", ""]
+    failed = [r["error"] for side in runs.values() for r in side if "error" in r]
+    if failed:
+        return [*lines, f"FAILED: {failed[0]}", ""]
+    best = {side: min(min(r["seconds"]) for r in v) for side, v in runs.items()}
+    rss = {side: max(r["peak_rss_mb"] for r in v) for side, v in runs.items()}
+    ratio = statistics.median(r["seconds"][0] / g["seconds"][0]
+                              for r, g in zip(runs["release"], runs["groupby"], strict=True))
+    g0, r0 = runs["groupby"][0], runs["release"][0]
+    lines += [
+        "| | GROUP BY | release | ratio of the bests | median ratio of the pairs |",
+        "|---|---|---|---|---|",
+        f"| seconds (best of {repeat} processes each) | {best['groupby']:.2f} | "
+        f"{best['release']:.2f} | {best['release'] / best['groupby']:.2f} | {ratio:.2f} |",
+        f"| peak RSS (MB, whole process; table alone: {g0['rss_before_mb']:.0f}) | "
+        f"{rss['groupby']:.0f} | {rss['release']:.0f} | | |",
+        f"| rows out | {g0['rows']:,} leaves | {r0['rows']:,} released leaves | | |",
+        "",
+    ]
     return lines
 
 
-def run(rows: list[int], repeat: int, deep_rows: int, deep_size: int) -> list[str]:
-    con = duckdb.connect()
-    load(con)
+# ----------------------------------------------------------------------------- 5. scaling
+def uniform_leaves(rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    keys, counts = np.unique(rng.integers(0, 40**5, rows), return_counts=True)
+    order = rng.permutation(keys.shape[0])
+    return keys[order], counts[order].astype(np.int64)
+
+
+def scaling(rows_list: list[int], repeat: int) -> list[str]:
+    levels = Levels.build(list(WIDE), plan_budget(5, rho=1), RandomSource.from_seed(1))
+    lines = [
+        "### Scaling: the core alone, time per noised cell (target: flat)",
+        "",
+        "`topdown.release_below` from the root on uniform leaves over 5 x 40 (the wide workload's "
+        "shape), sort of the leaves included; wall time, best of "
+        f"{repeat}; CPU time over all threads beside it.",
+        "",
+        "| rows | leaves | noised cells | 1 worker: s | ns/cell | CPU ns/cell | 2 workers: s | "
+        "ns/cell | speed-up 1 -> 2 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for rows in rows_list:
+        keys, counts = uniform_leaves(rows)
+        cells, res = 0, {}
+        for workers in (1, 2):
+            best, cpu = float("inf"), 0.0
+            for _ in range(repeat):
+                seen: list[LevelProgress] = []
+                t0, c0 = time.perf_counter(), time.process_time()
+                release_below(levels, Nodes.root(int(counts.sum())), keys, counts,
+                              workers=workers, progress=seen.append)
+                wall, used = time.perf_counter() - t0, time.process_time() - c0
+                if wall < best:
+                    best, cpu = wall, used
+                cells = sum(p.cells_planned for p in seen if p.cells_done == p.cells_planned)
+            res[workers] = (best, cpu)
+        (w1, c1), (w2, _) = res[1], res[2]
+        lines.append(f"| {rows:,} | {keys.shape[0]:,} | {cells:,} | {w1:.2f} | "
+                     f"{w1 / cells * 1e9:.1f} | {c1 / cells * 1e9:.1f} | {w2:.2f} | "
+                     f"{w2 / cells * 1e9:.1f} | {w1 / w2:.2f}x |")
+    return [*lines, "", *profile(), ""]
+
+
+def profile() -> list[str]:
+    """CPU time per cell of each stage of one block of 2**16 cells (level 5 of the wide shape:
+    sparse rows of 40), best of many: what one worker does per cell."""
+    rng = np.random.default_rng(0)
+    m, n_par = 40, topdown.BLOCK_CELLS // 40
+    n = m * n_par
+    levels = Levels.build(list(WIDE), plan_budget(5, rho=1), RandomSource.from_seed(1))
+    parents = np.sort(rng.integers(0, 40, (4, n_par)).astype(np.int32), axis=1)
+    c = rng.integers(1, 9, n_par)
+    dist, source, addresser = levels.noise[4], levels.sources[4], levels.addressers[4]
+    x = np.empty(n, np.int64)
+
+    def best(f: Callable[[], Any]) -> float:
+        out = float("inf")
+        for _ in range(30):
+            t0 = time.thread_time()
+            for _ in range(5):
+                f()
+            out = min(out, (time.thread_time() - t0) / (5 * n) * 1e9)
+        return out
+
+    def address() -> None:
+        addresser.cells(parents, None, np.arange(m), out=noise.address_buffer(n))
+
+    address()
+    sample = best(lambda: dist.sample_addressed(source, n, x))
+    y = x.copy()
+    y[rng.integers(0, n, n // 10)] += 1
+    steps = {
+        "cell addresses": best(address),
+        "noise (AES + exact inversion)": sample,
+        "IntOpt + keep the children > 0": best(
+            lambda: intopt.intopt_positive(y.copy().reshape(n_par, m), c)),
+    }
+    lines = ["| one block of 2**16 cells (m = 40), one thread | CPU ns/cell |", "|---|---|"]
+    lines += [f"| {k} | {v:.1f} |" for k, v in steps.items()]
+    return [*lines, f"| sum of the stages | {sum(steps.values()):.1f} |"]
+
+
+# ------------------------------------------------------------------------------------ main
+def run(args: argparse.Namespace) -> list[str]:
     command = " ".join(["python benchmarks/bench_release.py", *sys.argv[1:]])
+    load_before = os.getloadavg()
     lines = [
         f"Command: `{command}` ({datetime.date.today()}). Machine: {cpu_model()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}, duckdb "
-        f"{duckdb.__version__}.",
+        f"{duckdb.__version__}, numpy {np.__version__}. Load average before the run: "
+        f"{load_before[0]:.1f} (the cores are shared: every ratio is measured side by side, "
+        "repeated, median reported).",
         "",
     ]
-    leaf = {}
-    for n in rows:
-        more, leaf[n] = ratios(con, n, repeat)
-        lines += more
-    lines.append(fixed_cost(con, repeat, min(rows), leaf[min(rows)]))
-    lines.append("")
-    lines.append(deep_tree(con, deep_rows, deep_size))
-    lines += ["", *BEFORE]
-    rss = peak_rss_mb()
+    con = duckdb.connect()
+    load(con)
+    log("flat")
+    more, leaf = flat(con, args.flat_rows, args.repeat)
+    lines += [*more, fixed_cost(con, args.repeat, leaf), ""]
+    log(f"memory limit as read: {memory_limit(con)} bytes")
     con.close()
-    lines += [
-        "",
-        f"Peak RSS of the whole run: {rss:.0f} MB. Load average of other processes at the end: "
-        f"{os.getloadavg()[0]:.1f} (2 cores shared with other jobs: ratios are noisy).",
-        "",
-    ]
+    lines += side_by_side("wide", f"Wide: {args.wide_rows:,} rows, 5 ENUM levels x 40 values, "
+                          "uniform", args.wide_rows, args.processes,
+                          "target <= 2.0x, peak RSS <= 1 GB")
+    if not args.quick:
+        lines += side_by_side("italy", "Nested: the Italy-like workload (15.7M rows, 6 levels, "
+                              "domain tables)", 0, args.processes, "target <= 3x")
+    lines += side_by_side("wide", f"Memory: the wide workload under SET memory_limit = "
+                          f"'{args.limit}' (the release in parts)", args.wide_rows, 1,
+                          "must succeed where the GROUP BY does", limit=args.limit)
+    log("scaling")
+    lines += scaling(args.cells_rows, max(1, args.repeat // 5))
+    lines += [f"Load average at the end: {os.getloadavg()[0]:.1f}.", ""]
     return lines
 
 
-def fixed_cost(con: duckdb.DuckDBPyConnection, repeat: int, rows: int, leaf: float) -> str:
-    """What a release costs whatever the data: the same release on a table of 100 rows."""
-    make_fresh(con, 100)
-    names = ", ".join(f"'c{i}'" for i in range(1, 5))
-    q = f"SELECT count(*), sum(count) FROM inftda_release('t', [{names}], rho := 1)"
-    best(con, q, 1)
-    seconds = best(con, q, max(repeat, 5))
-    request, plan, udfs = _prepare(con, "t", [f"c{i}" for i in range(1, 5)], {"rho": 1})
-    sql = f"SELECT count(*), sum(count) FROM ({render_release(request, plan, udfs, 'python')})"
-    start, plans = time.perf_counter(), 5
-    for _ in range(plans):
-        con.sql(sql)  # parse, bind and plan the generated statement, no execution
-    planning = (time.perf_counter() - start) / plans
-    return (
-        f"Fixed cost of a release (same 4 ENUM columns, a table of 100 rows, best of "
-        f"{max(repeat, 5)}): {seconds * 1000:.1f} ms, of which ~{planning * 1000:.1f} ms plan "
-        "the generated statement; the rest is the ledger charge (a transaction), the UDF calls "
-        f"and some twenty small pipelines. Beside the leaf GROUP BY of {rows:,} rows above "
-        f"({leaf:.3f} s) this fixed cost alone is {seconds / leaf:.2f}x."
-    )
-
-
-def deep_tree(con: duckdb.DuckDBPyConnection, rows: int, size: int) -> str:
-    """A sparse deep tree (8 levels): every child of every released parent is noised."""
-    con.execute(
-        "CREATE OR REPLACE TABLE deep AS SELECT "
-        + ", ".join(f"(hash(i, {j}) % {size})::INTEGER AS l{j}" for j in range(8))
-        + f" FROM range({rows}) r(i)"
-    )
-    cols = [f"l{j}" for j in range(8)]
-    doms = "{" + ", ".join(f"'{c}': range({size})" for c in cols) + "}"
-    start = time.perf_counter()
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE deep_out AS SELECT * FROM "
-        f"inftda_release('deep', {cols}, rho := 1, domains := {doms})"
-    )
-    seconds = time.perf_counter() - start
-    leaves = con.execute("SELECT count(*) FROM deep_out").fetchall()[0][0]
-    # noised cells at level k = released (k-1)-prefixes (all > 0) x |X_k|
-    parents = 1 + sum(
-        con.execute(f"SELECT count(*) FROM (SELECT DISTINCT {', '.join(cols[:k])} FROM deep_out)")
-        .fetchall()[0][0]
-        for k in range(1, 8)
-    )
-    return (
-        f"Sparse deep tree ({rows:,} rows, 8 levels x {size} values, rho 1): {seconds:.2f} s, "
-        f"{parents * size:,} noised cells, {leaves:,} released leaves."
-    )
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", type=int, nargs="+", default=[10_000_000])
-    parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--deep-rows", type=int, default=100_000)
-    parser.add_argument("--deep-size", type=int, default=10)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes; writes nothing")
+    parser.add_argument("--repeat", type=int, default=None, help="pairs of runs (flat)")
+    parser.add_argument("--processes", type=int, default=None, help="process pairs (wide...)")
+    parser.add_argument("--limit", default="100MB", help="memory_limit of the memory row")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--rows", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    warnings.simplefilter("default")
-    lines = run(args.rows, args.repeat, args.deep_rows, args.deep_size)
+    warnings.simplefilter("ignore")
+    if args.child:
+        child(args)
+        return
+    quick = args.quick
+    args.repeat = args.repeat or (3 if quick else 15)
+    args.processes = args.processes or (1 if quick else 3)
+    args.flat_rows = 1_000_000 if quick else 10_000_000
+    args.wide_rows = 1_000_000 if quick else 10_000_000
+    # ~1e6, 1e7 and 1e8 noised cells (level 5 of 5 x 40 noises ~7.3 cells per row at 1e7 rows)
+    args.cells_rows = [40_000, 300_000] if quick else [40_000, 600_000, 20_000_000]
+    lines = run(args)
     print("\n".join(lines))
-    if not args.no_write:
+    if not (args.no_write or quick):
         write_section("bench_release.py", lines)
 
 

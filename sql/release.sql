@@ -182,8 +182,34 @@ leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 -- so DuckDB evaluates it once per execution (tested on several query shapes); a second call
 -- would find its release gone and raise, never return rows.
 inftda_e AS (SELECT $levels(b.b.rid, 0, $leaf, [$allowed]::$ptype[],
-                            current_setting('threads')::BIGINT) AS e
+                            current_setting('threads')::BIGINT, 0, 0) AS e
              FROM inftda_b AS b),
+-- each column's public values in code order: decoding is a list lookup
+inftda_dl AS MATERIALIZED (SELECT $lists FROM typed),
+inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)
+
+-- @levels_grouped
+-- The same release in parts, for a DuckDB memory_limit too small for every leaf in one list
+-- (chosen when the statement is planned, from public sizes only): the levels down to the cut
+-- level $cut are released once, from the cut prefixes' true counts (MATERIALIZED: one call, before
+-- any part), then the leaves travel in $parts lists, one per run of consecutive cut prefixes
+-- (key // $part_radix), each a row of a UDF call that releases the levels below the cut for the
+-- cut nodes of its run (noise addressed by the tree: the same release as in one call). Every part
+-- is a row of range($parts), leaves or not: a released cut node with no true leaf below it is
+-- noised too. DuckDB streams the parts; no list holds more than one part's leaves.
+inftda_k AS (SELECT $key AS key, n FROM leaf),
+inftda_t AS MATERIALIZED (
+    SELECT $levels(b.b.rid, -1, (SELECT {'k': NULL::INTEGER[], 'key': list(p), 'n': list(n)}
+                                 FROM (SELECT key // $cut_radix AS p, sum(n)::BIGINT AS n
+                                       FROM inftda_k GROUP BY ALL)),
+                   [$allowed]::$ptype[], current_setting('threads')::BIGINT, $cut, $parts) AS t
+    FROM inftda_b AS b),
+inftda_g AS (SELECT key // $part_radix AS part, list(key) AS k, list(n) AS n
+             FROM inftda_k GROUP BY ALL),
+inftda_e AS (SELECT $levels(t.t.rid, p.i, {'k': NULL::INTEGER[], 'key': g.k, 'n': g.n},
+                            NULL::$ptype[], current_setting('threads')::BIGINT, $cut, $parts) AS e
+             FROM range($parts) AS p(i) CROSS JOIN inftda_t AS t
+             LEFT JOIN inftda_g AS g ON g.part = p.i),
 -- each column's public values in code order: decoding is a list lookup
 inftda_dl AS MATERIALIZED (SELECT $lists FROM typed),
 inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)

@@ -100,6 +100,29 @@ def test_batch_of_many_small_rows_equals_oracle() -> None:
     assert checked >= 100_000
 
 
+@pytest.mark.parametrize("int32", [True, False])
+def test_positive_entries_equal_intopt_on_both_integer_widths(
+        int32: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """intopt_positive (the release's fused IntOpt + keep) returns exactly intopt's entries > 0,
+    in code order, and the row sums; int32 arithmetic (small values) and int64 agree."""
+    if not int32:
+        monkeypatch.setattr(intopt_module, "_INT32_LIMIT", 0.0)
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n, m = int(rng.integers(1, 80)), int(rng.integers(1, 70))
+        x, c = random_rows(rng, n, m, 15)
+        if rng.random() < 0.3:  # dense data: the step-5 form
+            x = x + int(rng.integers(0, 60))
+        y = intopt(x, c)
+        flat, values, sums = intopt_module.intopt_positive(x.copy(), c)
+        assert np.array_equal(flat, np.flatnonzero(y > 0))
+        assert np.array_equal(values, y.ravel()[flat]) and np.array_equal(sums, y.sum(axis=1))
+    huge = np.array([[2**61, -(2**61), 3]], dtype=np.int64)  # the Python-integer rows
+    flat, values, sums = intopt_module.intopt_positive(huge.copy(), np.array([5]))
+    y = intopt(huge, np.array([5]))
+    assert np.array_equal(values, y.ravel()[flat]) and sums.tolist() == [5]
+
+
 def test_ragged_with_mixed_lengths_and_empty_rows_equals_oracle() -> None:
     rng = np.random.default_rng(7)
     lengths = rng.integers(0, 12, size=20_000)

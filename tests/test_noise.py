@@ -141,6 +141,12 @@ def test_threshold_tables_match_exact_recomputation(sigma2, bits):
             assert tab.bucket[h] == np.searchsorted(table, np.uint64(word), "left")
             assert word not in cdf  # no tie to refine
     assert np.all(tab.bucket[(table >> np.uint64(bits - k)).astype(np.intp)] == -1)
+    # the hot path's table, indexed by [sign bit | K bits]: +magnitude, -magnitude, or search
+    plus, minus = tab.signed[: 2**k], tab.signed[2**k :]
+    assert np.array_equal(plus == noise._SEARCH, tab.bucket < 0)
+    assert np.array_equal(minus == noise._SEARCH, tab.bucket < 0)
+    assert np.array_equal(plus[tab.bucket >= 0], tab.bucket[tab.bucket >= 0])
+    assert np.array_equal(minus[tab.bucket >= 0], -tab.bucket[tab.bucket >= 0])
 
 
 def test_large_sigma2_table_matches_on_a_sample_of_entries():
@@ -178,6 +184,24 @@ def test_same_seed_same_ids_same_samples_whatever_the_batching(bits, monkeypatch
     monkeypatch.setattr(noise, "_CHUNK", 999)  # internal chunks change nothing either
     assert np.array_equal(dist.sample(source, ids), full)
     assert not np.array_equal(dist.sample(RandomSource.from_seed(12), ids), full)
+
+
+@pytest.mark.parametrize("bits", [63, 8])
+def test_hot_path_equals_sample_and_reads_sign_and_magnitude_from_the_word(bits):
+    # the blocks of a release write addresses into the thread's AES input and sample them
+    dist, source = DiscreteGaussian(Fraction(7, 2), _word_bits=bits), RandomSource.from_seed(6)
+    ids = np.random.default_rng(2).choice(2**50, size=30_000, replace=False).astype(np.uint64)
+    noise.address_buffer(ids.size)[:] = ids
+    hot = dist.sample_addressed(source, ids.size, np.empty(ids.size, np.int64))
+    assert np.array_equal(hot, dist.sample(source, ids))
+    # the sign is the word's top bit, the magnitude's bits follow it
+    w0 = source.words(ids, 0, 1)[:, 0]
+    assert np.array_equal(np.sign(hot[hot != 0]), np.where(w0[hot != 0] >> np.uint64(63), -1, 1))
+    u = (w0 >> np.uint64(63 - bits)) & np.uint64(2**bits - 1)
+    table = dist._tab.cdf
+    simple = table[np.minimum(np.searchsorted(table, u), table.size - 1)] != u  # no tie
+    magnitude = np.searchsorted(table, u, side="left")
+    assert np.array_equal(np.abs(hot)[simple], magnitude[simple])
 
 
 def test_sample_function_and_secure_default():

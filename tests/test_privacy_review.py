@@ -29,7 +29,7 @@ from inftda_duckdb.core.accounting import (
 from inftda_duckdb.core.errors import BudgetExceededError, InputError
 from inftda_duckdb.core.exact import to_fraction
 from inftda_duckdb.core.intopt import intopt
-from inftda_duckdb.core.noise import DiscreteGaussian
+from inftda_duckdb.core.noise import DiscreteGaussian, address_buffer
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import Nodes, release_below
 from inftda_duckdb.core.tree import Levels
@@ -50,6 +50,7 @@ class Recorder:
         self.samples: list[tuple[bytes, bool, Fraction, np.ndarray]] = []
         self.levels: list[dict[str, Any]] = []
         original_sample = DiscreteGaussian.sample
+        original_addressed = DiscreteGaussian.sample_addressed
         original_block = topdown._block
 
         def sample(dist: DiscreteGaussian, source: RandomSource, ids: np.ndarray,
@@ -58,10 +59,16 @@ class Recorder:
             self.samples.append((source._key, source.private, dist.sigma2, ids_arr.copy()))
             return original_sample(dist, source, ids, out)
 
+        def addressed(dist: DiscreteGaussian, source: RandomSource, n: int,
+                      out: np.ndarray) -> np.ndarray:  # the blocks' hot path
+            ids = np.asarray(address_buffer(n)).copy()
+            self.samples.append((source._key, source.private, dist.sigma2, ids))
+            return original_addressed(dist, source, n, out)
+
         def block(levels: Levels, k: int, parent_codes: np.ndarray, c: np.ndarray,
                   *args: Any) -> Any:
             out = original_block(levels, k, parent_codes, c, *args)
-            allowed = args[-1]
+            first_child, width = args[3], args[4]  # after lo, hi and the truth
             record: dict[str, Any] = {
                 "parents": np.asarray(parent_codes).copy(),
                 "totals": np.asarray(c).copy(),
@@ -72,17 +79,16 @@ class Recorder:
                 "allowed": None,
                 "out_counts": out[2].copy(),
             }
-            if allowed is not None:
+            if first_child is not None:  # a nested level: each parent's allowed children
                 table = levels.children[k - 1]
                 assert table is not None
-                lo, hi = allowed
-                record["allowed_off"] = np.concatenate([[0], np.cumsum(hi - lo)])
-                record["allowed"] = np.concatenate(
-                    [table.children[a:b] for a, b in zip(lo, hi, strict=True)])
+                record["allowed_off"] = np.arange(c.shape[0] + 1) * width
+                record["allowed"] = table.children[first_child[:, None] + np.arange(width)].ravel()
             self.levels.append(record)
             return out
 
         monkeypatch.setattr(DiscreteGaussian, "sample", sample)
+        monkeypatch.setattr(DiscreteGaussian, "sample_addressed", addressed)
         monkeypatch.setattr(topdown, "_block", block)
 
 

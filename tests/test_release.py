@@ -170,9 +170,9 @@ def test_the_levels_run_once_per_execution(monkeypatch, shape):
     calls = []
     levels = extension._levels
 
-    def counted(rid, part, leaves, allowed, threads):
+    def counted(rid, part, leaves, allowed, threads, cut, parts):
         calls.append(1)
-        return levels(rid, part, leaves, allowed, threads)
+        return levels(rid, part, leaves, allowed, threads, cut, parts)
 
     monkeypatch.setattr(extension, "_levels", counted)
     con = duckdb.connect()
@@ -536,7 +536,7 @@ def test_macro_parameters_match_the_python_options(con):
 def test_internal_udfs_refuse_junk_and_check_totals(con):
     n = registered(con, "release")
     with pytest.raises(duckdb.Error, match="unknown or expired release id"):
-        con.execute(f"SELECT inftda_levels_{n}('nope', 0, NULL, [], 1)").fetchall()
+        con.execute(f"SELECT inftda_levels_{n}('nope', 0, NULL, [], 1, 0, 0)").fetchall()
     # every level releases the root's total, and a release gets exactly its levels
     source = RandomSource.from_seed(1)
     level = (source.derive(1), DiscreteGaussian(1), 3, None)
@@ -550,7 +550,8 @@ def test_internal_udfs_refuse_junk_and_check_totals(con):
         return pa.array([row], type=prefixes)
 
     def call(kids, allowed, part=0):
-        return extension._levels(rid, pa.array([part]), one(kids), allowed, pa.array([2]))
+        return extension._levels(rid, pa.array([part]), one(kids), allowed, pa.array([2]),
+                                 pa.array([0]), pa.array([0]))
 
     kids = {"k": [0], "key": None, "n": [10]}
     rid = pa.array(["r"])
@@ -566,7 +567,7 @@ def test_internal_udfs_refuse_junk_and_check_totals(con):
     with pytest.raises(InternalError, match="different numbers of prefixes and counts"):
         call(bad, lists(None))
     extension._RELEASES["r"] = extension._Release([level], 10, Nodes.root(10))
-    with pytest.raises(InternalError, match="a part other than 0"):
+    with pytest.raises(InternalError, match="one-call release got a part other than 0"):
         call(kids, lists(None), part=3)
     extension._RELEASES["r"] = extension._Release([level], 10, Nodes.root(10))
     out = call(kids, lists(None))

@@ -52,6 +52,9 @@ integers (numpy object arrays, same code, ~50x slower), all other rows in int64.
 
 from __future__ import annotations
 
+import math
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -60,7 +63,7 @@ import numpy.typing as npt
 from . import memory
 from .errors import bad_argument
 
-__all__ = ["intopt", "intopt_ragged"]
+__all__ = ["intopt", "intopt_positive", "intopt_ragged"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -69,14 +72,17 @@ BLOCK_CELLS = 1 << 16
 of bench_release, more numpy calls per cell)."""
 
 _SAFE_LIMIT = float(1 << 62)
+_INT32_LIMIT = float(1 << 31)
 
 
-def intopt(x: npt.ArrayLike, c: npt.ArrayLike, *, block_cells: int = BLOCK_CELLS) -> IntArray:
+def intopt(x: npt.ArrayLike, c: npt.ArrayLike, *, block_cells: int = BLOCK_CELLS,
+           out: IntArray | None = None) -> IntArray:
     """Apply IntOpt to every row of ``x``: row ``p`` becomes ``IntOpt(x[p], c[p])``.
 
     ``x`` is an integer matrix (parents x children), ``c`` the parents' released totals (>= 0).
-    Returns an int64 matrix of the same shape, non-negative, each row summing to ``c[p]``, equal
-    element for element to the paper's procedure. A row with no children needs ``c = 0``.
+    Returns an int64 matrix of the same shape (``out`` if given: C-contiguous int64, may be
+    ``x`` itself), non-negative, each row summing to ``c[p]``, equal element for element to the
+    paper's procedure. A row with no children needs ``c = 0``.
     """
     xv = _int_array(x, "x", 2)
     cv = _int_array(c, "c", 1)
@@ -87,7 +93,12 @@ def intopt(x: npt.ArrayLike, c: npt.ArrayLike, *, block_cells: int = BLOCK_CELLS
             "pass c with shape (x.shape[0],)",
         )
     _check_totals(cv, np.full(n_rows, m, dtype=np.int64))
-    out = memory.empty((n_rows, m), np.int64)
+    if out is None:
+        out = memory.empty((n_rows, m), np.int64)
+    elif out.shape != xv.shape or out.dtype != np.int64 or not out.flags.c_contiguous:
+        raise bad_argument("out", f"array of dtype {out.dtype}, shape {out.shape}",
+                           "must be a C-contiguous int64 array shaped like x",
+                           "leave out out, or pass numpy.empty_like(x)")
     if m == 0 or n_rows == 0:
         return out
     step = max(1, block_cells // m)
@@ -95,6 +106,61 @@ def intopt(x: npt.ArrayLike, c: npt.ArrayLike, *, block_cells: int = BLOCK_CELLS
         hi = min(lo + step, n_rows)
         _dense_block(xv[lo:hi], cv[lo:hi], out[lo:hi])
     return out
+
+
+def intopt_positive(x: IntArray, c: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """The entries of ``intopt(x, c)`` that are > 0, without writing the whole matrix: their
+    flat positions (ascending), their values, and every row's sum (for the caller's check).
+
+    For one cache-sized block (``x``: C-contiguous int64 (P, m), possibly overwritten; ``c``
+    int64 (P,), >= 0, not checked). Rows solved by the general form never leave IntOpt's sorted
+    order: only the kept entries (a few per row on sparse data) are put back in code order. The
+    block's temporaries are this thread's reused buffers (fresh large arrays fault their pages
+    in again: ~2x the time).
+    """
+    n_rows, m = x.shape
+    if n_rows == 0 or m == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, np.zeros(n_rows, np.int64)
+    xmax, xmin, cmax = x.max(), x.min(), c.max()
+    if _safe(xmax, xmin, cmax, m):
+        dt = np.int32 if _safe(xmax, xmin, cmax, m, _INT32_LIMIT) and x.size < 1 << 30 else np.int64
+        b = max(1, (m - 1).bit_length())
+        keys = np.left_shift(x, b, out=_buffer("keys", (n_rows, m), dt), casting="unsafe")
+        keys |= np.arange(m, dtype=dt)
+        keys.sort(axis=1)
+        target = (c - np.einsum("ij->i", x)).astype(dt)
+        t_hat = np.maximum(_ceil_div(target, m), -(target // m))
+        if 2 * int(np.count_nonzero(keys[:, 0] >> b < t_hat)) >= n_rows:  # sparse rows
+            xs, pos = _transposed(keys, b, _buffer)
+            y = _solve_dense(xs, c.astype(dt), _buffer)
+            keep = np.greater(y, 0, out=_buffer("keep", y.shape, np.bool_))
+            flat, values = pos[keep].astype(np.int64), y[keep].astype(np.int64)
+            order = np.argsort(flat)
+            return flat[order], values[order], np.einsum("ij->j", y, dtype=np.int64)
+    _dense_block(x, c, x)  # dense data, or values too large for int64 sums: the whole matrix
+    flat = np.flatnonzero(x > 0)
+    return flat, x.reshape(-1)[flat], np.einsum("ij->i", x)
+
+
+_LOCAL = threading.local()
+
+
+def _buffer(name: str, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
+    """This thread's reusable array ``name`` of at least ``shape`` (uninitialised)."""
+    try:
+        pool = _LOCAL.buffers
+    except AttributeError:
+        pool = _LOCAL.buffers = {}
+    size = shape[0] * shape[1] if len(shape) == 2 else math.prod(shape)
+    buf = pool.get((name, dtype))
+    if buf is None or buf.size < size:
+        buf = pool[(name, dtype)] = np.empty(max(size, BLOCK_CELLS), dtype)
+    return buf[:size].reshape(shape)
+
+
+def _fresh(name: str, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
+    return np.empty(shape, dtype)
 
 
 def intopt_ragged(
@@ -155,7 +221,8 @@ def intopt_ragged(
 def _dense_block(x: IntArray, c: IntArray, out: IntArray) -> None:
     """Write IntOpt of the rows of ``x`` into ``out`` (C-contiguous, same shape)."""
     m = x.shape[1]
-    if not _safe(x.max(), x.min(), c.max(), m):  # rare: split off the rows that need Python ints
+    xmax, xmin, cmax = x.max(), x.min(), c.max()
+    if not _safe(xmax, xmin, cmax, m):  # rare: split off the rows that need Python ints
         safe = _safe(x.max(axis=1), x.min(axis=1), c, m)
         big = ~safe
         out[big] = _ragged_block(x[big].ravel(), np.full(int(big.sum()), m), c[big]).reshape(-1, m)
@@ -164,17 +231,22 @@ def _dense_block(x: IntArray, c: IntArray, out: IntArray) -> None:
             _dense_block(x[safe], c[safe], part)
             out[safe] = part
         return
-    # |x| m + m < 2**62 here, so (x_i, i) packs into one unique int64 key: any sort is stable.
-    keys = x * m
-    keys += np.arange(m, dtype=np.int64)
+    # int32 when every intermediate sum fits (half the bytes, twice the SIMD lanes)
+    dt = np.int32 if _safe(xmax, xmin, cmax, m, _INT32_LIMIT) and x.size < 1 << 30 else np.int64
+    # |x| 2m < 2**62 (or 2**31) here, so (x_i, i) packs into one unique key (x_i << b) | i:
+    # any sort is stable, and shifts unpack it
+    b = max(1, (m - 1).bit_length())
+    keys = np.left_shift(x, b, out=np.empty(x.shape, dt), casting="unsafe")
+    keys |= np.arange(m, dtype=dt)
     ranked = np.sort(keys, axis=1)
-    target = c - np.einsum("ij->i", x)  # T
+    target = (c - np.einsum("ij->i", x)).astype(dt)  # T
     q = _ceil_div(target, m)
     t_star = np.maximum(q, -(target // m))
-    easy = ranked[:, 0] // m >= t_star  # step 5: min x >= t^
+    easy = ranked[:, 0] >> b >= t_star  # step 5: min x >= t^
     hard = np.flatnonzero(~easy)
+    cd = c.astype(dt)
     if 2 * hard.shape[0] >= easy.shape[0]:  # mostly sparse rows: all by the general form
-        _general(ranked, c, out)
+        _general(ranked, b, cd, out)
         return
     cap = q + t_star
     excess = m * q - target  # D
@@ -185,17 +257,66 @@ def _dense_block(x: IntArray, c: IntArray, out: IntArray) -> None:
     out -= (excess - r * cap)[:, None] * (keys == nth)
     if hard.shape[0]:
         part = np.empty((hard.shape[0], m), dtype=np.int64)
-        _general(ranked[hard], c[hard], part)
+        _general(ranked[hard], b, cd[hard], part)
         out[hard] = part
 
 
-def _general(ranked: IntArray, c: IntArray, out: IntArray) -> None:
-    """Steps 1-4 on rows of sorted keys ``m x_i + i`` (overwritten), written into ``out``."""
+def _general(ranked: np.ndarray, b: int, c: np.ndarray, out: IntArray) -> None:
+    """Steps 1-4 on rows of sorted keys ``(x_i << b) | i``, written into ``out``."""
+    xs, pos = _transposed(ranked, b, _fresh)
+    out.reshape(-1)[pos] = _solve_dense(xs, c, _fresh)
+
+
+Alloc = Callable[[str, tuple[int, ...], npt.DTypeLike], np.ndarray]
+
+
+def _transposed(ranked: np.ndarray, b: int, alloc: Alloc) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted keys unpacked into values and flat positions, transposed (children x parents):
+    every per-parent value then broadcasts along long rows instead of paying numpy's per-row
+    overhead on short ones."""
     n_rows, m = ranked.shape
-    xs = ranked // m
-    ranked -= xs * m  # the column i of each sorted element
-    ranked += m * np.arange(n_rows, dtype=np.int64)[:, None]  # its flat position i + m p
-    out.reshape(-1)[ranked] = _solve(xs, _Rows(n_rows, m, None), c)
+    xs = np.right_shift(ranked.T, b, out=alloc("xs", (m, n_rows), ranked.dtype))
+    pos = np.bitwise_and(ranked.T, (1 << b) - 1, out=alloc("pos", (m, n_rows), ranked.dtype))
+    pos += m * np.arange(n_rows, dtype=ranked.dtype)  # the flat position of each element
+    return xs, pos
+
+
+def _solve_dense(xs: np.ndarray, c: np.ndarray, alloc: Alloc) -> np.ndarray:
+    """:func:`_solve` for parents with the same number of children, transposed: column ``p`` of
+    ``xs`` is parent p's sorted children. Same arithmetic in fewer passes: with
+    ``lo = max(x - t*, 0)`` (x at its floor), ``hi = max(x + u, 0)`` (x at the final cycle's
+    start: ``u = 1 - t*`` after full cycles, else ``q``), ``cap = hi - lo``, ``C`` its running
+    sum and ``D = sum(hi) - c`` the excess, step 4 leaves ``lo + clip(C - D, 0, cap)``.
+    Temporaries come from ``alloc``; the result is the ``"run"`` array."""
+    m, n_rows = xs.shape
+    dt = xs.dtype.type
+    cum = _running_sum(xs, alloc("cum", xs.shape, dt))
+    total = cum[-1]  # S
+    target = c - total  # T
+    q = _ceil_div(target, m)
+    t0 = np.maximum(np.maximum(q, -xs[0]), -np.maximum(q, -xs[-1]))  # line 3
+    need = total - c  # step 3: tG, the smallest t with sum_i min(x_i, t) >= S - c
+    g_break = np.multiply(xs, np.arange(m - 1, -1, -1, dtype=dt)[:, None],
+                          out=alloc("run", xs.shape, dt))  # G(xs_j) = P_j + (m - j) xs_j
+    g_break += cum
+    below = np.less(g_break, need, out=alloc("below", xs.shape, np.bool_))
+    j_star = np.add.reduce(below.view(np.int8), axis=0, dtype=np.int64)  # (2x einsum's speed)
+    cols = np.arange(n_rows)
+    prefix = cum[j_star, cols] - xs[j_star, cols]  # P_j*, exclusive (j* < m: G(xs_m-1) = S)
+    t_star = np.maximum(t0, _ceil_div(need - prefix, m - j_star).astype(dt))  # step 2
+    u = np.where(t_star != t0, 1 - t_star, q)
+    zero = dt(0)  # (a Python 0 costs numpy a conversion per call: 1.6x slower)
+    lo = np.subtract(xs, t_star, out=alloc("lo", xs.shape, dt))
+    np.maximum(lo, zero, out=lo)
+    hi = np.add(xs, u, out=alloc("hi", xs.shape, dt))
+    np.maximum(hi, zero, out=hi)
+    hi -= lo  # cap
+    run = _running_sum(hi, alloc("run", xs.shape, dt))
+    run -= run[-1] + np.einsum("ij->j", lo) - c  # C - D
+    np.maximum(run, zero, out=run)
+    np.minimum(run, hi, out=run)
+    run += lo
+    return run
 
 
 def _ragged_block(vals: IntArray, lengths: IntArray, c: IntArray) -> IntArray:
@@ -232,13 +353,18 @@ def _row_order(vals: IntArray, row: IntArray, n_rows: int) -> IntArray:
     return np.lexsort((vals, row))
 
 
-def _safe(xmax: Any, xmin: Any, c: Any, m: Any) -> Any:
-    """Whether the intermediate sums stay below 2**62 in int64 (see the module docstring)."""
+def _safe(xmax: Any, xmin: Any, c: Any, m: Any, limit: float = _SAFE_LIMIT) -> Any:
+    """Whether the intermediate sums stay below ``limit`` (2**62 in int64, see the module
+    docstring; 2**31 for int32)."""
+    if np.ndim(xmax) == 0 and np.ndim(c) == 0 and np.ndim(m) == 0:  # one block: scalars
+        bound = max(float(xmax), -float(xmin), float(c))
+        return (4.0 * float(m) + 4.0) * (bound + 1.0) < limit
+
     def f(a: Any) -> Any:
         return np.asarray(a, dtype=np.float64)
 
     bound = np.maximum(np.maximum(f(xmax), -f(xmin)), f(c))
-    return (4.0 * m + 4.0) * (bound + 1.0) < _SAFE_LIMIT
+    return (4.0 * m + 4.0) * (bound + 1.0) < limit
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,7 +404,8 @@ class _Rows:
         # one cumsum over all rows, minus what the rows before contributed (twice as fast as
         # cumsum(axis=1) on short rows); int64 wrap-around cancels in the difference: each
         # row's true prefix sums fit in int64
-        total = np.cumsum(a.reshape(-1)).reshape(a.shape)
+        # (dtype kept: numpy would widen int32 to int64, ten times slower)
+        total = np.cumsum(a.reshape(-1), dtype=a.dtype).reshape(a.shape)
         if self.m is not None:
             total -= total[:, :1] - a[:, :1]
             return total
@@ -301,6 +428,18 @@ class _Rows:
         if self.m is not None:
             return np.take_along_axis(a, j[:, None], axis=1)[:, 0]
         return a[self.starts + j]
+
+
+def _running_sum(a: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``cumsum(a, axis=0)`` into ``out``: row after row when the rows are long (numpy's
+    accumulate along the first axis runs 5x slower than one add per row there; on rows shorter
+    than ~500 the calls' overhead wins)."""
+    if a.shape[1] < 512:
+        return np.cumsum(a, axis=0, dtype=a.dtype, out=out)
+    out[0] = a[0]
+    for j in range(1, a.shape[0]):
+        np.add(out[j - 1], a[j], out=out[j])
+    return out
 
 
 def _ceil_div(a: Any, b: Any) -> Any:

@@ -8,13 +8,14 @@ distribution *exactly*. We sample it by inversion: ``Y = S * A`` with the magnit
 [0, 1), ``A = #{a >= 0 : F(a) <= U}`` has ``P(A <= a) = P(U < F(a)) = F(a)``.
 
 ``U``'s binary digits are PRF words (:mod:`inftda_duckdb.randomness`), b = 63 bits per word: the
-top 63 bits of word 0 of the sample's (id, counter 0), then of words 1, 2, ... when needed; bit 0 of
-word 0 is the sign. Table setup computes ``T_a = floor(F(a) * 2**b)`` exactly with Python integers
-(interval sums of ``w``, a rigorous bound on the tail of ``Z``; precision raised until the floor is
-certain), up to the first ``a`` with ``T_a = 2**b - 1``. The hot path reads one word ``u``: ``A`` is
-``#{a : T_a < u}``, looked up by the top K bits of ``u`` (a binary search only in the buckets
-holding a threshold: under 1% of the words up to sigma2 = 10**4, a third at 10**8). On
-``u == T_a`` (probability below 2**-46 per sample) more words refine ``U`` and
+low 63 bits of word 0 of the sample's (id, counter 0), then the top 63 bits of words 1, 2, ...
+when needed; the top bit of word 0 is the sign. Table setup computes ``T_a = floor(F(a) * 2**b)``
+exactly with Python integers (interval sums of ``w``, a rigorous bound on the tail of ``Z``;
+precision raised until the floor is certain), up to the first ``a`` with ``T_a = 2**b - 1``. The
+hot path reads one word: its top K + 1 bits (the sign and the top K bits of ``u``) index a table
+of signed magnitudes ``S * #{a : T_a < u}``, exact wherever the K bits decide it (a binary search
+only in the buckets holding a threshold: under 1% of the words up to sigma2 = 10**4, a third at
+10**8). On ``u == T_a`` (probability below 2**-46 per sample) more words refine ``U`` and
 ``F(a), F(a + 1), ...`` exactly until ``U < F(a)`` is decided.
 
 One AES block per sample and no rejection: every sample does the same work (the bucket search
@@ -23,6 +24,7 @@ and tie paths excepted), and a sample depends only on the source and its id.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -115,11 +117,15 @@ def cdf_floor(sigma2: Fraction, a: int, bits: int) -> int:
     raise InternalError(f"F({a}) * 2**{bits} undecided at {_MAX_PREC} bits")
 
 
+_SEARCH = np.iinfo(np.int64).min  # in the signed table: a bucket holding a threshold
+
+
 @dataclass(frozen=True)
 class _Tables:
     cdf: np.ndarray  # uint64 non-decreasing: cdf[a] = floor(F(a) * 2**bits); cdf[-1] = 2**bits - 1
     bucket: np.ndarray  # int64 (2**K,): the magnitude of words with these top K bits; -1: search
     kbits: int  # K
+    signed: np.ndarray  # int64 (2**(K+1),): [sign bit | K bits] -> +-magnitude, or _SEARCH
 
 
 @lru_cache(maxsize=64)
@@ -137,7 +143,9 @@ def _tables(sigma2: Fraction, bits: int) -> _Tables:
     low = np.arange(1 << k, dtype=np.uint64) << np.uint64(bits - k)  # first word of each bucket
     bucket = np.searchsorted(table, low, side="left").astype(np.int64)  # #{a : T_a < low}
     bucket[(table >> np.uint64(bits - k)).astype(np.intp)] = -1  # a threshold inside: search
-    return _Tables(table, bucket, k)
+    signed = np.concatenate([bucket, -bucket])
+    signed[np.concatenate([bucket, bucket]) < 0] = _SEARCH
+    return _Tables(table, bucket, k, signed)
 
 
 class DiscreteGaussian:
@@ -177,30 +185,46 @@ class DiscreteGaussian:
             raise bad_argument("out", f"array of dtype {out.dtype}, shape {out.shape}",
                                f"must be a C-contiguous int64 array of shape ({n},)",
                                "pass numpy.empty(len(ids), numpy.int64)")
-        scratch = memory.empty(min(n, _CHUNK), np.uint64)  # no fresh temporaries
         for start in range(0, n, _CHUNK):  # ids address samples: any split works
             stop = min(start + _CHUNK, n)
-            self._sample_chunk(source, u_ids[start:stop], out[start:stop], scratch[:stop - start])
+            chunk = u_ids[start:stop]
+            if chunk.ndim == 2:  # wide addresses: the CBC-MAC words
+                self._decode(source, chunk, source._pairs(chunk, 0, 0, 1)[:, 0], out[start:stop])
+            else:
+                address_buffer(stop - start)[:] = chunk
+                self._addressed(source, stop - start, out[start:stop])
         return out
 
-    def _sample_chunk(self, source: RandomSource, ids: np.ndarray, out: np.ndarray,
-                      scratch: np.ndarray) -> None:
+    def sample_addressed(self, source: RandomSource, n: int, out: np.ndarray) -> np.ndarray:
+        """The hot path: the samples of the ``n`` 64-bit addresses just written into
+        :func:`address_buffer` (this thread's), into ``out`` (int64, C-contiguous, ``n``)."""
+        return self._addressed(source, n, out)
+
+    def _addressed(self, source: RandomSource, n: int, out: np.ndarray) -> np.ndarray:
+        blocks, words, _ = _buffers(n)
+        w0 = source._encrypt(blocks[:n], words)[:n, 0]
+        self._decode(source, w0, w0, out)
+        return out
+
+    def _decode(self, source: RandomSource, ids: np.ndarray, w0: np.ndarray,
+                out: np.ndarray) -> None:
+        """Samples from their first words ``w0`` (``ids``: their addresses, for the rare paths)."""
         tab = self._tab
-        w0 = source._pairs(ids, 0, 0, 1)[:, 0]
-        np.right_shift(w0, np.uint64(64 - tab.kbits), out=scratch)
-        np.take(tab.bucket, scratch.view(np.int64), out=out)  # |Y|, or -1: search
-        unsure = np.flatnonzero(out < 0)
-        if unsure.size:
-            out[unsure] = self._search(source, ids[unsure], w0[unsure])
-        sign = np.bitwise_and(w0, np.uint64(1), out=scratch).view(np.int64)  # bit 0 of word 0
-        np.negative(sign, out=sign)  # -1 where negative
-        out ^= sign
-        out -= sign  # -|Y| where negative
+        index = _buffers(w0.shape[0])[2][: w0.shape[0]]
+        np.right_shift(w0, np.uint64(63 - tab.kbits), out=index)  # sign and top K bits of U
+        np.take(tab.signed, index.view(np.int64), out=out)  # +-|Y|, or _SEARCH
+        if out.shape[0] and out.min() == _SEARCH:
+            unsure = np.flatnonzero(out == _SEARCH)
+            word = w0[unsure]
+            if ids is w0:  # the hot path's ids are the AES input's low halves
+                ids = _buffers(w0.shape[0])[0][: w0.shape[0], 0]
+            magnitude = self._search(source, ids[unsure], word).astype(np.int64)
+            out[unsure] = np.where(word >> np.uint64(63) == 1, -magnitude, magnitude)
 
     def _search(self, source: RandomSource, ids: np.ndarray, w0: np.ndarray) -> np.ndarray:
         """``#{a : T_a < u}`` by binary search; exact refinement where ``u`` equals a ``T_a``."""
         table = self._tab.cdf
-        u = w0 >> np.uint64(64 - self._bits)
+        u = (w0 >> np.uint64(63 - self._bits)) & np.uint64((1 << self._bits) - 1)
         a = np.searchsorted(table, u, side="left")  # < table.size: table[-1] = 2**bits - 1 >= u
         for i in np.flatnonzero(table[a] == u):  # probability table.size / 2**bits per sample
             a[i] = self._refine(source, int(ids[i]), int(u[i]), int(a[i]))
@@ -223,6 +247,27 @@ class DiscreteGaussian:
                 raise InternalError("exact refinement ran out of words")
             prefix = (prefix << bits) | (source._word(id_, 0, depth) >> (64 - bits))
             depth += 1
+
+
+_LOCAL = threading.local()
+
+
+def _buffers(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """This thread's AES input ((n, 2) uint64 blocks whose high halves stay 0: counter 0, word
+    pair 0), AES output (one spare block) and index scratch, for at least ``n`` samples."""
+    buf = getattr(_LOCAL, "buffers", None)
+    if buf is None or buf[0].shape[0] < n:
+        size = max(n, _CHUNK)
+        buf = (np.zeros((size, 2), "<u8"), np.empty((size + 1, 2), "<u8"),
+               np.empty(size, np.uint64))
+        _LOCAL.buffers = buf
+    return buf
+
+
+def address_buffer(n: int) -> np.ndarray:
+    """This thread's AES input for ``n`` samples: write their 64-bit addresses into it (a
+    strided uint64 view), then call :meth:`DiscreteGaussian.sample_addressed` on this thread."""
+    return _buffers(n)[0][:n, 0]
 
 
 def sample(sigma2: object, n: int, source: RandomSource | None = None) -> np.ndarray:
@@ -263,4 +308,4 @@ def add_noise(counts: np.ndarray, sigma2: object, source: RandomSource,
         counts[start:stop] += noise
 
 
-__all__ = ["MAX_SIGMA2", "DiscreteGaussian", "add_noise", "cdf_floor", "sample"]
+__all__ = ["MAX_SIGMA2", "DiscreteGaussian", "add_noise", "address_buffer", "cdf_floor", "sample"]

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import weakref
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -56,12 +57,30 @@ _WIDE = _DERIVE | 2  # high halves _WIDE and _WIDE + 1 derive the CBC-MAC key of
 _LIVE: weakref.WeakSet[RandomSource] = weakref.WeakSet()  # private sources, re-keyed after fork
 
 
-def _aes_ecb(key: bytes, blocks: np.ndarray) -> np.ndarray:
-    """Encrypt a C-contiguous little-endian uint64 array of whole blocks; same shape out."""
-    encryptor = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
-    out = memory.empty(blocks.size + 2, "<u8")  # update_into wants one spare block
-    encryptor.update_into(blocks.data.cast("B"), out.data.cast("B"))
-    return out[: blocks.size].reshape(blocks.shape)
+_CIPHERS = threading.local()  # per thread: ECB encryptors by key (ECB keeps no state between
+# whole blocks, so one encryptor serves every call; building one costs ~50 us)
+
+
+def _encryptor(key: bytes) -> Any:
+    cache = getattr(_CIPHERS, "by_key", None)
+    if cache is None:
+        cache = _CIPHERS.by_key = {}
+    enc = cache.get(key)
+    if enc is None:
+        if len(cache) >= 64:
+            cache.clear()
+        enc = cache[key] = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
+    return enc
+
+
+def _aes_ecb(key: bytes, blocks: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Encrypt a C-contiguous little-endian uint64 array of whole blocks; same shape out (into
+    ``out``, C-contiguous with room for one spare block, if given)."""
+    encryptor = _encryptor(key)
+    if out is None:
+        out = memory.empty(blocks.size + 2, "<u8")  # update_into wants one spare block
+    encryptor.update_into(blocks.data.cast("B"), out.reshape(-1).data.cast("B"))
+    return out.reshape(-1)[: blocks.size].reshape(blocks.shape)
 
 
 def _as_ids(ids: object) -> np.ndarray:
@@ -184,6 +203,11 @@ class RandomSource:
         blocks[:, :, 1] = high + np.uint64(pair0) + np.arange(npairs, dtype=np.uint64)
         out = _aes_ecb(self._key, blocks).reshape(ids.size, 2 * npairs)
         return out if out.dtype.isnative else out.astype(np.uint64)
+
+    def _encrypt(self, blocks: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """AES of prepared word blocks (n, 2) (``(id, counter << 16 | pair)``) into ``out``."""
+        words = _aes_ecb(self._key, blocks, out)
+        return words if words.dtype.isnative else words.astype(np.uint64)
 
     def _wide_pairs(self, limbs: np.ndarray, pair0: int, npairs: int) -> np.ndarray:
         """CBC-MAC words of wide addresses (module docstring), uint64 (n, 2*npairs)."""

@@ -33,10 +33,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from . import memory
 from .accounting import BudgetPlan
 from .errors import InftdaError, InternalError, bad_argument
-from .intopt import intopt, intopt_ragged
-from .noise import DiscreteGaussian
+from .intopt import intopt_positive
+from .noise import DiscreteGaussian, address_buffer
 from .randomness import RandomSource
 from .tree import MAX_KEY_SPAN, Allowed, Levels, Nodes, find_columns, lookup, mixed_radix
 
@@ -139,7 +140,7 @@ def release_below(
     parent_truth = truth_t.match(nodes.codes)
     runner = _Runner(depth, workers, progress, cancel)
     for k in range(top + 1, upto + 1):
-        nodes, parent_truth = _level(levels, k, nodes, parent_truth, truth_t, runner)
+        nodes, parent_truth = _level(levels, k, nodes, parent_truth, truth_t, runner, k == upto)
     return nodes
 
 
@@ -174,16 +175,34 @@ def release_tree(
 # The truth below a batch, as a sorted forest
 
 
+class _Level(NamedTuple):
+    """One level of the truth, in code order: the last code and the count of each prefix, as
+    arrays, or (the leaves) as the sorted pairs ``(key << bits) | count`` they were sorted as
+    (the codes and counts are read from them block by block: no level-sized copies)."""
+
+    codes: np.ndarray | None
+    counts: IntArray
+    bits: int = 0
+    m: int = 0
+
+    def __call__(self, groups: IntArray) -> tuple[np.ndarray, IntArray]:
+        """The codes and counts of the prefixes ``groups``."""
+        if self.codes is not None:
+            return self.codes[groups], self.counts[groups]
+        pairs = self.counts[groups]
+        keys = pairs >> self.bits
+        return keys - keys // self.m * self.m, pairs & ((1 << self.bits) - 1)
+
+
 class _Truth:
     """True counts of the prefixes of levels ``top..upto``, each level sorted in code order:
-    ``counts[j]`` and ``codes[j]`` (the last code) of level ``top + j``'s prefixes, and
+    ``levels[j]`` gives the last codes and the counts of level ``top + j``'s prefixes, and
     ``first[j]``: prefix ``i`` of level ``top + j`` has the children ``first[j][i]`` to
     ``first[j][i + 1] - 1`` at the level below."""
 
-    def __init__(self, top: int, counts: list[IntArray], codes: list[np.ndarray],
-                 first: list[IntArray], top_keys: IntArray | None, top_codes: np.ndarray,
-                 sizes: Sizes) -> None:
-        self.top, self.counts, self.codes, self.first = top, counts, codes, first
+    def __init__(self, top: int, levels: list[_Level], first: list[IntArray],
+                 top_keys: IntArray | None, top_codes: np.ndarray, sizes: Sizes) -> None:
+        self.top, self.levels, self.first = top, levels, first
         self._keys, self._codes, self._sizes = top_keys, top_codes, sizes
 
     @classmethod
@@ -206,38 +225,42 @@ class _Truth:
 
     @classmethod
     def _from_keys(cls, keys: IntArray, counts: IntArray, sizes: Sizes, top: int) -> _Truth:
-        span = math.prod(sizes)
+        span, u = math.prod(sizes), len(sizes)
         if keys.size and (int(keys.min()) < 0 or int(keys.max()) >= span):
             raise InternalError("a prefix key outside its domain")
-        if not counts.all():
+        if counts.size and not counts.all():
             keys, counts = keys[counts > 0], counts[counts > 0]
-        n = keys.shape[0]
-        bits = max(1, n.bit_length())
-        if span << bits < MAX_KEY_SPAN:  # sort (key, position) packed: ~8x faster than argsort
-            packed = np.left_shift(keys, bits)
-            packed |= np.arange(n, dtype=np.int64)
-            packed.sort()
-            keys = packed >> bits
-            counts = counts[packed & ((1 << bits) - 1)]
+        pairs, bits, sorted_counts = _sort_by_key(keys, counts, span)
+        n = pairs.shape[0]
+        chunk: Callable[[int, int], tuple[IntArray, IntArray]]
+        leaves: _Level | None = None
+        current: IntArray | None = sorted_counts
+        if bits:  # the leaves stay packed (key << bits) | count, read block by block
+            mask = (1 << bits) - 1
+            leaves = _Level(None, pairs, bits, int(sizes[-1]) if u else 1)
+            chunk = lambda a, b: (pairs[a:b] >> bits, pairs[a:b] & mask)  # noqa: E731
+            if top == u:  # nothing to release below: the leaves' keys and counts for matching
+                keys, current = pairs >> bits, pairs & mask
         else:
-            order = np.argsort(keys, kind="stable")
-            keys, counts = keys[order], counts[order]
-        if n > 1 and not (keys[1:] > keys[:-1]).all():
-            raise _repeated_child()
-        u = len(sizes)
-        level_counts, level_codes, level_first = [counts], [np.zeros(0, np.int32)], []
+            keys = pairs
+            assert sorted_counts is not None
+            chunk = _slicer(pairs, sorted_counts)
+        levels: list[_Level] = []
+        first: list[IntArray] = []
         for k in range(u, top, -1):  # bottom up: a level's prefixes from the one below
-            m = int(sizes[k - 1])
-            parent = keys // m
-            level_codes.append((keys - parent * m).astype(np.int32))
-            starts = _starts(parent)
-            level_first.append(np.append(starts, n))
-            keys = parent[starts]
-            counts = np.add.reduceat(counts, starts) if n else counts
-            level_counts.append(counts)
+            code, starts, keys, up = _up(n, chunk, int(sizes[k - 1]), _code_type(sizes),
+                                         check=k == u, keep=leaves is None)
+            if leaves is None:
+                assert current is not None
+                leaves = _Level(code, current)
+            levels.append(leaves)
+            leaves, current = None, up
+            first.append(np.append(starts, n))
             n = keys.shape[0]
-        return cls(top, level_counts[::-1], [level_codes[0], *level_codes[:0:-1]],
-                   level_first[::-1], keys, np.zeros((0, 0), np.int32), sizes)
+            chunk = _slicer(keys, up)
+        assert current is not None
+        levels.append(_Level(None, current))
+        return cls(top, levels[::-1], first[::-1], keys, np.zeros((0, 0), np.int32), sizes)
 
     @classmethod
     def _from_codes(cls, codes: np.ndarray, counts: IntArray, sizes: Sizes, top: int) -> _Truth:
@@ -257,12 +280,12 @@ class _Truth:
         if starts[u].shape[0] != n:
             raise _repeated_child()
         level_counts = [np.add.reduceat(counts, s) if n else counts[:0] for s in starts[top:]]
-        level_codes = [np.zeros(0, np.int32)] + [
-            codes[k - 1][starts[k]].astype(np.int32) for k in range(top + 1, u + 1)]
+        level_codes = [None] + [codes[k - 1][starts[k]].astype(_code_type(sizes))
+                                for k in range(top + 1, u + 1)]
         level_first = [np.append(np.searchsorted(starts[k + 1], starts[k]), starts[k + 1].size)
                        for k in range(top, u)]
-        return cls(top, level_counts, level_codes, level_first, None,
-                   codes[:top, starts[top]], sizes)
+        return cls(top, [_Level(c, n_) for c, n_ in zip(level_codes, level_counts, strict=True)],
+                   level_first, None, codes[:top, starts[top]], sizes)
 
     def match(self, node_codes: np.ndarray) -> IntArray:
         """Index of each node (columns of ``node_codes``, level ``top``) among the true
@@ -273,13 +296,82 @@ class _Truth:
         return lookup(self._keys, keys)
 
 
-def _starts(sorted_keys: IntArray) -> IntArray:
-    """Where each run of equal values begins in a sorted array."""
-    if sorted_keys.shape[0] == 0:
-        return np.zeros(0, np.int64)
-    starts = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1])
-    starts += 1
-    return np.concatenate([[0], starts])
+_CHUNK = 1 << 16  # elements per pass over a sorted truth level (cache-sized temporaries)
+
+
+def _sort_by_key(keys: IntArray, counts: IntArray,
+                 span: int) -> tuple[IntArray, int, IntArray | None]:
+    """Keys (distinct, in [0, span)) sorted with their counts: ``(pairs, bits, None)`` with the
+    sorted pairs ``(key << bits) | count`` when both fit one int64 (one in-place sort, nothing
+    else of the level's size), else ``(keys, 0, counts)`` sorted (packed with positions)."""
+    n = keys.shape[0]
+    kbits = max(1, (span - 1).bit_length())
+    cbits = max(1, int(counts.max()).bit_length()) if n else 1
+    lbits = cbits if kbits + cbits <= 62 else max(1, n.bit_length())
+    if kbits + lbits > 62:  # too wide to pack: an argsort
+        order = np.argsort(keys, kind="stable")
+        return keys[order], 0, counts[order]
+    packed = memory.empty(n, np.int64)
+    for a in range(0, n, _CHUNK):  # (key << lbits) | count (or position)
+        b = min(a + _CHUNK, n)
+        np.left_shift(keys[a:b], lbits, out=packed[a:b])
+        packed[a:b] |= counts[a:b] if lbits == cbits else np.arange(a, b, dtype=np.int64)
+    packed.sort()  # in place
+    if lbits == cbits:
+        return packed, cbits, None
+    out_counts = memory.empty(n, np.int64)
+    mask = (1 << lbits) - 1
+    for a in range(0, n, _CHUNK):  # unpacked in place: the keys overwrite the packed pairs
+        b = min(a + _CHUNK, n)
+        part = packed[a:b]
+        np.take(counts, part & mask, out=out_counts[a:b])
+        np.right_shift(part, lbits, out=part)
+    return packed, 0, out_counts
+
+
+def _slicer(keys: IntArray, counts: IntArray) -> Callable[[int, int], tuple[IntArray, IntArray]]:
+    return lambda a, b: (keys[a:b], counts[a:b])
+
+
+def _up(n: int, chunk: Callable[[int, int], tuple[IntArray, IntArray]], m: int,
+        code_type: type[np.signedinteger], check: bool,
+        keep: bool) -> tuple[np.ndarray | None, IntArray, IntArray, IntArray]:
+    """One level up a sorted truth level of ``n`` prefixes (read by ``chunk(a, b)``: keys
+    ascending and distinct, counts): each key's last code (if ``keep``), where each parent's
+    run of children starts, the parents' keys and their counts. In cache-sized chunks: no
+    temporary of the level's size."""
+    codes = memory.empty(n, code_type) if keep else None
+    starts: list[IntArray] = []
+    parents: list[IntArray] = []
+    sums: list[IntArray] = []
+    previous, last = None, None
+    for a in range(0, n, _CHUNK):
+        b = min(a + _CHUNK, n)
+        part, cnt = chunk(a, b)
+        parent = part // m
+        if codes is not None:
+            np.subtract(part, parent * m, out=codes[a:b], casting="unsafe")
+        if check and (not (part[1:] > part[:-1]).all() or (last is not None and last >= part[0])):
+            raise _repeated_child()
+        last = part[-1]
+        new = np.flatnonzero(parent[1:] != parent[:-1])
+        new += 1
+        head = previous is None or parent[0] != previous
+        segments = np.concatenate([[0], new])
+        total = np.add.reduceat(cnt, segments)
+        if head:
+            new = segments
+        else:  # the chunk continues the previous chunk's last parent
+            sums[-1][-1] += total[0]
+            total = total[1:]
+        starts.append(new + a)
+        parents.append(parent[new])
+        sums.append(total)
+        previous = parent[-1]
+    if not starts:
+        empty = np.zeros(0, np.int64)
+        return codes, empty, empty, empty
+    return codes, _cat(starts), _cat(parents), _cat(sums)
 
 
 def _sorted(nodes: Nodes, sizes: Sizes) -> Nodes:
@@ -313,8 +405,13 @@ def _repeated_child() -> InftdaError:
 
 
 def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth: _Truth,
-           runner: _Runner) -> tuple[Nodes, IntArray]:
-    """Algorithm 1, lines 3-9, for level ``k``: the children of every parent > 0."""
+           runner: _Runner, last: bool) -> tuple[Nodes, IntArray]:
+    """Algorithm 1, lines 3-9, for level ``k``: the children of every parent > 0.
+
+    A nested level's parents have their own allowed children: they are taken in groups with
+    the same number of them, so every block is a dense matrix again (no ragged rows), and the
+    kept children are put back in parent order at the end (a sort of the kept ones only). The
+    ``last`` level needs no link from its children to the truth."""
     live = parents.counts > 0  # line 3: a parent released 0 is pruned with its branch
     if not live.all():
         parents = Nodes(parents.codes[:, live], parents.counts[live])
@@ -326,45 +423,71 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     lo = np.where(has, first[t], 0) if first.shape[0] > 1 else np.zeros(n_par, np.int64)
     hi = np.where(has, first[t + 1], 0) if first.shape[0] > 1 else lo
     children = levels.children[k - 1]
+    order: IntArray | None = None
     if children is None:
-        step = max(1, BLOCK_CELLS // m)
-        tasks = [(p, min(p + step, n_par)) for p in range(0, n_par, step)]
-        cells, a_lo, a_hi = [(b - a) * m for a, b in tasks], None, None
-        planned = n_par * m
+        width = np.full(1, m)
+        runs = [(0, n_par, m)]
     else:
         a_lo, a_hi = children.of(parents.codes)
-        ends = np.cumsum(a_hi - a_lo)
-        planned = int(ends[-1]) if n_par else 0
-        cuts = _cuts(ends, BLOCK_CELLS)
-        tasks = list(itertools.pairwise(cuts))
-        cells = [int(ends[b - 1] - (ends[a - 1] if a else 0)) for a, b in tasks]
+        order = np.argsort(a_hi - a_lo, kind="stable")  # parents by number of children
+        width = (a_hi - a_lo)[order]
+        bounds = np.flatnonzero(np.diff(width)) + 1
+        edges = [0, *bounds.tolist(), n_par]
+        runs = [(a, b, int(width[a])) for a, b in itertools.pairwise(edges) if b > a]
+    tasks = [(p, min(p + max(1, BLOCK_CELLS // w), b), w) for a, b, w in runs
+             for p in range(a, b, max(1, BLOCK_CELLS // w))]
+    planned = sum((b - a) * w for a, b, w in runs)
 
-    def work(p0: int, p1: int) -> tuple[np.ndarray, ...]:
-        blk = slice(p0, p1)
-        return _block(levels, k, parents.codes[:, blk], parents.counts[blk], lo[blk], hi[blk],
-                      truth.codes[j], truth.counts[j],
-                      None if a_lo is None else (a_lo[blk], a_hi[blk]))  # type: ignore[index]
+    def work(p0: int, p1: int, w: int) -> tuple[np.ndarray, ...] | tuple[Any, ...]:
+        rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
+        kids = None if order is None else a_lo[rows]
+        out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo[rows], hi[rows],
+                     truth.levels[j], kids, w, not last)
+        glob = out[0] + p0 if order is None else order[p0:p1][out[0]]
+        return (glob, *out[1:])
 
-    parts = runner.run(k, n_par, planned, tasks, cells, work)
-    if not parts:
-        return Nodes(np.zeros((k, 0), np.int32), np.zeros(0, np.int64), 0), np.zeros(0, np.int64)
-    prow = _cat([p[0] + a for p, (a, _) in zip(parts, tasks, strict=True)])
-    code, count, tidx = (_cat([p[i] for p in parts]) for i in (1, 2, 3))
-    child_codes = np.empty((k, count.shape[0]), np.int32)
-    np.take(parents.codes, prow, axis=1, out=child_codes[:-1])
-    child_codes[-1] = code
-    return Nodes(child_codes, count, planned), tidx
+    # the released children, written as the blocks finish (in order): at most one per unit of
+    # the parents' counts (children > 0 add up to their parent), so that bounds the arrays
+    # (untouched pages take no memory)
+    cap = int(parents.counts.sum())
+    codes = memory.empty((k, cap), _code_type(levels.sizes[:k]))
+    counts = memory.empty(cap, np.int64)
+    tidx = memory.empty(cap, np.int64) if last is False else None
+    prow = memory.empty(cap, np.int64) if order is not None else None
+    filled = 0
+
+    def sink(result: tuple[np.ndarray, ...]) -> None:
+        nonlocal filled
+        rows, kid, count, tix = result
+        a, b = filled, filled + count.shape[0]
+        if parents.codes.dtype == codes.dtype:
+            np.take(parents.codes, rows, axis=1, out=codes[:-1, a:b], mode="clip")
+        else:
+            codes[:-1, a:b] = parents.codes[:, rows]
+        codes[-1, a:b] = kid
+        counts[a:b] = count
+        if tidx is not None:
+            tidx[a:b] = tix
+        if prow is not None:
+            prow[a:b] = rows
+        filled = b
+
+    runner.run(k, n_par, planned, tasks, [(b - a) * w for a, b, w in tasks], work, sink)
+    flat = codes.reshape(-1)
+    for r in range(1, k):  # rows packed to the filled length: (k, filled) contiguous
+        flat[r * filled:(r + 1) * filled] = codes[r, :filled]
+    out_codes, out_counts = flat[: k * filled].reshape(k, filled), counts[:filled]
+    out_truth = tidx[:filled] if tidx is not None else np.zeros(0, np.int64)
+    if prow is not None:  # back in parent order, codes ascending within a parent
+        back = np.argsort(prow[:filled] * m + out_codes[-1], kind="stable")  # merges the runs
+        out_codes, out_counts = out_codes[:, back], out_counts[back]
+        out_truth = out_truth[back] if tidx is not None else out_truth
+    return Nodes(out_codes, out_counts, planned), out_truth
 
 
-def _cuts(ends: IntArray, cells: int) -> list[int]:
-    """Parent boundaries of blocks of about ``cells`` cells (each block at least one parent),
-    from the running totals of cells per parent."""
-    cuts, n = [0], ends.shape[0]
-    while cuts[-1] < n:
-        base = int(ends[cuts[-1] - 1]) if cuts[-1] else 0
-        nxt = int(np.searchsorted(ends, base + cells, side="right"))
-        cuts.append(max(nxt, cuts[-1] + 1))
-    return cuts
+def _code_type(sizes: Sizes) -> type[np.signedinteger]:
+    """Codes are int32 (half the memory) unless a domain has 2**31 values or more."""
+    return np.int32 if max(sizes, default=0) < 1 << 31 else np.int64
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:
@@ -381,52 +504,62 @@ def _ranges(starts: IntArray, lengths: IntArray) -> IntArray:
 
 
 def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: IntArray,
-           hi: IntArray, true_codes: np.ndarray, true_counts: IntArray,
-           allowed: tuple[IntArray, IntArray] | None) -> tuple[np.ndarray, ...]:
-    """Lines 4-9 for a block of parents, fused: noise drawn into the block's cells, the true
-    children added, IntOpt, children > 0 kept. Returns, per kept child, its parent's row in the
-    block, its code, its count and its true prefix (index at level k, -1 if none)."""
+           hi: IntArray, truth: _Level, first_child: IntArray | None, width: int,
+           link: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Lines 4-9 for a block of parents with ``width`` children each, fused: noise drawn into the
+    block's cells, the true children added, IntOpt, children > 0 kept. A nested level's parents
+    have the allowed children ``children[first_child[p]:][:width]`` (else every code 0..m-1).
+    Returns, per kept child, its parent's row in the block, its code, its count and (with
+    ``link``) its true prefix (index at level k, -1 if none)."""
     m, noise, source = levels.sizes[k - 1], levels.noise[k - 1], levels.sources[k - 1]
-    n_par = c.shape[0]
+    n_par, n = c.shape[0], c.shape[0] * width
     groups = _ranges(lo, hi - lo)  # the true children of the block's parents, in code order
+    true_codes, true_counts = truth(groups)
     true_rows = np.repeat(np.arange(n_par, dtype=np.int64), hi - lo)
-    if allowed is None:  # dense: every child of every parent
-        x = noise.sample(source, levels.addressers[k - 1].cells(parent_codes, None,
-                                                                 np.arange(m)))  # line 5
-        pos = true_rows * m + true_codes[groups]
-        x[pos] += true_counts[groups]
-        y = intopt(x.reshape(n_par, m), c).reshape(-1)  # line 6
-        _check(np.einsum("ij->i", y.reshape(n_par, m)), c, y)
-        flat = np.flatnonzero(y > 0)  # lines 7-8, row-major: codes ascending per parent
-        rows = flat // m
-        codes = flat - rows * m
-    else:  # nested: each parent's allowed children (a public domain table)
+    true_keys = true_rows * m + true_codes  # ascending
+    addresser = levels.addressers[k - 1]
+    if first_child is None:  # every child of every parent: cell (p, j) has code j
+        kids = np.arange(m)
+        pos = true_keys
+    else:  # the allowed children of each parent, ascending
         table = levels.children[k - 1]
         assert table is not None
-        a_lo, a_hi = allowed
-        lengths = a_hi - a_lo
-        codes_all = table.children[_ranges(a_lo, lengths)]
-        rows_all = np.repeat(np.arange(n_par, dtype=np.int64), lengths)
-        x = noise.sample(source, levels.addressers[k - 1].cells(parent_codes, rows_all,
-                                                                 codes_all))  # line 5
-        cell_keys = rows_all * m + codes_all  # ascending
-        true_keys = true_rows * m + true_codes[groups]
+        kids = table.children[first_child[:, None] + np.arange(width)]
+        cell_keys = (np.arange(n_par, dtype=np.int64)[:, None] * m + kids).reshape(-1)
         pos = np.searchsorted(cell_keys, true_keys)
-        if pos.size and (pos.max() >= cell_keys.shape[0] or (cell_keys[pos] != true_keys).any()):
+        if pos.size and (pos.max() >= n or (cell_keys[pos] != true_keys).any()):
             raise InternalError("a true child of a nested level is not among the allowed children")
-        x[pos] += true_counts[groups]
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        y = intopt_ragged(x, offsets, c)  # line 6
-        _check(np.add.reduceat(y, offsets[:-1]) if y.size else y[:0], c, y)
-        flat = np.flatnonzero(y > 0)  # lines 7-8
-        rows, codes = rows_all[flat], codes_all[flat]
+    if addresser.narrow:  # addresses written straight into this thread's AES input
+        addresser.cells(parent_codes, None, kids, out=address_buffer(n))
+        x = noise.sample_addressed(source, n, _scratch(n))  # line 5
+    else:
+        x = noise.sample(source, addresser.cells(parent_codes, None, kids), _scratch(n))
+    x[pos] += true_counts
+    # lines 6-8: IntOpt, and the children > 0 in code order (flat positions ascending)
+    flat, kept, sums = intopt_positive(x.reshape(n_par, width), c)
+    _check(sums, c, kept)
+    rows = flat // width
+    codes = flat - rows * width if first_child is None else kids.reshape(-1)[flat]
     # the true prefix of each released child: the truth's positions are ascending
-    if pos.size:
+    tidx: np.ndarray | None = None
+    if link and pos.size:
         at = np.minimum(np.searchsorted(pos, flat), pos.shape[0] - 1)
         tidx = np.where(pos[at] == flat, groups[at], -1)
-    else:
+    elif link:
         tidx = np.full(flat.shape[0], -1, np.int64)
-    return rows, codes.astype(np.int32), y[flat], tidx
+    return rows, codes, kept, tidx
+
+
+_LOCAL = threading.local()
+
+
+def _scratch(n: int) -> IntArray:
+    """This thread's block matrix (int64, ``n`` cells): reused, so no block faults in fresh
+    pages. A block's outputs are copied out of it before the next block."""
+    buf = getattr(_LOCAL, "cells", None)
+    if buf is None or buf.shape[0] < n:
+        buf = _LOCAL.cells = np.empty(max(n, BLOCK_CELLS), np.int64)
+    return buf[:n]
 
 
 def _check(sums: IntArray, c: IntArray, y: IntArray) -> None:
@@ -469,15 +602,16 @@ class _Runner:
         if self.cancel is not None and self.cancel():
             raise Cancelled("the release was cancelled between two blocks")
 
-    def run(self, level: int, parents: int, planned: int, tasks: Sequence[tuple[int, int]],
-            cells: Sequence[int], work: Callable[[int, int], Any]) -> list[Any]:
-        start, done, told = time.perf_counter(), 0, 0
-        results: list[Any] = []
+    def run(self, level: int, parents: int, planned: int, tasks: Sequence[tuple[int, ...]],
+            cells: Sequence[int], work: Callable[..., Any], sink: Callable[[Any], None]) -> None:
+        """``sink(work(*task))`` for every task, in the order of ``tasks``."""
+        start, done, told, count = time.perf_counter(), 0, 0, 0
 
         def finished(result: Any) -> None:
-            nonlocal done, told
-            results.append(result)
-            done += cells[len(results) - 1]
+            nonlocal done, told, count
+            sink(result)
+            done += cells[count]
+            count += 1
             if self.progress is not None and (done == planned or done - told >= planned / 16):
                 told = done
                 self.progress(LevelProgress(level, self.depth, parents, done, planned,
@@ -485,18 +619,18 @@ class _Runner:
 
         self._stop()
         if self.workers == 1 or len(tasks) < 2:
-            for a, b in tasks:
-                finished(work(a, b))
-                if len(results) < len(tasks):
+            for task in tasks:
+                finished(work(*task))
+                if count < len(tasks):
                     self._stop()
         else:
             pool, pending = _pool(self.workers), collections.deque[Future[Any]]()
             try:
-                for a, b in tasks:
+                for task in tasks:
                     if len(pending) >= 2 * self.workers:  # bounded: a few blocks per worker
                         finished(pending.popleft().result())
                         self._stop()
-                    pending.append(pool.submit(work, a, b))
+                    pending.append(pool.submit(work, *task))
                 while pending:
                     finished(pending.popleft().result())
             finally:  # on an error or a cancel: drop what has not started, wait for the rest
@@ -506,7 +640,6 @@ class _Runner:
         if self.progress is not None and not tasks:
             self.progress(LevelProgress(level, self.depth, parents, 0, 0,
                                         time.perf_counter() - start))
-        return results
 
 
 __all__ = [

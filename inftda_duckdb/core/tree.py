@@ -60,7 +60,7 @@ class Nodes(NamedTuple):
     ``codes[:, i]`` (one row per level so far: levels are rows, so a level's codes are one
     contiguous array) and the released count ``counts[i]`` (> 0, the root excepted)."""
 
-    codes: npt.NDArray[np.int32]
+    codes: npt.NDArray[np.signedinteger]  # int32 (int64 when a domain has 2**31 values or more)
     counts: IntArray
     noised: int = 0  #: cells noised to release this level (every child of every parent)
 
@@ -104,23 +104,35 @@ class Addresser:
         bounds = np.cumsum([0, *runs]).tolist()
         self.limbs = [(bounds[i], bounds[i + 1]) for i in range(len(runs))]
 
-    def cells(self, parents: np.ndarray, rows: np.ndarray | None, codes: np.ndarray) -> np.ndarray:
-        """Addresses of children: with ``rows`` None, every parent (columns of ``parents``, one
-        row per level 1..k-1) times every code of the 1-D ``codes`` (row-major); else child ``i``
-        is ``codes[i]`` under parent ``rows[i]``. uint64 (n,) when narrow, else (n, L) limbs."""
+    def cells(self, parents: np.ndarray, rows: np.ndarray | None, codes: np.ndarray,
+              out: np.ndarray | None = None) -> np.ndarray:
+        """Addresses of children, row-major: with ``rows`` None, every parent (columns of
+        ``parents``, one row per level 1..k-1) times the codes of the 1-D ``codes`` (the same
+        for every parent) or of row p of the 2-D ``codes`` (parent p's own); else child ``i``
+        is ``codes[i]`` under parent ``rows[i]``. uint64 (n,) when narrow (written into ``out``
+        if given), else (n, L) limbs."""
         m = np.uint64(self.sizes[-1])
         a, b = self.limbs[-1]
         last = mixed_radix(parents[a:], self.sizes[a:b - 1]) * m  # the run holding level k
         kids = codes.astype(np.uint64, copy=False)
-        last = (last[:, None] + kids).ravel() if rows is None else last[rows] + kids
+        if rows is None:
+            if out is not None and self.narrow:
+                np.add(last[:, None], kids, out=out.reshape(last.shape[0], -1))
+                return out
+            rows = np.repeat(np.arange(last.shape[0]), kids.shape[-1])
+            last = (last[:, None] + kids).ravel()
+        else:
+            last = last[rows] + kids
         if self.narrow:
+            if out is not None:
+                out[:] = last
+                return out
             return last
-        out = np.empty((last.shape[0], len(self.limbs)), np.uint64)
-        out[:, -1] = last
+        limbs = np.empty((last.shape[0], len(self.limbs)), np.uint64)
+        limbs[:, -1] = last
         for j, (lo, hi) in enumerate(self.limbs[:-1]):
-            limb = mixed_radix(parents[lo:hi], self.sizes[lo:hi])
-            out[:, j] = np.repeat(limb, codes.shape[0]) if rows is None else limb[rows]
-        return out
+            limbs[:, j] = mixed_radix(parents[lo:hi], self.sizes[lo:hi])[rows]
+        return limbs
 
 
 class Children:

@@ -42,7 +42,7 @@ from ..core.noise import DiscreteGaussian
 from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, from_json, parse_request
 from ..core.topdown import LevelProgress, check_total, release_below, release_root
-from ..core.tree import Allowed, Levels, Nodes
+from ..core.tree import Allowed, Levels, Nodes, mixed_radix
 from ..ledger import store as ledger
 from . import evaluation
 from .connections import register_udfs, registered
@@ -79,6 +79,8 @@ class _Release:
     token: str | None = None
     progress: Progress | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
+    tree: Levels | None = None  # a release in parts: its levels, and which parts are done
+    parts: _Parts | None = None
 
 
 _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
@@ -196,27 +198,166 @@ def _counts(arr: Any) -> np.ndarray:
     return _plain(arr).field("n").flatten().to_numpy(zero_copy_only=False)
 
 
-def _levels(rid: Any, part: Any, leaves: Any, allowed: Any, threads: Any) -> pa.Array:
-    """Algorithm 1, lines 2-9, in one call: the true leaf counts are ``leaves``, a nested
-    level's allowed children ``allowed[k - 1]``; releases every level on ``threads`` workers,
-    returns the released leaves as one row of column lists and drops the release state."""
-    state = _one(rid)
+def _levels(rid: Any, part: Any, leaves: Any, allowed: Any, threads: Any, cut: Any,
+            parts: Any) -> pa.Array:
+    """Algorithm 1, lines 2-9 (see ``@levels`` in sql/release.sql). ``cut`` 0: one call, the
+    true leaf counts are ``leaves``; releases every level and drops the release state. Else the
+    release comes in parts: ``part`` -1 releases levels 1..cut from the cut prefixes' counts,
+    then each row ``part`` >= 0 the levels below the cut for its run of cut nodes (the state
+    goes when all ``parts`` are done). A nested level's allowed children are ``allowed[k - 1]``.
+    Returns one row per call row: the released leaves as column lists (and the release id)."""
+    workers = max(1, int(_plain(threads)[0].as_py() or 1))
+    cut_level, n_parts = int(_plain(cut)[0].as_py()), int(_plain(parts)[0].as_py())
+    part_ids = _plain(part).to_pylist()
+    if cut_level and part_ids != [-1]:
+        return _parts(_plain(rid).to_pylist(), part_ids, _plain(leaves), workers)
+    state = _one(rid) if not cut_level else _live(_plain(rid)[0].as_py())
     try:
-        if _plain(part).to_pylist() != [0]:
-            raise InternalError("a release got a part other than 0")
+        if part_ids not in ([0], [-1]):
+            raise InternalError("a one-call release got a part other than 0")
         levels = _tree(state, _plain(allowed).flatten())
-        d = levels.depth
-        codes, counts = _prefixes(leaves, d), _counts(leaves)
+        upto = cut_level or levels.depth
+        codes, counts = _prefixes(leaves, upto), _counts(leaves)
         if codes.shape[-1] != counts.shape[0]:
             raise InternalError("the leaves came with different numbers of prefixes and counts")
-        nodes = release_below(levels, state.nodes, codes, counts,
-                              workers=max(1, int(_plain(threads)[0].as_py() or 1)),
+        nodes = release_below(levels, state.nodes, codes, counts, upto=upto, workers=workers,
                               progress=state.progress, cancel=state.cancelled.is_set)
-        check_total(nodes, state.root, d)
+        check_total(nodes, state.root, upto)
     except InftdaError as exc:
         _keep_error(state.token, exc)
         raise
-    return _leaves(nodes)
+    if not cut_level:
+        return _rows([nodes])
+    with _LOCK:  # the parts below the cut find these nodes
+        state.nodes, state.tree, state.parts = nodes, levels, _Parts(n_parts, levels, nodes)
+    return _rows([], [str(_plain(rid)[0].as_py())])
+
+
+class _Parts:
+    """The parts of a release in parts: the cut nodes of part p are ``nodes[:, first[p]:
+    first[p + 1]]`` (runs of consecutive cut prefixes); which parts are done, and the levels
+    below the cut summed over the parts done (for one progress report per level)."""
+
+    def __init__(self, count: int, levels: Levels, nodes: Nodes) -> None:
+        cut = nodes.codes.shape[0]
+        span = int(np.prod(levels.sizes[:cut], dtype=object))
+        group = -(-span // count)
+        keys = mixed_radix(nodes.codes, levels.sizes[:cut], np.int64)
+        self.keys_from = np.arange(count + 1, dtype=np.int64) * group  # part p: cut keys from..
+        self.count, self.first = count, np.searchsorted(keys, self.keys_from)
+        self.done: set[int] = set()
+        self.cells: dict[int, list[float]] = {}
+
+
+def _parts(rids: list[Any], part_ids: list[Any], leaves: Any, workers: int) -> pa.Array:
+    """The rows of a release in parts (one call, any number of rows): the levels below the cut
+    for the cut nodes of every row's part, in ONE release over their union (the noise is
+    addressed by the tree: the same as one release per part, without the per-part overhead),
+    then split back into rows."""
+    state = _live(rids[0])
+    book, tree = state.parts, state.tree
+    if book is None or tree is None or any(r != rids[0] for r in rids):
+        raise InternalError("the parts of a call belong to no release in parts, or to several")
+    if any(not 0 <= p < book.count or p in book.done for p in part_ids) or \
+            len(set(part_ids)) != len(part_ids):
+        raise InternalError("a part of a release in parts came twice, too late or unknown")
+    key_lists, count_lists = leaves.field("key"), leaves.field("n")
+    keys = key_lists.flatten().to_numpy(zero_copy_only=False)
+    counts = count_lists.flatten().to_numpy(zero_copy_only=False)
+    if keys.shape != counts.shape:
+        raise InternalError("the leaves came with different numbers of prefixes and counts")
+    cols = np.concatenate([np.arange(book.first[p], book.first[p + 1]) for p in part_ids])
+    sums: dict[int, list[float]] = {}
+
+    def tally(r: LevelProgress) -> None:
+        if r.cells_done == r.cells_planned:
+            sums[r.level] = [r.parents, r.cells_planned, r.seconds]
+
+    try:
+        nodes = release_below(tree, Nodes(state.nodes.codes[:, cols], state.nodes.counts[cols]),
+                              keys, counts, workers=workers, progress=tally,
+                              cancel=state.cancelled.is_set)
+    except InftdaError as exc:
+        _keep_error(state.token, exc)
+        raise
+    cut = state.nodes.codes.shape[0]
+    at = mixed_radix(nodes.codes[:cut], tree.sizes[:cut], np.int64)  # each leaf's cut key
+    bounds = np.searchsorted(at, book.keys_from[np.asarray(part_ids)])
+    ends = np.searchsorted(at, book.keys_from[np.asarray(part_ids) + 1])
+    out = [Nodes(nodes.codes[:, a:b], nodes.counts[a:b]) for a, b in zip(bounds, ends, strict=True)]
+    with _LOCK:
+        book.done.update(part_ids)
+        for level, values in sums.items():
+            acc = book.cells.setdefault(level, [0, 0, 0.0])
+            for i, v in enumerate(values):
+                acc[i] += v
+        finished = len(book.done) == book.count
+        if finished:
+            _RELEASES.pop(rids[0], None)
+    if finished and state.progress is not None:
+        for level in sorted(book.cells):
+            parents, cells, seconds = book.cells[level]
+            state.progress(LevelProgress(level, tree.depth, int(parents), int(cells), int(cells),
+                                         seconds))
+    return _rows(out, d=tree.depth)
+
+
+_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+          "PiB": 1 << 50, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+def memory_limit(con: Any) -> int | None:
+    """DuckDB's ``memory_limit`` setting in bytes (None if unreadable): a release too large for
+    one list of its leaves under it is planned in parts."""
+    try:
+        text = str(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+    except duckdb.Error:
+        return None
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]+)\s*", text)
+    if m is None or m.group(2) not in _UNITS:
+        return None
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def _live(rid: Any) -> _Release:
+    """A release in parts (kept in the registry until its last part is done)."""
+    with _LOCK:
+        state = _RELEASES.get(str(rid))
+    if state is None:
+        raise InternalError("unknown or expired release id (more than 64 releases at once?)")
+    return state
+
+
+def _rows(parts: list[Nodes], rids: list[str] | None = None, d: int = 0) -> pa.Array:
+    """One row per released part: STRUCT(rid VARCHAR, k INTEGER[][] (a list per column),
+    n BIGINT[]); ``rids`` (one row each, no leaves) for the call that releases the cut."""
+    if rids is not None:
+        empty = pa.array([[] for _ in rids], pa.large_list(pa.large_list(pa.int32())))
+        return pa.StructArray.from_arrays(
+            [pa.array(rids), empty, pa.array([[] for _ in rids], pa.large_list(pa.int64()))],
+            names=["rid", "k", "n"])
+    d = parts[0].codes.shape[0] if parts else d
+    sizes = np.array([p.counts.shape[0] for p in parts], np.int64)
+    # 64-bit offsets: d x m codes in one list may pass 2**31 (DuckDB reads them as LIST)
+    lists = pa.LargeListArray.from_arrays
+    inner = np.zeros(len(parts) * d + 1, np.int64)
+    np.cumsum(np.repeat(sizes, d), out=inner[1:])
+    codes = _cat32([p.codes.astype(np.int32, copy=False).ravel() for p in parts])
+    columns = lists(pa.array(inner), pa.array(codes))
+    outer = pa.array(np.arange(len(parts) + 1, dtype=np.int64) * d)
+    n_off = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum(sizes, out=n_off[1:])
+    counts = _cat32([p.counts for p in parts], np.int64)
+    return pa.StructArray.from_arrays(
+        [pa.nulls(len(parts), pa.string()), lists(outer, columns),
+         lists(pa.array(n_off), pa.array(counts))],
+        names=["rid", "k", "n"],
+    )
+
+
+def _cat32(arrays: list[np.ndarray], dtype: type = np.int32) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays) if arrays \
+        else np.zeros(0, dtype)
 
 
 def _tree(state: _Release, allowed: Any) -> Levels:
@@ -251,20 +392,6 @@ def _plain(arr: Any) -> Any:
     if isinstance(arr, pa.ChunkedArray):
         return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
     return arr
-
-
-def _leaves(nodes: Nodes) -> pa.Array:
-    """The released leaves as one row: STRUCT(k INTEGER[][] (one list per column), n BIGINT[])."""
-    codes, counts = nodes.codes, nodes.counts
-    d, m = codes.shape
-    # 64-bit offsets: d x m codes in one list may pass 2**31 (DuckDB reads them as LIST)
-    lists = pa.LargeListArray.from_arrays
-    columns = lists(pa.array(np.arange(d + 1, dtype=np.int64) * m), pa.array(codes.ravel()))
-    return pa.StructArray.from_arrays(
-        [lists(pa.array(np.array([0, d], np.int64)), columns),
-         lists(pa.array(np.array([0, m], np.int64)), pa.array(counts))],
-        names=["k", "n"],
-    )
 
 
 def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
@@ -394,7 +521,8 @@ def _register(con: Any, n: int) -> None:
         request = from_json(json.dumps(data))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
-        return render_release(request, plan, names, "sql")
+            limit = memory_limit(cur)
+        return render_release(request, plan, names, "sql", memory_limit=limit)
 
     def preview_sql(options: str) -> str:
         data = json.loads(options)
@@ -415,8 +543,9 @@ def _register(con: Any, n: int) -> None:
         "STRUCT(rid VARCHAR, root BIGINT)",
         side_effects=True,
     )
-    fn(names.levels, _levels, ["VARCHAR", "BIGINT", PREFIXES, f"{PREFIXES}[]", "BIGINT"],
-       "STRUCT(k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
+    fn(names.levels, _levels,
+       ["VARCHAR", "BIGINT", PREFIXES, f"{PREFIXES}[]", "BIGINT", "BIGINT", "BIGINT"],
+       "STRUCT(rid VARCHAR, k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
        null_handling="special")
     fn(names.preview, _preview_rows, ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
 
@@ -505,7 +634,7 @@ def release(
     )
     request, plan, names = _prepare(con, source, columns, options)
     token = uuid.uuid4().hex
-    sql = render_release(request, plan, names, origin, token)
+    sql = render_release(request, plan, names, origin, token, memory_limit(con))
     with _LOCK:
         _PROGRESS[token] = progress
     try:

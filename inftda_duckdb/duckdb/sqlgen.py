@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,10 +209,34 @@ def _prefix_lists(plan: DomainPlan, i: int) -> str:
     sizes = plan.key_sizes(i)
     if sizes is None:
         return _f("prefix_lists", klists=_lists([f"k{j}" for j in range(1, i + 1)]))
+    return _f("prefix_keys", key=_key(sizes, i))
+
+
+def _key(sizes: list[int], i: int) -> str:
+    """The mixed-radix key of the codes k1..ki: ((k1 * s2 + k2) * s3 + ...)."""
     key = "k1::BIGINT"
     for j in range(2, i + 1):
         key = f"({key} * {sizes[j - 1]} + k{j})"
-    return _f("prefix_keys", key=key)
+    return key
+
+
+PARTS = 8192
+"""Parts of a release whose leaves could outgrow DuckDB's memory_limit in one list: about this
+many runs of cut prefixes (one list each; DuckDB streams them to the levels call)."""
+
+
+def _grouping(plan: DomainPlan, d: int, memory_limit: int | None) -> tuple[int, int, int] | None:
+    """(cut level, cut prefixes per part, parts) when the leaves, at 16 bytes each in the worst
+    case the public sizes allow, could pass an eighth of ``memory_limit`` (bytes), else None (one
+    list). Needs the sizes when planned (mixed-radix keys) and two levels or more."""
+    sizes = plan.key_sizes(d)
+    if memory_limit is None or sizes is None or d < 2 or math.prod(sizes) * 16 <= memory_limit // 8:
+        return None
+    cut, span = 1, sizes[0]
+    while cut < d - 1 and span < PARTS:
+        cut, span = cut + 1, span * sizes[cut]
+    group = max(1, span // PARTS)
+    return cut, group, -(-span // group)
 
 
 def render_release(
@@ -220,8 +245,10 @@ def render_release(
     names: UdfNames,
     origin: str,
     token: str | None = None,
+    memory_limit: int | None = None,
 ) -> str:
-    """The whole release as one statement (see the header of sql/release.sql)."""
+    """The whole release as one statement (see the header of sql/release.sql); with DuckDB's
+    ``memory_limit`` (bytes), in parts when one list of the leaves might not fit."""
     d = request.depth
     ctes = _ctes_public(request, plan)
     if not request.domain_from_data:
@@ -274,20 +301,23 @@ def render_release(
             continue
         keys = [f"k{k + 1}" for k in (*nested[1], i - 1)]
         allowed.append(_f("allowed", t=nested[0] + 1, keys=", ".join(keys), klists=_lists(keys)))
-    ctes.append(
-        _f(
-            "levels",
-            levels=names.levels,
-            leaf=f"(SELECT {_prefix_lists(plan, d)} FROM leaf)",
-            allowed=", ".join(allowed),
-            ptype=PREFIXES,
-            lists=", ".join(
-                _f("decode_enum", i=i) if i in enum else _f("decode_list", i=i)
-                for i in range(1, d + 1)
-            ),
-            unnest=", ".join(f"unnest(e.e.k[{i}]) AS k{i}" for i in range(1, d + 1)),
-        )
+    lists = ", ".join(
+        _f("decode_enum", i=i) if i in enum else _f("decode_list", i=i) for i in range(1, d + 1)
     )
+    unnest = ", ".join(f"unnest(e.e.k[{i}]) AS k{i}" for i in range(1, d + 1))
+    grouping = _grouping(plan, d, memory_limit)
+    if grouping is None:
+        ctes.append(_f("levels", levels=names.levels,
+                       leaf=f"(SELECT {_prefix_lists(plan, d)} FROM leaf)",
+                       allowed=", ".join(allowed), ptype=PREFIXES, lists=lists, unnest=unnest))
+    else:
+        cut, group, parts = grouping
+        sizes = plan.key_sizes(d)
+        assert sizes is not None
+        below = math.prod(sizes[cut:])
+        ctes.append(_f("levels_grouped", levels=names.levels, key=_key(sizes, d),
+                       cut_radix=below, part_radix=below * group, cut=cut, parts=parts,
+                       allowed=", ".join(allowed), ptype=PREFIXES, lists=lists, unnest=unnest))
     decoded = ", ".join(
         f"dl.l{i}[r.k{i} + 1] AS {quote(c)}" for i, c in enumerate(request.columns, 1)
     )

@@ -1,0 +1,155 @@
+"""The levels UDF inside DuckDB: the same seeded release for any number of threads, any block
+size and any split into parts; a release in parts under a small memory_limit."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pytest
+
+from inftda_duckdb.core import topdown
+from inftda_duckdb.core.accounting import plan_budget
+from inftda_duckdb.core.errors import InternalError
+from inftda_duckdb.core.randomness import RandomSource
+from inftda_duckdb.core.topdown import LevelProgress, release_tree
+from inftda_duckdb.duckdb import extension, sqlgen
+from inftda_duckdb.duckdb.extension import load, release
+
+pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
+
+DOMS = "{'a': range(30), 'b': range(20), 'c': range(12)}"
+SIZES = [30, 20, 12]
+
+
+@pytest.fixture
+def con() -> duckdb.DuckDBPyConnection:
+    c = duckdb.connect()
+    load(c)
+    c.execute("CREATE TABLE t AS SELECT (hash(i, 1) % 30)::INTEGER AS a, "
+              "(hash(i, 2) % 20)::INTEGER AS b, (hash(i, 3) % 12)::INTEGER AS c "
+              "FROM range(60000) r(i)")
+    yield c
+    c.close()
+
+
+def query(seed: int = 3) -> str:
+    return (f"SELECT * FROM inftda_release('t', ['a', 'b', 'c'], rho := 1, domains := {DOMS}, "
+            f"seed := {seed}) ORDER BY ALL")
+
+
+def reference(con: duckdb.DuckDBPyConnection, seed: int = 3) -> list[tuple[int, ...]]:
+    leaves = con.execute("SELECT a, b, c, count(*) AS n FROM t GROUP BY ALL").fetchnumpy()
+    codes, counts = release_tree(np.column_stack([leaves["a"], leaves["b"], leaves["c"]]),
+                                 leaves["n"], SIZES, plan_budget(3, rho=1),
+                                 RandomSource.from_seed(seed))
+    return [(*r, n) for r, n in zip(codes.tolist(), counts.tolist(), strict=True)]
+
+
+def test_same_release_for_any_number_of_threads_and_block_size(con, monkeypatch):
+    # the levels UDF runs its blocks on DuckDB's `threads` workers; neither the number of
+    # workers nor the block size changes a seeded release, which equals release_tree
+    want = reference(con)
+    seen_workers = []
+    original = extension.release_below
+
+    def spy(*args, **kwargs):
+        seen_workers.append(kwargs["workers"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(extension, "release_below", spy)
+    for threads, block in ((1, 1 << 16), (2, 100), (7, 13)):
+        con.execute(f"SET threads = {threads}")
+        monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
+        assert con.execute(query()).fetchall() == want
+        assert seen_workers[-1] == threads
+    assert con.execute(query(4)).fetchall() != want
+
+
+def test_release_in_parts_equals_one_call(con, monkeypatch):
+    # under a memory_limit too small for one list of every leaf (the public worst case), the
+    # statement releases the levels above a cut once and the rest in parts; tiny parts (some
+    # without any leaf) and several UDF calls: the same seeded release, every part once
+    want = reference(con)
+    domains = {"a": range(30), "b": range(20), "c": range(12)}
+    _, plan, _ = extension._prepare(con, "t", ["a", "b", "c"],
+                                    {"rho": 1, "domains": domains})
+    assert sqlgen._grouping(plan, 3, None) is None
+    assert sqlgen._grouping(plan, 3, 1 << 30) is None  # fits: one call
+    assert sqlgen._grouping(plan, 3, 1 << 10) == (2, 1, 600)  # 600 cut prefixes, one per part
+    monkeypatch.setattr(sqlgen, "PARTS", 37)
+    assert sqlgen._grouping(plan, 3, 1 << 10) == (2, 16, 38)
+    monkeypatch.setattr(extension, "memory_limit", lambda _: 1 << 10)
+    calls: list[list[int]] = []
+    original = extension._parts
+
+    def spy(rids, part_ids, leaves, workers):
+        calls.append(part_ids)
+        return original(rids, part_ids, leaves, workers)
+
+    monkeypatch.setattr(extension, "_parts", spy)
+    live = set(extension._RELEASES)
+    for parts in (37, 7):
+        monkeypatch.setattr(sqlgen, "PARTS", parts)
+        calls.clear()
+        assert con.execute(query()).fetchall() == want
+        done = sorted(p for c in calls for p in c)
+        assert done == list(range(len(done))) and len(done) > 1  # every part exactly once
+        assert set(extension._RELEASES) <= live  # the last part dropped the release state
+    seen: list[LevelProgress] = []
+    out = release(con, "t", ["a", "b", "c"], rho=1, domains=domains, seed=3,
+                  progress=seen.append)
+    assert sorted(tuple(r.values()) for r in out.to_pylist()) == want
+    assert [p.level for p in seen] == [1, 2, 3]  # once per level, all cells done
+    assert all(p.cells_done == p.cells_planned for p in seen)
+    assert seen[2].cells_planned == 12 * seen[2].parents
+
+
+def test_a_part_cannot_be_released_twice(con, monkeypatch):
+    monkeypatch.setattr(extension, "memory_limit", lambda _: 1 << 10)
+    monkeypatch.setattr(sqlgen, "PARTS", 5)
+    original = extension._parts
+
+    def twice(rids, part_ids, leaves, workers):  # the first part, then all of them
+        original(rids[:1], part_ids[:1], leaves.slice(0, 1), workers)
+        return original(rids, part_ids, leaves, workers)
+
+    monkeypatch.setattr(extension, "_parts", twice)
+    with pytest.raises(duckdb.Error, match="came twice, too late or unknown"):
+        con.execute(query()).fetchall()
+    with pytest.raises(InternalError, match="unknown or expired release id"):
+        extension._live("nope")
+
+
+def test_memory_limit_is_read_in_bytes(con):
+    con.execute("SET memory_limit = '100MB'")
+    assert extension.memory_limit(con) == int(95.3 * 2**20)
+    con.execute("SET memory_limit = '2GB'")
+    assert extension.memory_limit(con) == int(1.8 * 2**30) or extension.memory_limit(con) > 1e9
+
+
+@pytest.mark.slow
+def test_release_succeeds_under_a_memory_limit_where_group_by_does():
+    # issue 15: under SET memory_limit = '100MB' the bare GROUP BY spills and finishes; the
+    # release must too. 3M rows over 5 x 40 uniform (~2.9M leaves): one list of every leaf
+    # runs out of memory (the negative control below), the release in parts does not
+    c = duckdb.connect()
+    load(c)
+    labels = ", ".join(f"'v{j}'" for j in range(40))
+    c.execute(f"CREATE TYPE u AS ENUM ({labels})")
+    cols = ", ".join(f"enum_range(NULL::u)[1 + floor(random() * 40)::INTEGER]::u AS c{k}"
+                     for k in range(1, 6))
+    c.execute("SELECT setseed(0.25)")
+    c.execute(f"CREATE TABLE big AS SELECT {cols} FROM range(3000000) r(i)")
+    c.execute("SET memory_limit = '100MB'")
+    names = ["c1", "c2", "c3", "c4", "c5"]
+    bare = c.execute("SELECT count(*) FROM (SELECT c1, c2, c3, c4, c5, count(*) FROM big "
+                     "GROUP BY ALL)").fetchall()[0][0]
+    assert bare > 2_000_000
+    n, total = c.execute("SELECT count(*), sum(count) FROM inftda_release('big', "
+                         f"{names}, rho := 1)").fetchall()[0]
+    assert total == 3_000_000 and n > 0
+    request, plan, udfs = extension._prepare(c, "big", names, {"rho": 1})
+    one_list = sqlgen.render_release(request, plan, udfs, "python")  # as if no limit
+    with pytest.raises(duckdb.OutOfMemoryException):
+        c.execute(f"SELECT count(*) FROM ({one_list})").fetchall()
+    c.close()
