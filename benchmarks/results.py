@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import resource
+import time
 from pathlib import Path
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -23,6 +24,16 @@ def write_section(name: str, body: list[str]) -> None:
         )
         lines = lines[:start] + new + ([""] if end < len(lines) else []) + lines[end:]
     RESULTS.write_text("\n".join(lines).rstrip() + "\n")
+
+
+def finish(name: str, body: list[str], started: float, write: bool) -> None:
+    """End a benchmark: the total time, the section printed, and written unless ``write`` is
+    False (``--no-write``)."""
+    body += [f"Total benchmark time: {time.time() - started:.0f} s.", ""]
+    print("\n".join(body), flush=True)
+    if write:
+        write_section(name, body)
+        print(f"wrote the '{name}' section of {RESULTS}", flush=True)
 
 
 def cpu_model() -> str:

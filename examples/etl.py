@@ -3,8 +3,12 @@
 Run:  python examples/etl.py [INPUT.parquet OUTPUT.parquet [LEDGER.duckdb]]
 Without arguments it writes the sample trips to a temporary folder and releases those.
 
-The same job from the shell, without Python code:
-  inftda-duckdb release --db ledger.duckdb --input trips.parquet --columns origin,dest,hour \
+The same job from the shell, without Python code (the sample trips as a table in the ledger's
+database: their ENUM columns declare the public domains of origin and dest, which a Parquet
+file cannot carry):
+  inftda-duckdb sample trips --db ledger.duckdb
+  inftda-duckdb budget ledger.duckdb --set trips --rho 2
+  inftda-duckdb release --db ledger.duckdb --table trips --columns origin,dest,hour \
       --rho 0.5 --domain hour=0..23 --output trips_dp.parquet
 """
 

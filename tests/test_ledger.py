@@ -13,6 +13,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+from inftda_duckdb.core.accounting import epsilon_from_rho, rho_from_epsilon_delta
 from inftda_duckdb.core.errors import BudgetExceededError, InputError, InternalError
 from inftda_duckdb.ledger import store as ledger
 from inftda_duckdb.ledger.store import (
@@ -206,7 +207,9 @@ def test_charge_writes_one_complete_row(con: duckdb.DuckDBPyConnection) -> None:
         True,
         "python",
     )
-    assert r[0][13] == pytest.approx(1 / 3 + 2 * (1 / 3 * 18.420680743952367) ** 0.5)
+    # the conversion in force (CKS), below Bun-Steinke's rho + 2 sqrt(rho ln(1/delta))
+    bun_steinke = 1 / 3 + 2 * (1 / 3 * 18.420680743952367) ** 0.5
+    assert r[0][13] == epsilon_from_rho(Fraction(1, 3), 1e-8) < bun_steinke
     assert r[1][9:13] == (True, False, False, "sql")  # seeded: charged, marked not private
     charge(con, mk(data_domain=True))
     assert rows(con)[2][14] is False  # private
@@ -449,7 +452,8 @@ def test_set_budget_with_epsilon_rounds_down(con: duckdb.DuckDBPyConnection) -> 
     set_budget(con, "trips", epsilon=1, delta=1e-6)
     r = row_of(con, "memory.main.trips")
     rho = Fraction(str(r["budget_rho_exact"]))
-    assert 0.0174 < rho < 0.0175  # (sqrt(L + 1) - sqrt(L))^2 with L = ln(1e6)
+    assert rho == rho_from_epsilon_delta(1, 1e-6)  # CKS; Bun-Steinke's (sqrt(L + 1) -
+    assert 0.024355 < rho < 0.024356  # sqrt(L))^2 with L = ln(1e6) was 0.01747
     assert r["budget_epsilon"] <= 1.0 + 1e-12
     assert r["budget_epsilon"] > 0.999
 
@@ -535,8 +539,8 @@ def test_budget_table_contents(con: duckdb.DuckDBPyConnection) -> None:
     assert (trips["spent_rho_exact"], trips["remaining_rho_exact"]) == ("3/4", "5/4")
     assert (trips["releases"], trips["non_private_releases"], trips["delta"]) == (2, 1, 1e-9)
     L = 20.72326583694641  # ln(1e9)
-    assert trips["spent_epsilon"] == pytest.approx(0.75 + 2 * (0.75 * L) ** 0.5)
-    assert trips["remaining_epsilon"] == pytest.approx(1.25 + 2 * (1.25 * L) ** 0.5)
+    assert trips["spent_epsilon"] == epsilon_from_rho(0.75, 1e-9) < 0.75 + 2 * (0.75 * L) ** 0.5
+    assert trips["remaining_epsilon"] == epsilon_from_rho(1.25, 1e-9) < 1.25 + 2 * (1.25 * L) ** 0.5
     assert got["memory.main.flights"]["releases"] == 0
     assert got["memory.main.flights"]["spent_epsilon"] == 0.0
     assert got["temp.main.scratch"]["budget_rho_exact"] is None

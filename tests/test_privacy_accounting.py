@@ -8,12 +8,19 @@ import threading
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 
-from inftda_duckdb.core.accounting import epsilon_from_rho, rho_from_epsilon_delta
+from inftda_duckdb.core.accounting import (
+    CONVERSION,
+    epsilon_from_rho,
+    plan_budget,
+    rho_from_epsilon_delta,
+)
 from inftda_duckdb.core.errors import BudgetExceededError, InputError
+from inftda_duckdb.core.noise import DiscreteGaussian
 from inftda_duckdb.duckdb import extension
 from inftda_duckdb.ledger.store import budget, set_budget
 
@@ -409,3 +416,80 @@ def test_noise_scale_matches_the_accounting(neighbours: str, m: int) -> None:
     (row,) = c.execute("SELECT neighbours, max_rows_per_unit, rho FROM inftda_ledger").fetchall()
     assert row == (neighbours, m, str(rho))
     c.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# level_weights := 'auto' (issue 19): the noise follows the plan, the plan only public sizes
+
+
+def _sigma2_drawn(c: duckdb.DuckDBPyConnection, sql: str, monkeypatch: pytest.MonkeyPatch) -> set:
+    seen: set[Fraction] = set()
+    original, addressed = DiscreteGaussian.sample, DiscreteGaussian.sample_addressed
+
+    def sample(dist: DiscreteGaussian, source: Any, ids: Any, out: Any = None) -> Any:
+        seen.add(dist.sigma2)
+        return original(dist, source, ids, out)
+
+    def sample_addressed(dist: DiscreteGaussian, source: Any, n: int, out: Any) -> Any:
+        seen.add(dist.sigma2)  # the release's blocks draw through this hot path
+        return addressed(dist, source, n, out)
+
+    monkeypatch.setattr(DiscreteGaussian, "sample", sample)
+    monkeypatch.setattr(DiscreteGaussian, "sample_addressed", sample_addressed)
+    c.execute(sql).fetchall()
+    monkeypatch.setattr(DiscreteGaussian, "sample", original)
+    monkeypatch.setattr(DiscreteGaussian, "sample_addressed", addressed)
+    return seen
+
+
+@pytest.mark.parametrize("neighbours", ["substitute", "add_remove"])
+def test_auto_weights_noise_each_level_as_planned_from_public_sizes(
+    neighbours: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c = duckdb.connect()
+    extension.load(c)
+    # public: 3 states with 3 + 1 + 2 counties (a nested domain table), 4 hours
+    c.execute("CREATE TABLE geo AS SELECT * FROM (VALUES ('CA', 'LA'), ('CA', 'SF'), "
+              "('CA', 'SD'), ('NY', 'NYC'), ('TX', 'Austin'), ('TX', 'Dallas')) t(state, county)")
+    c.execute("CREATE TABLE d AS SELECT (['CA', 'NY', 'TX'])[1 + i % 3] AS state, "
+              "(['LA', 'NYC', 'Dallas'])[1 + i % 3] AS county, i % 4 AS hour FROM range(300) t(i)")
+    sql = ("SELECT * FROM inftda_release('d', ['state', 'county', 'hour'], rho := '3/4', "
+           "domain_tables := ['geo'], domains := {'hour': range(4)}, level_weights := 'auto', "
+           f"auto_target := 'county', neighbours := '{neighbours}')")
+    plan = plan_budget(3, rho=Fraction(3, 4), level_weights="auto", auto_target=2,
+                       neighbours=neighbours, nodes=[3, 6, 24])  # the public cells per level
+    expected = {*plan.level_sigma2, *([plan.root_sigma2] if plan.root_sigma2 else [])}
+    assert _sigma2_drawn(c, sql, monkeypatch) == expected
+    uniform = plan_budget(3, rho=Fraction(3, 4), neighbours=neighbours)
+    assert expected != {*uniform.level_sigma2, uniform.root_sigma2} - {None}  # control
+    (rho,) = c.execute("SELECT rho FROM inftda_ledger").fetchall()[0]
+    assert Fraction(rho) == Fraction(3, 4)  # charged the total, whatever the split
+    # other private rows, same public domains: the same split
+    c.execute("CREATE OR REPLACE TABLE d AS SELECT 'TX' AS state, 'Austin' AS county, "
+              "3 AS hour FROM range(5)")
+    assert _sigma2_drawn(c, sql, monkeypatch) == expected
+    # a county more in the public table: another split (negative control for the check above)
+    c.execute("INSERT INTO geo VALUES ('NY', 'Buffalo')")
+    assert _sigma2_drawn(c, sql, monkeypatch) != expected
+    c.close()
+
+
+def test_ledger_round_trip_of_an_epsilon_delta_budget(con: duckdb.DuckDBPyConnection) -> None:
+    """A budget set as (1, 1e-6) holds exactly one release at (1, 1e-6): the same conversion
+    on both sides (CKS), the row's epsilon is the one asked for, and nothing more fits."""
+    set_budget(con, "trips", epsilon=1, delta=1e-6)
+    table = extension.release(con, "trips", ["origin"], epsilon=1, delta=1e-6)
+    assert table.schema.metadata[b"conversion"] == CONVERSION.encode()  # the provenance says
+    ((rho, eps, delta),) = con.execute("SELECT rho, epsilon, delta FROM inftda_ledger").fetchall()
+    assert Fraction(rho) == rho_from_epsilon_delta(1, 1e-6) == budget_cap(con)
+    assert delta == 1e-6 and 1 - 1e-12 < eps <= 1.0
+    assert Fraction(rho) > rho_from_epsilon_delta(1, 1e-6, "bun-steinke-2016") * Fraction(139, 100)
+    with pytest.raises(BudgetExceededError):
+        extension.release(con, "trips", ["origin"], epsilon="0.01", delta=1e-6)
+    columns = {r[0] for r in con.execute("DESCRIBE inftda_ledger").fetchall()}
+    if "conversion" in columns:  # recorded per row by the ledger (issue 14, wp-ledger)
+        assert con.execute("SELECT conversion FROM inftda_ledger").fetchall() == [(CONVERSION,)]
+
+
+def budget_cap(c: duckdb.DuckDBPyConnection) -> Fraction:
+    return Fraction(c.execute("SELECT budget_rho_exact FROM inftda_budget()").fetchall()[0][0])

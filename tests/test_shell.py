@@ -15,7 +15,8 @@ import duckdb
 import pytest
 
 from inftda_duckdb.tools.demo import load_sample
-from inftda_duckdb.tools.shell import clean_message, split_statements
+from inftda_duckdb.tools.shell import split_statements
+from inftda_duckdb.tools.status import clean_message
 
 ROWS = 2000
 
@@ -115,7 +116,7 @@ SELECT 'after quit' AS never;
 
 def test_pipe_stops_at_the_first_error(db: Path) -> None:
     result = shell(db, "SELECT 1 AS one;\nSELECT * FROM nope;\nCREATE TABLE never AS SELECT 1;\n")
-    assert result.returncode == 1
+    assert result.returncode == 2  # an input error
     assert result.stderr.startswith("Error: ") and "nope" in result.stderr
     with duckdb.connect(str(db), read_only=True) as con:
         names = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
@@ -124,10 +125,11 @@ def test_pipe_stops_at_the_first_error(db: Path) -> None:
 
 def test_pipe_release_error_is_clean(db: Path) -> None:
     result = shell(db, "SELECT * FROM inftda_release('trips', ['origin'], rho := -1);\n")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.startswith("Error: ") and "rho" in result.stderr
     assert "Python exception occurred" not in result.stderr
-    assert shell(db, ".frobnicate\n").returncode == 1
+    assert "rho := 0.5" in result.stderr  # the fix speaks SQL
+    assert shell(db, ".frobnicate\n").returncode == 2
 
 
 # ---------------------------------------------------------------------------- through a terminal
@@ -181,3 +183,43 @@ def test_pseudo_terminal_prompts_multiline_box_and_history(db: Path, tmp_path: P
     box = text[text.index("┌"): text.index("┘") + 1]
     assert_box(box)
     assert "SELECT origin, count(*) AS n" in history.read_text()
+
+
+# ---------------------------------------------------------------------------- -c, .read, .mode
+
+
+def run(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "inftda_duckdb.tools.cli", "shell",
+                           *map(str, args)], capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_command_option_modes_and_read(db: Path, tmp_path: Path) -> None:
+    # before: the shell had no -c, .mode or .read
+    result = run(db, "-c", "SELECT 40 + 2 AS answer", "--format", "csv")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "answer\n42\n"
+    script = tmp_path / "script.sql"
+    script.write_text(".mode json\nCREATE TABLE dp AS SELECT * FROM inftda_release('trips', "
+                      "['origin'], rho := 1/4);\nSELECT sum(count) AS n FROM dp;\n")
+    result = run(db, "-c", f".read {script}", "-c", ".ledger")
+    assert result.returncode == 0, result.stderr
+    assert '"n": 2000' in result.stdout and '"rho_decimal": "0.25"' in result.stdout
+    assert '"rho": "1/4"' in result.stdout
+    failed = run(db, "-c", f".read {tmp_path / 'missing.sql'}", "-c", "SELECT 1")
+    assert failed.returncode == 2 and failed.stdout == ""
+
+
+def test_exit_status_of_a_refused_release(db: Path) -> None:
+    result = run(db, "-c", "SELECT inftda_set_budget('trips', rho := 0);",
+                 "-c", "SELECT * FROM inftda_release('trips', ['origin'], rho := 1)")
+    assert result.returncode == 3, result.stderr
+    assert "refused" in result.stderr and "SELECT inftda_set_budget('memory" not in result.stderr
+
+
+def test_misspelled_parameter_names_the_valid_ones(db: Path) -> None:
+    result = run(db, "-c", "SELECT * FROM inftda_release('trips', ['origin'], rho := 1, "
+                 "domain := {'hour': range(24)})")
+    assert result.returncode == 2
+    assert "inftda_release has no parameter domain (did you mean domains?)" in result.stderr
+    assert "Valid parameters: source, columns, rho" in result.stderr

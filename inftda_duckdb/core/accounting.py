@@ -1,9 +1,11 @@
 """Privacy accounting: zCDP budgets, the split over levels, noise scales, and Theorem 1's bound.
 
-- ``rho`` (zCDP) <-> ``(epsilon, delta)``: ``epsilon = rho + 2 sqrt(rho ln(1/delta))`` (Bun and
-  Steinke 2016, Prop. 1.3), inverted exactly as ``rho = (sqrt(L + epsilon) - sqrt(L))**2`` with
-  ``L = ln(1/delta)``, computed in 60-digit decimal arithmetic and rounded *down* to a 20-digit
-  rational, so a release never spends more than ``(epsilon, delta)`` allows.
+- ``rho`` (zCDP) <-> ``(epsilon, delta)``: :data:`CONVERSION` names the conversion in force,
+  Canonne, Kamath and Steinke 2020 (``epsilon = inf over a > 1 of a rho + (ln(1/delta) +
+  (a - 1) ln(1 - 1/a) - ln a) / (a - 1)``, never worse than Bun and Steinke 2016's ``rho +
+  2 sqrt(rho ln(1/delta))``, which stays available by name). Bounded exactly (:mod:`.conversion`):
+  rho is rounded *down* to a 20-digit rational and epsilon *up*, so a release never spends more
+  than ``(epsilon, delta)`` allows.
 - Level split (paper, Algorithm 1 line 5): ``substitute`` (bounded DP, the paper) noises levels
   ``1..d``; a unit holding at most ``m`` rows moves ``m`` rows from one cell to another, so the L2
   sensitivity of a level is ``sqrt(2) m`` and ``rho_k = Delta**2 / (2 sigma_k**2)`` gives
@@ -16,19 +18,24 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_FLOOR, Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
-from .errors import InternalError, bad_argument
+from .conversion import CKS, CONVERSIONS, epsilon_upper, rho_lower
+from .errors import InputError, InternalError, bad_argument, opt
 from .exact import to_fraction, to_positive_fraction
 from .noise import MAX_SIGMA2
 
 __all__ = [
+    "ALIASES",
+    "CONVERSION",
+    "CONVERSIONS",
     "NEIGHBOURS",
     "BudgetPlan",
+    "auto_level",
+    "auto_shares",
     "epsilon_from_rho",
     "error_bound",
     "level_table",
@@ -38,63 +45,87 @@ __all__ = [
 ]
 
 NEIGHBOURS = ("substitute", "add_remove")
+ALIASES = {"bounded": "substitute", "unbounded": "add_remove"}
+"""The usual names of the two neighbouring relations (bounded / unbounded DP), accepted too."""
+AUTO = "auto"  #: level_weights that minimise Theorem 1's bound at a target (auto_shares)
+AUTO_TARGETS = ("leaves", "all")  #: besides a level number 1..d
+AUTO_BETA = 0.05  #: the beta of the bound auto weights minimise (it only enters through logs)
+_AUTO_DIGITS = 6  # significant digits of each auto share but the largest
 
-_PRECISION = 60  # decimal digits of the intermediate arithmetic
+
+def neighbours_name(value: object) -> object:
+    """``value`` with the aliases 'bounded' / 'unbounded' replaced by the canonical names."""
+    return ALIASES.get(value, value) if isinstance(value, str) else value
+
+#: The (epsilon, delta) <-> rho conversion in force (the ledger records it per row).
+CONVERSION = CKS
 _DIGITS = 20  # significant digits kept in a converted rho
 
 
-def _decimal(value: Fraction) -> Decimal:
-    return Decimal(value.numerator) / Decimal(value.denominator)
-
-
 def _check_delta(delta: object) -> Fraction:
-    fix = "pass 0 < delta < 1, e.g. delta := 1e-6"
+    fix = f"pass 0 < delta < 1, e.g. {opt('delta', 1e-6)}"
     value = to_positive_fraction(delta, "delta", fix)
     if value >= 1:
         raise bad_argument("delta", delta, "must be strictly between 0 and 1", fix)
     return value
 
 
-def rho_from_epsilon_delta(epsilon: object, delta: object) -> Fraction:
-    """The largest ``rho`` (rounded down to 20 significant digits) whose zCDP guarantee implies
-    ``(epsilon, delta)``-DP: ``rho = (sqrt(L + epsilon) - sqrt(L))**2``, ``L = ln(1/delta)``."""
-    eps = to_positive_fraction(epsilon, "epsilon", "pass a positive epsilon, e.g. epsilon := 1")
+def rho_from_epsilon_delta(
+    epsilon: object, delta: object, conversion: str = CONVERSION
+) -> Fraction:
+    """The largest ``rho`` whose zCDP guarantee implies ``(epsilon, delta)``-DP under
+    ``conversion`` (default: the one in force, :data:`CONVERSION`), rounded *down* to 20
+    significant digits; see :mod:`.conversion`."""
+    eps = to_positive_fraction(epsilon, "epsilon",
+                               f"pass a positive epsilon, e.g. {opt('epsilon', 1)}")
     dlt = _check_delta(delta)
-    with localcontext() as ctx:
-        ctx.prec = _PRECISION
-        big_l = (1 / _decimal(dlt)).ln()
-        rho = ((big_l + _decimal(eps)).sqrt() - big_l.sqrt()) ** 2
-        rho *= 1 - Decimal(10) ** (-40)  # margin over the 60-digit rounding error
-        quantum = Decimal(10) ** (rho.adjusted() - _DIGITS + 1)
-        rounded = rho.quantize(quantum, rounding=ROUND_FLOOR)
-    if rounded <= 0:
+    rho = _round_down(_convert(rho_lower, eps, dlt, conversion, "epsilon", epsilon), _DIGITS)
+    if rho <= 0:
         raise bad_argument(
             "epsilon", epsilon, f"gives a rho too small to represent at delta = {delta}",
             "pass a larger epsilon",
         )
-    return Fraction(rounded)
+    return rho
 
 
-def _epsilon_decimal(rho: Fraction, delta: Fraction) -> Decimal:
-    with localcontext() as ctx:
-        ctx.prec = _PRECISION
-        big_l = (1 / _decimal(delta)).ln()
-        r = _decimal(rho)
-        return r + 2 * (r * big_l).sqrt()
-
-
-def epsilon_from_rho(rho: object, delta: object) -> float:
-    """The ``epsilon`` of ``(epsilon, delta)``-DP implied by ``rho``-zCDP, rounded *up* to a float:
-    ``epsilon = rho + 2 sqrt(rho ln(1/delta))``."""
-    r = to_positive_fraction(rho, "rho", "pass a positive rho, e.g. rho := 0.5")
-    eps = _epsilon_decimal(r, _check_delta(delta))
-    with localcontext() as ctx:
-        ctx.prec = _PRECISION
-        eps *= 1 + Decimal(10) ** (-40)  # margin over the 60-digit rounding error
-        result = float(eps)
-        if Decimal(result) < eps:
-            result = math.nextafter(result, math.inf)
+def epsilon_from_rho(rho: object, delta: object, conversion: str = CONVERSION) -> float:
+    """The ``epsilon`` of ``(epsilon, delta)``-DP implied by ``rho``-zCDP under ``conversion``
+    (default: :data:`CONVERSION`), rounded *up* to a float; see :mod:`.conversion`."""
+    r = to_positive_fraction(rho, "rho", f"pass a positive rho, e.g. {opt('rho', 0.5)}")
+    eps = _convert(epsilon_upper, r, _check_delta(delta), conversion, "rho", rho)
+    result = float(eps)
+    if Fraction(result) < eps:
+        result = math.nextafter(result, math.inf)
     return result
+
+
+def _convert(
+    direction: Callable[[Fraction, Fraction, str], Fraction],
+    value: Fraction, delta: Fraction, conversion: str, name: str, given: object,
+) -> Fraction:
+    if conversion not in CONVERSIONS:
+        raise bad_argument(
+            "conversion", conversion, f"must be one of {', '.join(CONVERSIONS)}",
+            f"omit it (the conversion in force is {CONVERSION!r})",
+        )
+    try:
+        return direction(value, delta, conversion)
+    except (ValueError, OverflowError):
+        raise bad_argument(
+            name, given, f"is outside the range the conversion supports at delta = {delta}",
+            "pass a value between 1e-300 and 1e300",
+        ) from None
+
+
+def _round_down(x: Fraction, digits: int) -> Fraction:
+    """``x`` cut (towards 0) to ``digits`` significant decimal digits, exactly."""
+    if x <= 0:
+        return Fraction(0)
+    e = len(str(x.numerator)) - len(str(x.denominator))  # 10**(e-1) < x < 10**(e+1)
+    if Fraction(10) ** e > x:
+        e -= 1
+    quantum = Fraction(10) ** (e - digits + 1)
+    return (x // quantum) * quantum
 
 
 @dataclass(frozen=True)
@@ -103,7 +134,8 @@ class BudgetPlan:
 
     ``level_rho[k-1]`` and ``level_sigma2[k-1]`` are for level ``k`` (1..d); ``root_rho`` and
     ``root_sigma2`` are set only for ``add_remove``, where the root count is noised too. The parts
-    sum to ``rho`` exactly.
+    sum to ``rho`` exactly. ``split`` says how they were chosen: ``'uniform'``, ``'weights'``
+    (given) or ``'auto'`` (for ``auto_target``).
     """
 
     rho: Fraction
@@ -114,6 +146,17 @@ class BudgetPlan:
     root_sigma2: Fraction | None
     level_rho: tuple[Fraction, ...]
     level_sigma2: tuple[Fraction, ...]
+    split: str = "uniform"
+    auto_target: str | int | None = None
+
+    @property
+    def split_label(self) -> str:
+        """``'uniform'``, ``'weights'``, or ``'auto (leaves)'`` / ``'auto (all)'`` /
+        ``'auto (level k)'``."""
+        if self.split != AUTO:
+            return self.split
+        target = self.auto_target
+        return f"auto ({target})" if isinstance(target, str) else f"auto (level {target})"
 
     @property
     def sensitivity2(self) -> int:
@@ -128,34 +171,66 @@ def plan_budget(
     rho: object = None,
     epsilon: object = None,
     delta: object = None,
-    level_weights: Sequence[object] | None = None,
+    level_weights: Sequence[object] | str | None = None,
     neighbours: str = "substitute",
     max_rows_per_unit: int = 1,
+    auto_target: object = None,
+    nodes: Sequence[int] | None = None,
 ) -> BudgetPlan:
     """Split a budget over the levels (paper, Algorithm 1 line 5: ``rho / d`` per level).
 
     Give exactly one of ``rho`` or ``epsilon`` with ``delta``. ``level_weights`` (``depth``
     positive numbers, or ``depth + 1`` with ``add_remove``, the root first) gives
-    ``rho_k = rho * w_k / sum(w)`` exactly; the default is uniform.
+    ``rho_k = rho * w_k / sum(w)`` exactly; the default is uniform. ``level_weights='auto'``
+    picks the split minimising Theorem 1's bound at ``auto_target`` (:func:`auto_shares`) from
+    the public cells per level ``nodes`` (``N_1..N_d``).
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise bad_argument("depth", depth, "must be an integer >= 1", "pass the number of columns")
+    neighbours = str(neighbours_name(neighbours))
     if neighbours not in NEIGHBOURS:
         raise bad_argument(
-            "neighbours", neighbours, f"must be one of {NEIGHBOURS}",
-            "use 'substitute' (bounded DP, n public) or 'add_remove' (unbounded DP)",
+            "neighbours", neighbours, f"must be one of {', '.join(NEIGHBOURS)} (or the aliases "
+            "bounded, unbounded)",
+            f"use {opt('neighbours', 'substitute')} (bounded DP, n public) or "
+            f"{opt('neighbours', 'add_remove')} (unbounded DP)",
         )
     m = max_rows_per_unit
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise bad_argument(
-            "max_rows_per_unit", m, "must be an integer >= 1", "pass e.g. max_rows_per_unit := 1"
+            "max_rows_per_unit", m, "must be an integer >= 1",
+            f"pass e.g. {opt('max_rows_per_unit', 1)}"
         )
     total = total_rho(rho, epsilon, delta)
     parts = depth + 1 if neighbours == "add_remove" else depth
+    if isinstance(level_weights, str) and level_weights == AUTO:
+        target = auto_level(auto_target, depth)
+        shares = auto_shares(total, _split(depth, neighbours, 1), nodes, target)
+        return _split(depth, neighbours, m, total, shares, AUTO, target)
+    if auto_target is not None:
+        raise bad_argument(
+            "auto_target", auto_target, "only applies with level_weights 'auto'",
+            f"pass {opt('level_weights', AUTO)} as well, or drop auto_target",
+        )
     weights = _weights(level_weights, parts, neighbours)
     shares = tuple(total * w / sum(weights) for w in weights)
-    if sum(shares) != total:
-        raise InternalError(f"level budgets {shares} do not sum to rho = {total}")
+    split = "uniform" if level_weights is None else "weights"
+    return _split(depth, neighbours, m, total, shares, split)
+
+
+def _split(
+    depth: int, neighbours: str, m: int, total: Fraction | None = None,
+    shares: Sequence[Fraction] | None = None, split: str = "uniform",
+    target: str | int | None = None,
+) -> BudgetPlan:
+    """The plan of exact ``shares`` (root first with add_remove) of ``total``; without them, the
+    unit plan (``rho_k = 1`` at every part) whose bound terms are the coefficients ``a_l``."""
+    parts = depth + 1 if neighbours == "add_remove" else depth
+    if shares is None:
+        total, shares = Fraction(parts), (Fraction(1),) * parts
+    assert total is not None
+    if len(shares) != parts or sum(shares) != total or min(shares) <= 0:
+        raise InternalError(f"level budgets {shares} are not {parts} positive parts of {total}")
     factor = 1 if neighbours == "substitute" else 2
     sigma2 = tuple(Fraction(m * m) / (factor * s) for s in shares)
     if max(sigma2) > MAX_SIGMA2:  # refused here, before anything is charged
@@ -169,7 +244,8 @@ def plan_budget(
     return BudgetPlan(
         rho=total, neighbours=neighbours, max_rows_per_unit=m, depth=depth,
         root_rho=shares[0] if root else None, root_sigma2=sigma2[0] if root else None,
-        level_rho=shares[1:] if root else shares, level_sigma2=sigma2[1:] if root else sigma2,
+        level_rho=tuple(shares[1:] if root else shares),
+        level_sigma2=sigma2[1:] if root else sigma2, split=split, auto_target=target,
     )
 
 
@@ -182,7 +258,8 @@ def total_rho(rho: object, epsilon: object, delta: object) -> Fraction:
                 "rho", rho, "must not be combined with epsilon/delta",
                 "give either rho, or epsilon with delta",
             )
-        return to_positive_fraction(rho, "rho", "pass a positive finite rho, e.g. rho := 0.5")
+        return to_positive_fraction(rho, "rho",
+                                    f"pass a positive finite rho, e.g. {opt('rho', 0.5)}")
     if epsilon is None or delta is None:
         missing = "delta" if epsilon is not None else "epsilon" if delta is not None else "rho"
         raise bad_argument(
@@ -284,14 +361,79 @@ def error_bound(
     if not (isinstance(beta, int | float) and 0 < beta < 1):
         raise bad_argument("beta", beta, "must be strictly between 0 and 1", "pass e.g. beta=0.05")
     resolved = _resolve_plan(len(cells), rho, plan)
-    bounds = []
-    for k in range(1, len(cells) + 1):
-        terms = _terms(cells, resolved, beta, k, paper)
-        if resolved.root_sigma2 is None:
-            bounds.append(2 * sum(terms))
-        else:  # the root error enters the recursion once, each level's noise twice
-            bounds.append(terms[0] + 2 * sum(terms[1:]))
-    return bounds
+    return [sum(_contributions(cells, resolved, beta, k, paper)) for k in range(1, len(cells) + 1)]
+
+
+def _contributions(
+    cells: list[int], plan: BudgetPlan, beta: float, k: int, paper: bool
+) -> list[float]:
+    """Each part's share of the bound at level ``k`` (root first with add_remove; 0 for levels
+    below ``k``): the root error enters the recursion once, each level's noise twice."""
+    terms = _terms(cells, plan, beta, k, paper)
+    root = plan.root_sigma2 is not None
+    out = [t if root and i == 0 else 2 * t for i, t in enumerate(terms)]
+    return out + [0.0] * (plan.depth - k)
+
+
+# ---------------------------------------------------------------------------------------------
+# Automatic level weights.
+
+
+def auto_level(target: object, depth: int) -> str | int:
+    """``'leaves'`` (also for ``depth``), ``'all'``, or a level ``1..depth - 1``."""
+    if target is None or target == depth:
+        return "leaves"
+    if isinstance(target, str) and target in AUTO_TARGETS:
+        return target
+    if isinstance(target, int) and not isinstance(target, bool) and 1 <= target < depth:
+        return target
+    raise bad_argument(
+        "auto_target", target, f"must be 'leaves', 'all' or a level 1..{depth}",
+        f"pass e.g. {opt('auto_target', 'leaves')} (or a level number, or a hierarchy column's "
+        "name)",
+    )
+
+
+def auto_shares(
+    total: Fraction, unit: BudgetPlan, nodes: Sequence[int] | None, target: str | int
+) -> tuple[Fraction, ...]:
+    """The split of ``total`` minimising Theorem 1's bound (at :data:`AUTO_BETA`) at ``target``,
+    from the public cells per level ``nodes`` only.
+
+    The bound at level k is ``B_k = sum_l a_l(k) / sqrt(rho_l)`` (:func:`error_bound`; ``a_l`` is
+    the term at ``rho_l = 1``, the ``unit`` plan), and ``sum_l A_l / sqrt(rho_l)`` with ``sum_l
+    rho_l = rho`` is least at ``rho_l`` proportional to ``A_l**(2/3)`` (Lagrange). Targets:
+    ``'leaves'``: ``B_d``; ``'all'``: ``sum_k B_k`` (every level counts once); a level ``k < d``:
+    ``B_k + B_d`` (the levels below k still need budget: they get what the leaves need, and the
+    levels down to k get more). Each share but the largest is cut to 6 significant digits and
+    the largest takes the rest: any positive split summing exactly to rho is private.
+    """
+    if nodes is None:
+        raise bad_argument(
+            "nodes", None, "is required with level_weights 'auto' (the public cells per level)",
+            "pass the cells of each level (domain sizes' products, or nested node counts)",
+        )
+    cells = _cells(None, nodes)
+    if len(cells) != unit.depth:
+        raise bad_argument("nodes", cells, f"must have {unit.depth} entries", "one per level")
+    d = unit.depth
+    if target == "leaves":
+        levels = [d]
+    elif target == "all":
+        levels = list(range(1, d + 1))
+    elif isinstance(target, int) and 1 <= target < d:
+        levels = [target, d]
+    else:
+        raise InternalError(f"auto target {target!r} was not checked by auto_level")
+    coef = [0.0] * (d + (unit.root_sigma2 is not None))
+    for k in levels:
+        for i, a in enumerate(_contributions(cells, unit, AUTO_BETA, k, paper=False)):
+            coef[i] += a
+    weights = [a ** (2 / 3) for a in coef]
+    shares = [_round_down(total * Fraction(w / sum(weights)), _AUTO_DIGITS) for w in weights]
+    largest = max(range(len(shares)), key=weights.__getitem__)
+    shares[largest] = total - sum(shares) + shares[largest]
+    return tuple(shares)
 
 
 def level_table(
@@ -308,16 +450,21 @@ def level_table(
     (max |noise| over the level's cells, exceeded w.p. ``<= beta / e``, ``e = d`` or ``d + 1``
     events as for the deepest level) and ``bound`` (:func:`error_bound` at that level; for the
     add_remove root, level 0, its noise term). With ``add_remove`` the first row is the root.
+
+    Beside them: ``split`` (:attr:`BudgetPlan.split_label`), ``uniform_bound`` (the bound under
+    the uniform split), ``auto_rho_k`` and ``auto_bound`` (under ``level_weights='auto'`` for the
+    plan's own target, else the leaves); None where that split is refused (noise too large).
     """
     cells = _cells(domain_sizes, nodes)
-    bounds = error_bound(domain_sizes, None, beta, nodes=nodes, plan=plan, paper=paper)
     d = len(cells)
     root = plan.root_sigma2 is not None
     terms = _terms(cells, plan, beta, d, paper)
+    target = plan.auto_target if plan.split == AUTO else "leaves"
+    uniform = _level_bounds(cells, _replan(plan, None, None, cells), beta, paper)
+    auto = _level_bounds(cells, _replan(plan, AUTO, target, cells), beta, paper)
     rows = []
-    levels = [0, *range(1, d + 1)] if root else list(range(1, d + 1))
-    for i, level in enumerate(levels):
-        rho_k = plan.root_rho if level == 0 else plan.level_rho[level - 1]
+    for i, (rho_k, bound) in enumerate(_level_bounds(cells, plan, beta, paper)):
+        level = i + 1 - root
         sigma2 = plan.root_sigma2 if level == 0 else plan.level_sigma2[level - 1]
         assert rho_k is not None and sigma2 is not None
         rows.append({
@@ -328,6 +475,37 @@ def level_table(
             "sigma2_k": sigma2,
             "sigma_k": math.sqrt(sigma2),
             "noise_k": terms[i],
-            "bound": terms[0] if level == 0 else bounds[level - 1],
+            "bound": bound,
+            "split": plan.split_label,
+            "uniform_bound": uniform[i][1],
+            "auto_rho_k": auto[i][0],
+            "auto_bound": auto[i][1],
         })
     return rows
+
+
+def _level_bounds(
+    cells: list[int], plan: BudgetPlan | None, beta: float, paper: bool
+) -> list[tuple[Fraction | None, float | None]]:
+    """(rho_k, bound) per noised level (the add_remove root first: its noise term)."""
+    d = len(cells)
+    if plan is None:
+        return [(None, None)] * (d + 1)
+    bounds: list[float] = error_bound(None, None, beta, nodes=cells, plan=plan, paper=paper)
+    if plan.root_sigma2 is None:
+        return list(zip(plan.level_rho, bounds, strict=True))
+    root_term = _terms(cells, plan, beta, d, paper)[0]
+    return [(plan.root_rho, root_term), *zip(plan.level_rho, bounds, strict=True)]
+
+
+def _replan(
+    plan: BudgetPlan, weights: str | None, target: str | int | None, cells: list[int]
+) -> BudgetPlan | None:
+    """``plan``'s budget, relation and unit bound split another way (None: refused)."""
+    try:
+        return plan_budget(
+            plan.depth, rho=plan.rho, level_weights=weights, neighbours=plan.neighbours,
+            max_rows_per_unit=plan.max_rows_per_unit, auto_target=target, nodes=cells,
+        )
+    except InputError:
+        return None

@@ -1,4 +1,4 @@
-"""The three kinds of error a user can meet.
+"""The three kinds of error a user can meet, and messages that speak the caller's language.
 
 - :class:`InputError`: the caller asked for something invalid. The message names the argument,
   the offending value, the rule it breaks and how to fix it. Nothing was charged or written.
@@ -6,15 +6,40 @@
   the requested, remaining and missing budget. Nothing was charged or written.
 - :class:`InternalError`: an invariant of the mechanism failed. This is a bug; nothing is
   returned.
+
+A message is written once, with the options and calls it suggests as tokens (:func:`opt`,
+:func:`arg`, :func:`call`), and rendered in the language of the interface in use when it is
+read: ``rho := 0.5`` in SQL, ``rho=0.5`` in Python, ``--rho 0.5`` on the command line. The
+interface is the error's own (:func:`speaks` pins it where a UDF raises, inside DuckDB) or the
+caller's (:func:`speaking`, a context variable; Python by default). Values the caller passed are
+quoted only when they are plain data (:func:`shown`): an object such as a DataFrame or a lazy
+DuckDB relation is named by its type, never printed (printing a relation would execute it).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import contextvars
+import functools
+import json
+import re
+from collections.abc import Callable, Iterator
+from fractions import Fraction
+from typing import Any, Protocol, TypeVar
+
+INTERFACES = ("python", "sql", "cli")
+_INTERFACE: contextvars.ContextVar[str] = contextvars.ContextVar("inftda_interface",
+                                                                 default="python")
+_TOKEN = re.compile(r"\u27e8(opt|arg|call) (\S+?)(?: (.*?))?\u27e9", re.S)
 
 
 class InftdaError(Exception):
     """Base class of every error raised on purpose by inftda_duckdb."""
+
+    interface: str | None = None  #: the language of its fixes, if pinned (see :func:`speaks`)
+
+    def __str__(self) -> str:
+        return render(super().__str__(), self.interface)
 
 
 class InputError(InftdaError, ValueError):
@@ -34,10 +59,217 @@ class InternalError(InftdaError, AssertionError):
         )
 
 
+# ---------------------------------------------------------------------------------- tokens
+
+
+def _encode(value: object) -> object:
+    if isinstance(value, range):
+        return {"\u27e8range": [value.start, value.stop]}
+    if isinstance(value, Fraction):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if list(value) == ["\u27e8range"]:
+            return range(*value["\u27e8range"])
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def opt(name: str, example: object = ...) -> str:
+    """An option with an example value, e.g. ``opt('rho', 0.5)``: ``rho := 0.5`` in SQL,
+    ``rho=0.5`` in Python, ``--rho 0.5`` on the command line (``...`` stands for a value)."""
+    return f"\u27e8opt {name} {json.dumps(_encode(example) if example is not ... else '...')}\u27e9"
+
+
+def arg(name: str) -> str:
+    """An argument's name: ``rho`` in SQL and Python, ``--rho`` on the command line."""
+    return name if not name or re.search(r"\s", name) else f"\u27e8arg {name}\u27e9"
+
+
+def call(function: str, *args: object, **options: object) -> str:
+    """A call of a public function, e.g. ``call('set_budget', 'trips', rho=...)``: rendered as
+    ``set_budget(con, 'trips', rho=...)``, ``SELECT inftda_set_budget('trips', rho := ...)`` or
+    ``inftda-duckdb budget DATABASE --set trips --rho ...``."""
+    body = json.dumps([_encode(list(args)), {k: _encode(v) if v is not ... else "..."
+                                            for k, v in options.items()}])
+    return f"\u27e8call {function} {body}\u27e9"
+
+
+class Renderer(Protocol):
+    """How one interface spells options, argument names and calls."""
+
+    def option(self, name: str, value: Any) -> str: ...
+
+    def argument(self, name: str) -> str: ...
+
+    def call(self, function: str, args: list[Any], options: dict[str, Any]) -> str: ...
+
+
+def _number(value: float) -> str:
+    return re.sub(r"e([-+])0*(\d)", r"e\1\2", repr(value)).replace("e+", "e")
+
+
+def sql_literal(value: Any) -> str:
+    """``value`` as a DuckDB literal (``'it''s'``, ``[1, 2]``, ``{'hour': range(24)}``)."""
+    if value == "...":
+        return "..."
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "NULL"
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, range):
+        return f"range({value.stop})" if value.start == 0 else f"range({value.start}, {value.stop})"
+    if isinstance(value, list):
+        return "[" + ", ".join(sql_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        items = (f"{sql_literal(k)}: {sql_literal(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def python_literal(value: Any) -> str:
+    """``value`` as Python source (``'x'``, ``True``, ``range(24)``)."""
+    if value == "...":
+        return "..."
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, range):
+        return sql_literal(value)  # range(24) / range(1, 13): the same spelling
+    if isinstance(value, list):
+        return "[" + ", ".join(python_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{python_literal(k)}: {python_literal(v)}"
+                               for k, v in value.items()) + "}"
+    return repr(value)
+
+
+class SqlRenderer:
+    def option(self, name: str, value: Any) -> str:
+        return f"{name} := {sql_literal(value)}"
+
+    def argument(self, name: str) -> str:
+        return name
+
+    def call(self, function: str, args: list[Any], options: dict[str, Any]) -> str:
+        parts = [sql_literal(a) for a in args] + [self.option(k, v) for k, v in options.items()]
+        return f"SELECT inftda_{function}({', '.join(parts)})"
+
+
+class PythonRenderer:
+    def option(self, name: str, value: Any) -> str:
+        return f"{name}={python_literal(value)}"
+
+    def argument(self, name: str) -> str:
+        return name
+
+    def call(self, function: str, args: list[Any], options: dict[str, Any]) -> str:
+        parts = ["con"] + [python_literal(a) for a in args]
+        parts += [self.option(k, v) for k, v in options.items()]
+        return f"{function}({', '.join(parts)})"
+
+
+RENDERERS: dict[str, Renderer] = {"sql": SqlRenderer(), "python": PythonRenderer()}
+"""Renderers by interface; the command line adds its own (``tools/cli.py``)."""
+
+
+def render(text: str, interface: str | None = None) -> str:
+    """``text`` with its tokens spelled for ``interface`` (default: the one in use)."""
+    if "\u27e8" not in text:
+        return text
+    renderer = RENDERERS.get(interface or _INTERFACE.get()) or RENDERERS["python"]
+
+    def one(match: re.Match[str]) -> str:
+        kind, name, body = match[1], match[2], match[3]
+        if kind == "arg":
+            return renderer.argument(name)
+        data = _decode(json.loads(body))
+        if kind == "opt":
+            return renderer.option(name, data)
+        return renderer.call(name, data[0], data[1])
+
+    return _TOKEN.sub(one, text)
+
+
+def current_interface() -> str:
+    return _INTERFACE.get()
+
+
+@contextlib.contextmanager
+def speaking(interface: str) -> Iterator[None]:
+    """Render messages for ``interface`` ('python', 'sql' or 'cli') inside the block."""
+    token = _INTERFACE.set(interface)
+    try:
+        yield
+    finally:
+        _INTERFACE.reset(token)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def speaks(interface: str | Callable[..., str]) -> Callable[[F], F]:
+    """Decorate a function DuckDB calls (a UDF): an :class:`InftdaError` it raises keeps
+    ``interface`` (or ``interface(*args)``) as its language, since DuckDB reads the message
+    after the call has returned, outside any :func:`speaking` block."""
+
+    def wrap(function: F) -> F:
+        @functools.wraps(function)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(*args, **kwargs)
+            except InftdaError as exc:
+                if exc.interface is None:
+                    exc.interface = interface(*args) if callable(interface) else interface
+                raise
+
+        return wrapped  # type: ignore[return-value]
+
+    return wrap
+
+
+# ---------------------------------------------------------------------------------- values
+
+_PLAIN = (str, int, float, bool, Fraction, type(None), range)
+
+
+def shown(value: Any, limit: int = 200) -> str:
+    """``repr(value)`` for plain data (cut at ``limit`` characters), else ``<a TYPE>``: objects
+    are never printed (a DataFrame's repr is the whole frame; a relation's runs its query)."""
+
+    def plain(v: Any, depth: int = 0) -> bool:
+        if isinstance(v, _PLAIN):
+            return True
+        if depth < 3 and type(v) in (list, tuple, set, frozenset):
+            return all(plain(x, depth + 1) for x in v)
+        if depth < 3 and type(v) is dict:
+            return all(plain(k, depth + 1) and plain(x, depth + 1) for k, x in v.items())
+        return False
+
+    if not plain(value):
+        kind = type(value)
+        return f"<a {kind.__module__.split('.')[0]} {kind.__name__}>"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def bad_argument(name: str, value: Any, rule: str, fix: str) -> InputError:
     """Build the standard user-error message: argument, value, rule and fix.
 
-    >>> str(bad_argument("rho", -1, "must be a positive finite number", "pass e.g. rho := 0.5"))
-    'rho must be a positive finite number; got -1. Fix: pass e.g. rho := 0.5'
+    >>> str(bad_argument("rho", -1, "must be a positive finite number",
+    ...                  f"pass e.g. {opt('rho', 0.5)}"))
+    'rho must be a positive finite number; got -1. Fix: pass e.g. rho=0.5'
     """
-    return InputError(f"{name} {rule}; got {value!r}. Fix: {fix}")
+    return InputError(f"{arg(name)} {rule}; got {shown(value)}. Fix: {fix}")

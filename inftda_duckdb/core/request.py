@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from .errors import InputError, bad_argument
+from .accounting import AUTO, AUTO_TARGETS, auto_level, neighbours_name
+from .errors import InputError, bad_argument, opt
 from .exact import to_positive_fraction
 from .identifiers import parse_qualified
 
 OUTPUTS = ("counts", "rows")
-NEIGHBOURS = ("substitute", "add_remove")
+NEIGHBOURS = ("substitute", "add_remove")  # 'bounded' / 'unbounded' are accepted as aliases
 UNKNOWN = ("error", "drop")
 MAX_DEPTH = 32
 OPTIONS = (
@@ -31,6 +32,7 @@ OPTIONS = (
     "domain_tables",
     "domain_from_data",
     "level_weights",
+    "auto_target",
     "output",
     "neighbours",
     "privacy_unit",
@@ -53,7 +55,8 @@ class ReleaseRequest:
     domains: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     domain_tables: tuple[tuple[str, ...], ...] = ()
     domain_from_data: bool = False
-    level_weights: tuple[Fraction, ...] | None = None
+    level_weights: tuple[Fraction, ...] | str | None = None  # 'auto': see auto_target
+    auto_target: str | int | None = None  # with 'auto': 'leaves', 'all' or a level 1..d-1
     output: str = "counts"
     neighbours: str = "substitute"
     privacy_unit: str | None = None
@@ -82,9 +85,10 @@ class ReleaseRequest:
             "domain_tables": [".".join(_quote_part(p) for p in t) for t in self.domain_tables]
             or None,
             "domain_from_data": self.domain_from_data,
-            "level_weights": None
-            if self.level_weights is None
+            "level_weights": self.level_weights
+            if self.level_weights is None or isinstance(self.level_weights, str)
             else [str(w) for w in self.level_weights],
+            "auto_target": self.auto_target,
             "output": self.output,
             "neighbours": self.neighbours,
             "privacy_unit": self.privacy_unit,
@@ -125,14 +129,15 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
     cols = _columns(columns)
     rho, epsilon, delta = _budget(options.get("rho"), options.get("epsilon"), options.get("delta"))
     output = _choice("output", options.get("output"), OUTPUTS, "counts")
-    neighbours = _choice("neighbours", options.get("neighbours"), NEIGHBOURS, "substitute")
+    neighbours = _choice("neighbours", neighbours_name(options.get("neighbours")), NEIGHBOURS,
+                         "substitute", " (or the aliases bounded, unbounded)")
     unknown = _choice("unknown", options.get("unknown"), UNKNOWN, "error")
     if output == "counts" and "count" in {c.lower() for c in cols}:
         raise bad_argument(
             "columns",
             list(cols),
             "must not contain a column named 'count' with output 'counts' (the output adds one)",
-            "rename the column in a view, or use output := 'rows'",
+            f"rename the column in a view, or use {opt('output', 'rows')}",
         )
     if unknown == "drop" and neighbours == "substitute":
         raise bad_argument(
@@ -140,7 +145,8 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
             "drop",
             "cannot be 'drop' with neighbours 'substitute': dropping rows changes the number of "
             "rows n, which substitute neighbours release exactly",
-            "use neighbours := 'add_remove', or clean the table in a view and release the view",
+            f"use {opt('neighbours', 'add_remove')}, or clean the table in a view and release "
+            "the view",
         )
     unit = options.get("privacy_unit")
     if unit is not None and (not isinstance(unit, str) or not unit):
@@ -150,28 +156,32 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
         m = 1
     elif isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise bad_argument(
-            "max_rows_per_unit", m, "must be a positive integer", "pass e.g. max_rows_per_unit := 3"
+            "max_rows_per_unit", m, "must be a positive integer",
+            f"pass e.g. {opt('max_rows_per_unit', 3)}",
         )
     elif unit is None and m != 1:
         raise bad_argument(
             "max_rows_per_unit",
             m,
             "needs privacy_unit (the column identifying whose rows are bounded)",
-            "pass privacy_unit := 'person_id' as well",
+            f"pass {opt('privacy_unit', 'person_id')} as well",
         )
     seed = options.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise bad_argument("seed", seed, "must be a non-negative integer", "pass e.g. seed := 42")
+        raise bad_argument("seed", seed, "must be a non-negative integer",
+                           f"pass e.g. {opt('seed', 42)}")
     from_data = options.get("domain_from_data")
     if from_data is None:
         from_data = False
     if not isinstance(from_data, bool):
         raise bad_argument(
-            "domain_from_data", from_data, "must be true or false", "pass domain_from_data := true"
+            "domain_from_data", from_data, "must be true or false",
+            f"pass {opt('domain_from_data', True)}",
         )
     weights = options.get("level_weights")
     if weights is not None:
         weights = _weights(weights, len(cols), neighbours)
+    target = _auto_target(options.get("auto_target"), weights, cols)
     return ReleaseRequest(
         source=source,  # type: ignore[arg-type]
         source_parts=parts,
@@ -183,6 +193,7 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
         domain_tables=_tables(options.get("domain_tables")),
         domain_from_data=from_data,
         level_weights=weights,
+        auto_target=target,
         output=output,
         neighbours=neighbours,
         privacy_unit=unit,
@@ -216,7 +227,7 @@ def _columns(columns: object) -> tuple[str, ...]:
 def _budget(
     rho: object, epsilon: object, delta: object
 ) -> tuple[Fraction | None, Fraction | None, Fraction | None]:
-    fix = "pass rho := 0.5, or epsilon := 1 with delta := 1e-6"
+    fix = f"pass {opt('rho', 0.5)}, or {opt('epsilon', 1)} with {opt('delta', 1e-6)}"
     if rho is not None:
         if epsilon is not None or delta is not None:
             raise bad_argument(
@@ -233,7 +244,7 @@ def _budget(
     eps = _positive(epsilon, "epsilon", fix)
     dlt = _positive(delta, "delta", fix)
     if dlt >= 1:
-        raise bad_argument("delta", delta, "must be below 1", "pass e.g. delta := 1e-6")
+        raise bad_argument("delta", delta, "must be below 1", f"pass e.g. {opt('delta', 1e-6)}")
     return None, eps, dlt
 
 
@@ -243,27 +254,58 @@ def _positive(value: object, name: str, fix: str) -> Fraction:
     return to_positive_fraction(value, name, fix)
 
 
-def _choice(name: str, value: object, allowed: tuple[str, ...], default: str) -> str:
+def _choice(name: str, value: object, allowed: tuple[str, ...], default: str,
+            also: str = "") -> str:
     if value is None:
         return default
     if value not in allowed:
         raise bad_argument(
-            name, value, f"must be one of {', '.join(allowed)}", f"pass {name} := '{allowed[0]}'"
+            name, value, f"must be one of {', '.join(allowed)}{also}",
+            f"pass {opt(name, allowed[0])}",
         )
     return str(value)
 
 
-def _weights(weights: object, depth: int, neighbours: str) -> tuple[Fraction, ...]:
+def _weights(weights: object, depth: int, neighbours: str) -> tuple[Fraction, ...] | str:
     need = depth + (neighbours == "add_remove")
-    fix = f"pass {need} positive numbers, e.g. level_weights := {[1] * need}"
+    fix = (f"pass {need} positive numbers, e.g. {opt('level_weights', [1] * need)}, or "
+           f"{opt('level_weights', AUTO)}")
+    if isinstance(weights, str) and weights.strip().lower() == AUTO:
+        return AUTO
     if isinstance(weights, str) or not isinstance(weights, list | tuple):
-        raise bad_argument("level_weights", weights, "must be a list of numbers", fix)
+        raise bad_argument("level_weights", weights, "must be a list of numbers or 'auto'", fix)
     if len(weights) != need:
         what = "levels + 1 (the root comes first)" if neighbours == "add_remove" else "levels"
         raise bad_argument(
             "level_weights", list(weights), f"must have one weight per {what}: {need}", fix
         )
     return tuple(_positive(w, "level_weights", fix) for w in weights)
+
+
+def _auto_target(
+    target: object, weights: tuple[Fraction, ...] | str | None, columns: tuple[str, ...]
+) -> str | int | None:
+    """``auto_target`` as ``'leaves'``, ``'all'`` or a level ``1..d-1`` (a hierarchy column's
+    name is its level; the deepest level is ``'leaves'``); None without auto weights."""
+    if weights != AUTO:
+        if target is not None:
+            raise bad_argument(
+                "auto_target", target, "only applies with level_weights 'auto'",
+                f"pass {opt('level_weights', AUTO)} as well, or drop auto_target",
+            )
+        return None
+    if isinstance(target, str) and target.lower() not in AUTO_TARGETS:
+        by_lower = {c.lower(): k for k, c in enumerate(columns, 1)}
+        if target.lower() in by_lower:
+            target = by_lower[target.lower()]
+    elif isinstance(target, str) and target.lower() in {c.lower() for c in columns}:
+        raise bad_argument(
+            "auto_target", target, f"is both a keyword and a hierarchy column {list(columns)}",
+            "pass the column's level number instead (1 = the first column)",
+        )
+    elif isinstance(target, str):
+        target = target.lower()
+    return auto_level(target, len(columns))
 
 
 def label(value: object) -> str:
@@ -288,7 +330,7 @@ def label(value: object) -> str:
 
 
 def _domains(domains: object, columns: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    fix = "pass domains := {'hour': range(24), 'origin': ['EWR', 'JFK', 'LGA']}"
+    fix = f"pass {opt('domains', {'hour': range(24), 'origin': ['EWR', 'JFK', 'LGA']})}"
     if domains is None:
         return {}
     if not isinstance(domains, Mapping):

@@ -1,12 +1,22 @@
-"""Per-connection Python UDFs.
+"""Per-connection Python UDFs, and macros that every cursor sees.
 
 DuckDB's Python UDF names are instance-wide, and only the connection that created a UDF can
 remove it. So every connection (or cursor) that loads the package gets its own numbered UDFs,
 created once under a lock, and its TEMP macros (which are per connection) call those.
+
+A cursor (``con.cursor()``, which jupysql opens for every ``%sql`` statement) is a connection of
+its own: it sees the instance's UDFs and catalog, but not its parent's TEMP macros, and DuckDB
+has no instance-wide search path (``SET GLOBAL search_path`` is refused). So :func:`create_macro`
+also writes each macro to the ``main`` schema of the instance's default database, where every
+cursor finds it; the loaded connection's own TEMP macro shadows it. In a database file that copy
+is stored with the file (like the ledger) and is re-created by every ``load``; opened without the
+package, calling it fails with DuckDB's "Scalar Function ... does not exist" (nothing else
+changes). A read-only database gets TEMP macros only: load each cursor there (``load(cur)``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import weakref
@@ -34,3 +44,13 @@ def registered(con: Any, group: str) -> int | None:
     """The UDF suffix of (connection, group), or None if it was never registered."""
     with _LOCK:
         return _NUMBERS.get(con, {}).get(group)
+
+
+def create_macro(con: Any, definition: str) -> None:
+    """``CREATE OR REPLACE TEMP MACRO <definition>`` on ``con``, and the same macro in the default
+    database's ``main`` schema for its cursors (skipped where the database is read-only)."""
+    con.execute(f"CREATE OR REPLACE TEMP MACRO {definition}")
+    with con.cursor() as cur, contextlib.suppress(Exception):  # read-only: TEMP only
+        db = cur.execute("SELECT current_database()").fetchall()[0][0]
+        quoted = '"' + str(db).replace('"', '""') + '"'
+        cur.execute(f"CREATE OR REPLACE MACRO {quoted}.main.{definition}")

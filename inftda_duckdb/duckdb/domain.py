@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.errors import InputError, InternalError, bad_argument
+from ..core.errors import InputError, InternalError, bad_argument, opt
 from ..core.identifiers import quote_qualified
 from ..core.request import ReleaseRequest
 from ..core.topdown import MAX_KEY_SPAN
@@ -144,8 +144,8 @@ def plan_domains(
                 "combinations would be read from the private data, and the release would not "
                 "be private",
                 "pass a public table that is not derived from the data, or declare the values "
-                "with domains := {...}; to read domains from the data explicitly (not private) "
-                "pass domain_from_data := true",
+                f"with {opt('domains')}; to read domains from the data explicitly (not private) "
+                f"pass {opt('domain_from_data', True)}",
             )
         cols = table_columns(con, parts)
         if cols is None:
@@ -224,8 +224,9 @@ def _check_columns(request: ReleaseRequest, source: list[tuple[str, str]]) -> No
 def no_domain(column: str, type_name: str) -> InputError:
     return InputError(
         f"column {column!r} ({type_name}) has no public domain. Fix: declare its values with "
-        f"domains := {{'{column}': [...]}}, make it an ENUM, list it in a domain table, or "
-        "(exploration only, not private) pass domain_from_data := true"
+        f"{opt('domains', {column: '...'})}, make it an ENUM, list it in a domain table "
+        f"({opt('domain_tables', ['...'])}), or (exploration only, not private) pass "
+        f"{opt('domain_from_data', True)}"
     )
 
 
@@ -263,8 +264,8 @@ def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str
         raise InputError(
             f"privacy_unit {request.privacy_unit!r} of {request.source} is NULL in "
             f"{checks['nulls_unit']} rows: they cannot be told apart as units. Fix: filter "
-            "them out or fill them (e.g. one unit per row) in a view, or pass unknown := "
-            "'drop' with neighbours := 'add_remove' to drop them"
+            f"them out or fill them (e.g. one unit per row) in a view, or pass "
+            f"{opt('unknown', 'drop')} with {opt('neighbours', 'add_remove')} to drop them"
         )
     for col, dom, c in zip(request.columns, plan.columns, checks["columns"], strict=True):
         _check_domain(col, dom, c)
@@ -280,8 +281,8 @@ def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str
                     f"{c['outside']} rows of {request.source} have a combination of ({names}) "
                     f"that domain table {'.'.join(nest.table)} does not list (e.g. "
                     f"{c['outside_examples']}). Fix: add the combinations to the domain table, "
-                    "filter or map those rows in a view, or pass unknown := 'drop' with "
-                    "neighbours := 'add_remove'"
+                    "filter or map those rows in a view, or pass "
+                    f"{opt('unknown', 'drop')} with {opt('neighbours', 'add_remove')}"
                 )
     return int(checks.get("kept", 0))
 
@@ -329,7 +330,7 @@ def _check_nesting(request: ReleaseRequest, nest: Nesting, c: dict[str, Any]) ->
 
 
 def _check_data(request: ReleaseRequest, col: str, dom: ColumnDomain, c: dict[str, Any]) -> None:
-    fix_drop = "or pass unknown := 'drop' with neighbours := 'add_remove'"
+    fix_drop = f"or pass {opt('unknown', 'drop')} with {opt('neighbours', 'add_remove')}"
     if c["nulls"]:
         raise InputError(
             f"column {col!r} of {request.source} is NULL in {c['nulls']} rows. Fix: filter "

@@ -38,9 +38,9 @@ import duckdb
 import pyarrow as pa
 
 from ..core.accounting import BudgetPlan, error_bound, total_rho
-from ..core.errors import InputError, bad_argument
+from ..core.errors import InputError, bad_argument, opt, speaks
 from ..core.identifiers import literal, parse_qualified, quote, quote_qualified
-from .connections import register_udfs
+from .connections import create_macro, register_udfs
 
 #: Columns of the result, in order.
 RESULT_COLUMNS = (
@@ -344,7 +344,7 @@ def _sql_from_json(
     raw = opts.get("beta")
     beta = 0.05 if raw is None else raw
     if not isinstance(beta, int | float) or isinstance(beta, bool) or not 0 < beta < 1:
-        raise bad_argument("beta", beta, "must be in (0, 1)", "pass e.g. beta := 0.05")
+        raise bad_argument("beta", beta, "must be in (0, 1)", f"pass e.g. {opt('beta', 0.05)}")
     rho_sql = "NULL::VARCHAR" if rho is None else literal(str(rho))
     return f"""SELECT *, max_abs_error <= bound AS within_bound FROM (
 SELECT *, {bound_udf}(list(domain_cells) OVER (ORDER BY level
@@ -368,6 +368,7 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
     ref = weakref.ref(con)
 
     def create(n: int) -> None:
+        @speaks("sql")
         def sql_from_json(
             true_table: str, released_table: str, columns: list[str], opts: str
         ) -> str:
@@ -391,8 +392,9 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
             )
 
     n = register_udfs(con, "evaluation", create)
-    con.execute(
-        "CREATE OR REPLACE TEMP MACRO inftda_evaluate(true_table, released_table, columns, "
+    create_macro(
+        con,
+        "inftda_evaluate(true_table, released_table, columns, "
         "rho := NULL, epsilon := NULL, delta := NULL, beta := 0.05, domains := NULL, "
         "domain_tables := NULL, true_count := NULL) AS TABLE SELECT * FROM query("
         f"inftda_evaluate_sql_{n}(true_table, released_table, columns, to_json({{'rho': rho, "

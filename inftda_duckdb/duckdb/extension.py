@@ -21,6 +21,7 @@ the released leaves as one row of lists and drops the state.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import re
@@ -28,24 +29,38 @@ import threading
 import uuid
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget
-from ..core.errors import BudgetExceededError, InftdaError, InputError, InternalError, bad_argument
+from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget, total_rho
+from ..core.errors import (
+    BudgetExceededError,
+    InftdaError,
+    InputError,
+    InternalError,
+    bad_argument,
+    call,
+    opt,
+    shown,
+    speaking,
+    speaks,
+)
+from ..core.identifiers import parse_qualified
 from ..core.noise import DiscreteGaussian
+from ..core.provenance import provenance
 from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, from_json, parse_request
 from ..core.topdown import LevelProgress, check_total, release_below, release_root
 from ..core.tree import Allowed, Levels, Nodes, mixed_radix
 from ..ledger import store as ledger
 from . import evaluation
-from .connections import register_udfs, registered
+from .connections import create_macro, register_udfs, registered
 from .domain import DomainPlan, load_checks, plan_domains, raise_for_checks
 from .sqlgen import PREFIXES, UdfNames, fragments, render_preview, render_release
 
@@ -88,6 +103,10 @@ _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
 # exception a UDF raised (DuckDB only passes its text on)
 _PROGRESS: dict[str, Progress | None] = {}
 _ERRORS: dict[str, BaseException] = {}
+# ... what the call charges to when it releases an in-memory object (an explicit name; see
+# _source), and the ledger row its charge wrote (for the output's provenance)
+_CHARGE_AS: dict[str, str] = {}
+_LEDGER_IDS: dict[str, int] = {}
 
 
 def _keep_error(token: str | None, exc: BaseException) -> None:
@@ -97,7 +116,9 @@ def _keep_error(token: str | None, exc: BaseException) -> None:
                 _ERRORS.setdefault(token, exc)
 
 
-def budget_plan(request: ReleaseRequest) -> BudgetPlan:
+def budget_plan(request: ReleaseRequest, domains: DomainPlan, checks: str) -> BudgetPlan:
+    """The release's split of its budget; auto weights read the public cells per level from
+    the check row (domain sizes and nested node counts, never the data's counts)."""
     return plan_budget(
         request.depth,
         rho=request.rho,
@@ -106,13 +127,31 @@ def budget_plan(request: ReleaseRequest) -> BudgetPlan:
         level_weights=request.level_weights,
         neighbours=request.neighbours,
         max_rows_per_unit=request.max_rows_per_unit,
+        auto_target=request.auto_target,
+        nodes=_level_cells(domains, load_checks(checks)),
     )
+
+
+def _level_cells(domains: DomainPlan, data: dict[str, Any]) -> list[int]:
+    """Cells at each level from the check row: the domain sizes (public; from the data only
+    with domain_from_data) and the nested domain tables' node counts."""
+    sizes = [int(c["size"]) for c in data["columns"]]
+    return _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
 
 
 # ---------------------------------------------------------------------------------------------
 # UDF bodies
 
 
+def _origin(con_ref: Any, spec_text: str, checks: str) -> str:
+    """The interface a release was asked from (its errors speak its language)."""
+    try:
+        return str(json.loads(spec_text).get("origin", "sql")).replace("preview", "sql")
+    except ValueError:
+        return "sql"
+
+
+@speaks(_origin)
 def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
     """Once per execution: checks -> errors, charge, key, root (Algorithm 1, line 1)."""
     spec = json.loads(spec_text)
@@ -125,11 +164,13 @@ def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
 
 def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, Any]:
     request = from_json(spec["request"])
-    plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
+    plan = budget_plan(request, domains, checks)
     n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
     sizes = [int(c["size"]) for c in load_checks(checks)["columns"]]
-    key = ledger.source_key(domains.source)  # resolved once, at render time: what the SQL reads
+    token = spec.get("token")
+    with _LOCK:  # an in-memory object is charged to the name its caller gave (see _source)
+        key = _CHARGE_AS.get(token or "") or ledger.source_key(domains.source)
     con = con_ref()
     if con is None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
@@ -147,7 +188,11 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
             origin=spec["origin"],
             delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
         )
-        ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
+        ledger_id = ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
+    if token is not None:
+        with _LOCK:
+            if token in _PROGRESS:
+                _LEDGER_IDS[token] = ledger_id
     source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
     levels = [
         (source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]), sizes[k],
@@ -156,7 +201,6 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
     ]
     root = release_root(n, plan, source)
     rid = uuid.uuid4().hex
-    token = spec.get("token")
     if spec["origin"] == "sql" and not request.private:
         _LOG.warning("%s", _not_private_text(request))  # visible on stderr, even under -W error
     with _LOCK:
@@ -397,12 +441,12 @@ def _plain(arr: Any) -> Any:
 def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
     spec = json.loads(spec_text)
     request = from_json(spec["request"])
-    plan = budget_plan(request)
     domains = DomainPlan.from_json(spec["domains"])
     raise_for_checks(request, domains, checks)
+    plan = budget_plan(request, domains, checks)
     data = load_checks(checks)
     sizes = [int(c["size"]) for c in data["columns"]]
-    nodes = _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
+    nodes = _level_cells(domains, data)
     delta = float(spec["delta"])
     total_eps = epsilon_from_rho(plan.rho, delta)
     rows = []
@@ -418,6 +462,10 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
                 "sigma2_k": str(row["sigma2_k"]),
                 "sigma_k": float(row["sigma_k"]),
                 "bound": float(row["bound"]),
+                "split": row["split"],
+                "uniform_bound": _maybe(float, row["uniform_bound"]),
+                "auto_rho_k": _maybe(str, row["auto_rho_k"]),
+                "auto_bound": _maybe(float, row["auto_bound"]),
                 "beta": float(spec["beta"]),
                 "epsilon": total_eps,
                 "delta": delta,
@@ -427,9 +475,14 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _maybe(kind: Callable[[Any], Any], value: Any) -> Any:
+    return None if value is None else kind(value)
+
+
 _PREVIEW_TYPE = (
     "STRUCT(level INTEGER, \"column\" VARCHAR, domain_size BIGINT, nodes BIGINT, rho_k VARCHAR, "
-    "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
+    "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, split VARCHAR, uniform_bound DOUBLE, "
+    "auto_rho_k VARCHAR, auto_bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
     "private BOOLEAN)[]"
 )
 
@@ -458,14 +511,15 @@ def _nodes(sizes: list[int], domains: DomainPlan, nest_nodes: list[list[int]]) -
 
 
 def load(con: Any) -> None:
-    """Register InfTDA on ``con`` (idempotent; each connection or cursor needs its own load)."""
+    """Register InfTDA on ``con`` (idempotent). Its cursors (``con.cursor()``, jupysql's
+    ``%sql``) see the functions too, except on a read-only database (then load each cursor)."""
     ledger.ensure_tables(con)
     ledger.register(con)
     evaluation.register(con)
     n = register_udfs(con, "release", lambda n: _register(con, n))
     macros = fragments("macros.sql")
-    con.execute(macros["release_macro"].substitute(generator=f"inftda_release_sql_{n}"))
-    con.execute(macros["preview_macro"].substitute(generator=f"inftda_preview_sql_{n}"))
+    create_macro(con, macros["release_macro"].substitute(generator=f"inftda_release_sql_{n}"))
+    create_macro(con, macros["preview_macro"].substitute(generator=f"inftda_preview_sql_{n}"))
 
 
 def _report_delta(options: dict[str, Any]) -> float:
@@ -476,7 +530,9 @@ def _report_delta(options: dict[str, Any]) -> float:
         delta = DEFAULT_DELTA if delta is None else delta
     else:
         delta = options.get("delta")
-    fix = "pass e.g. delta := 1e-6"
+    fix = f"pass e.g. {opt('delta', 1e-6)}"
+    if isinstance(delta, Fraction):
+        delta = float(delta)
     if isinstance(delta, bool) or not isinstance(delta, int | float | str):
         raise bad_argument("delta", delta, "must be a number in (0, 1)", fix)
     try:
@@ -490,7 +546,8 @@ def _report_delta(options: dict[str, Any]) -> float:
 
 def _beta(beta: object) -> float:
     if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta < 1:
-        raise bad_argument("beta", beta, "must be a number in (0, 1)", "pass e.g. beta := 0.05")
+        raise bad_argument("beta", beta, "must be a number in (0, 1)",
+                           f"pass e.g. {opt('beta', 0.05)}")
     return float(beta)
 
 
@@ -515,6 +572,7 @@ def _register(con: Any, n: int) -> None:
             raise InputError("the connection that loaded inftda_duckdb is closed")
         return c.cursor()
 
+    @speaks("sql")
     def release_sql(options: str) -> str:
         data = json.loads(options)
         context = _context(data)
@@ -524,6 +582,7 @@ def _register(con: Any, n: int) -> None:
             limit = memory_limit(cur)
         return render_release(request, plan, names, "sql", memory_limit=limit)
 
+    @speaks("sql")
     def preview_sql(options: str) -> str:
         data = json.loads(options)
         context = _context(data)
@@ -576,9 +635,69 @@ def _reraise(exc: duckdb.Error, token: str | None = None) -> None:
     raise err from None
 
 
-def _prepare(con: Any, source: object, columns: object, options: dict[str, Any]) -> Any:
+SOURCE_KINDS = ("a table or view name", "a DuckDB relation", "a pandas or polars DataFrame",
+                "an Arrow table, record batch, reader or dataset")
+
+
+def _is_object_source(source: object) -> bool:
+    """A relation, DataFrame or Arrow object DuckDB can read (by its type; never inspected)."""
+    if isinstance(source, duckdb.DuckDBPyRelation | pa.Table | pa.RecordBatch
+                  | pa.RecordBatchReader):
+        return True
+    module = type(source).__module__.split(".")[0]
+    name = type(source).__name__
+    return (module, name) in {("pandas", "DataFrame"), ("polars", "DataFrame"),
+                              ("polars", "LazyFrame"), ("pyarrow", "Dataset"),
+                              ("pyarrow", "FileSystemDataset"), ("pyarrow", "Scanner")}
+
+
+@contextlib.contextmanager
+def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str, str | None]]:
+    """(the name the SQL reads, the name it is charged to) for ``source``.
+
+    A table or view name is read and charged as itself. An in-memory object (relation,
+    DataFrame, Arrow) is registered on ``con`` under a fresh name for the duration of the call
+    (DuckDB reads it in place) and charged to ``source_name``, which the caller must give: an
+    object has no stable name of its own, and a budget must follow the data from call to call.
+    The object is never printed or executed here (a relation runs when the release does).
+    """
+    if isinstance(source, str):
+        if source_name is not None:
+            raise bad_argument("source_name", source_name,
+                               "is only for in-memory sources (a table is charged by its name)",
+                               "leave it out, or pass the DataFrame / relation itself")
+        yield source, None
+        return
+    if not _is_object_source(source):
+        raise bad_argument("source", source, f"must be {', '.join(SOURCE_KINDS[:-1])} or "
+                           f"{SOURCE_KINDS[-1]}",
+                           "pass a table name such as 'trips', or the DataFrame itself with "
+                           f"{opt('source_name', 'trips')} (or con.register('trips', df) and pass "
+                           "'trips')")
+    if not isinstance(source_name, str) or not source_name.strip():
+        raise bad_argument("source_name", source_name,
+                           f"is required with an in-memory source ({shown(source)}): it has no "
+                           "stable name of its own, and the budget must follow the data",
+                           f"pass e.g. {opt('source_name', 'trips')}: the name whose budget "
+                           f"this release is charged to ({call('set_budget', 'trips', rho=1)})")
+    parse_qualified(source_name, "source_name")
+    name = f"inftda_source_{uuid.uuid4().hex[:16]}"
+    try:
+        con.register(name, source)
+    except duckdb.Error as exc:
+        raise bad_argument("source", source, f"cannot be read by this connection ({exc})",
+                           "pass an object of this connection (a relation of another "
+                           "database: materialise it as a table there)") from None
+    try:
+        yield name, ledger.canonical_source(con, source_name)
+    finally:
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(name)
+
+
+def _prepare(con: Any, source: str, columns: object, options: dict[str, Any]) -> Any:
     if not isinstance(con, duckdb.DuckDBPyConnection):
-        raise InputError(f"con must be a duckdb connection; got {type(con).__name__}")
+        raise bad_argument("con", con, "must be a duckdb connection", "pass duckdb.connect()")
     request = parse_request(source, list(columns) if isinstance(columns, tuple) else columns,
                             **options)
     plan = plan_domains(request, con, strict=True)
@@ -590,9 +709,78 @@ def _prepare(con: Any, source: object, columns: object, options: dict[str, Any])
     return request, plan, UdfNames.numbered(n)
 
 
+@dataclass(frozen=True)
+class Released:
+    """A release as it ran: the request, the provenance record of its output, the result."""
+
+    request: ReleaseRequest
+    provenance: dict[str, str]
+    result: Any
+
+
+def run_release(
+    con: Any,
+    source: object,
+    columns: object,
+    options: dict[str, Any],
+    *,
+    source_name: object = None,
+    progress: Progress | None = None,
+    origin: str = "python",
+    statement: Callable[[str], str] | None = None,
+) -> Released:
+    """One release, executed as ``statement(release SQL)`` (default: the SQL itself, fetched
+    as Arrow; the CLI wraps it in ``CREATE TABLE ... AS``): the Python API and the CLI share it.
+    Each call is a new release with fresh noise, charged to the ledger as ``origin``."""
+    if origin not in ORIGINS:
+        raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
+                           "leave it out (the default is 'python')")
+    if progress is not None and not callable(progress):
+        raise bad_argument("progress", progress, "must be callable",
+                           "pass a function progress(p) taking a LevelProgress")
+    with _source(con, source, source_name) as (name, charge_as):
+        request, plan, names = _prepare(con, name, columns, options)
+        token = uuid.uuid4().hex
+        sql = render_release(request, plan, names, origin, token, memory_limit(con))
+        with _LOCK:
+            _PROGRESS[token] = progress
+            if charge_as is not None:
+                _CHARGE_AS[token] = charge_as
+        ledger_id = None
+        try:
+            try:
+                if statement is None:
+                    result = con.sql(sql).to_arrow_table()
+                else:
+                    result = con.execute(statement(sql)).fetchall()
+            except duckdb.Error as exc:
+                _reraise(exc, token)
+                raise  # pragma: no cover
+            finally:
+                with _LOCK:
+                    _PROGRESS.pop(token, None)
+                    _ERRORS.pop(token, None)
+                    _CHARGE_AS.pop(token, None)
+                    ledger_id = _LEDGER_IDS.pop(token, None)
+        except BaseException as exc:  # an interrupt, say: tell the caller what was charged
+            if ledger_id is not None:
+                with contextlib.suppress(AttributeError, TypeError):
+                    exc.inftda_ledger_id = ledger_id  # type: ignore[attr-defined]
+            raise
+        record = provenance(
+            rho=total_rho(request.rho, request.epsilon, request.delta), columns=request.columns,
+            neighbours=request.neighbours, output=request.output, seed=request.seed,
+            domain_from_data=request.domain_from_data, epsilon=request.epsilon,
+            delta=request.delta, privacy_unit=request.privacy_unit,
+            max_rows_per_unit=request.max_rows_per_unit, ledger_id=ledger_id,
+            source=charge_as or ledger.source_key(plan.source),
+        )
+    return Released(request, record, result)
+
+
 def release(
     con: Any,
-    source: str,
+    source: object,
     columns: list[str] | tuple[str, ...],
     *,
     rho: object = None,
@@ -601,66 +789,43 @@ def release(
     domains: dict[str, Any] | None = None,
     domain_tables: list[str] | None = None,
     domain_from_data: bool = False,
-    level_weights: list[object] | None = None,
+    level_weights: list[object] | str | None = None,
+    auto_target: str | int | None = None,
     output: str = "counts",
     neighbours: str = "substitute",
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
     unknown: str = "error",
     seed: int | None = None,
+    source_name: str | None = None,
     progress: Progress | None = None,
     origin: str = "python",
 ) -> pa.Table:
     """One InfTDA release of ``source`` over the hierarchy ``columns`` (same options as SQL).
 
-    Every call is a new release with fresh noise, charged to the ledger (recorded with
-    ``origin``: 'python' or 'cli'). Returns the synthetic table; its schema metadata says
-    whether it is private, the budget and the seed. ``progress(p)``, if given, gets a
+    ``source``: a table or view name, or an in-memory object (a DuckDB relation, a pandas or
+    polars DataFrame, an Arrow table) with ``source_name``, the name it is charged to. Every call
+    is a new release with fresh noise, charged to the ledger (recorded with ``origin``: 'python'
+    or 'cli'). Returns the synthetic table; its schema metadata is the release's provenance
+    (private or not and why, rho exact and decimal, epsilon/delta, neighbours, columns, ledger
+    id, package version), and a release that is not private carries the column
+    ``inftda_not_private``. ``progress(p)``, if given, gets a
     :class:`~inftda_duckdb.core.topdown.LevelProgress` (level, depth, parents, cells_done,
     cells_planned, seconds) once per level when it is done and, on long levels, up to 16 times
     before (from the DuckDB thread running the release).
     """
-    if origin not in ORIGINS:
-        raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
-                           "leave it out (the default is 'python')")
-    if progress is not None and not callable(progress):
-        raise bad_argument("progress", progress, "must be callable",
-                           "pass a function progress(p) taking a LevelProgress")
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
-        domain_from_data=domain_from_data, level_weights=level_weights, output=output,
-        neighbours=neighbours, privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
-        unknown=unknown, seed=seed,
+        domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
+        output=output, neighbours=neighbours, privacy_unit=privacy_unit,
+        max_rows_per_unit=max_rows_per_unit, unknown=unknown, seed=seed,
     )
-    request, plan, names = _prepare(con, source, columns, options)
-    token = uuid.uuid4().hex
-    sql = render_release(request, plan, names, origin, token, memory_limit(con))
-    with _LOCK:
-        _PROGRESS[token] = progress
-    try:
-        table = con.sql(sql).to_arrow_table()
-    except duckdb.Error as exc:
-        _reraise(exc, token)
-        raise  # pragma: no cover
-    finally:
-        with _LOCK:
-            _PROGRESS.pop(token, None)
-            _ERRORS.pop(token, None)
-    _warn_not_private(request)
-    bplan = budget_plan(request)
-    meta = {
-        "private": str(request.private).lower(),
-        "rho": str(bplan.rho),
-        "epsilon_at_1e-6": repr(epsilon_from_rho(bplan.rho, DEFAULT_DELTA)),
-        "neighbours": request.neighbours,
-        "max_rows_per_unit": str(request.max_rows_per_unit),
-        "seed": "" if request.seed is None else str(request.seed),
-        "domain_from_data": str(request.domain_from_data).lower(),
-        "source": request.source,
-        "columns": json.dumps(list(request.columns)),
-        "output": request.output,
-    }
-    return table.replace_schema_metadata(meta)
+    with speaking("cli" if origin == "cli" else "python"):
+        done = run_release(con, source, columns, options, source_name=source_name,
+                           progress=progress, origin=origin)
+    _warn_not_private(done.request)
+    table: pa.Table = done.result
+    return table.replace_schema_metadata(done.provenance)
 
 
 _SEEDED = (
@@ -689,7 +854,7 @@ def _warn_not_private(request: ReleaseRequest) -> None:
 
 def preview(
     con: Any,
-    source: str,
+    source: object,
     columns: list[str] | tuple[str, ...],
     *,
     rho: object = None,
@@ -698,31 +863,36 @@ def preview(
     domains: dict[str, Any] | None = None,
     domain_tables: list[str] | None = None,
     domain_from_data: bool = False,
-    level_weights: list[object] | None = None,
+    level_weights: list[object] | str | None = None,
+    auto_target: str | int | None = None,
     neighbours: str = "substitute",
     max_rows_per_unit: int | None = None,
     privacy_unit: str | None = None,
     beta: float = 0.05,
 ) -> pa.Table:
     """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
-    total epsilon at ``delta`` (with ``rho``, delta only sets the reported epsilon).
+    total epsilon at ``delta`` (with ``rho``, delta only sets the reported epsilon); beside the
+    split in force (``split``), the bound under the uniform split and the budget and bound under
+    ``level_weights='auto'`` (its target, else the leaves).
 
     Spends nothing and reads no private data, except with ``domain_from_data`` (then the domain
     sizes come from the data: the result is marked not private and a warning says so).
+    ``source`` is a table name or an in-memory object, as for :func:`release`.
     """
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
-        domain_from_data=domain_from_data, level_weights=level_weights, neighbours=neighbours,
-        max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
+        domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
+        neighbours=neighbours, max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
     )
     report = _report_delta(options)
-    request, plan, names = _prepare(con, source, columns, options)
-    sql = render_preview(request, plan, names, _beta(beta), report)
-    try:
-        table = con.sql(sql).to_arrow_table()
-    except duckdb.Error as exc:
-        _reraise(exc)
-        raise  # pragma: no cover
+    with _source(con, source, None if isinstance(source, str) else "preview") as (name, _):
+        request, plan, names = _prepare(con, name, columns, options)
+        sql = render_preview(request, plan, names, _beta(beta), report)
+        try:
+            table = con.sql(sql).to_arrow_table()
+        except duckdb.Error as exc:
+            _reraise(exc)
+            raise  # pragma: no cover
     if request.domain_from_data:
         warnings.warn(
             "preview with domain_from_data read the domain sizes from the private data",
@@ -732,4 +902,5 @@ def preview(
     return table
 
 
-__all__ = ["NotPrivateWarning", "Progress", "cancel", "fragments", "load", "preview", "release"]
+__all__ = ["NotPrivateWarning", "Progress", "Released", "cancel", "fragments", "load", "preview",
+           "release", "run_release"]

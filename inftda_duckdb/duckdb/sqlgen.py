@@ -16,6 +16,7 @@ from pathlib import Path
 from string import Template
 
 from ..core.identifiers import literal, quote, quote_qualified
+from ..core.provenance import MARKER, not_private_reason
 from ..core.request import ReleaseRequest
 from .domain import DomainPlan
 
@@ -321,11 +322,13 @@ def render_release(
     decoded = ", ".join(
         f"dl.l{i}[r.k{i} + 1] AS {quote(c)}" for i, c in enumerate(request.columns, 1)
     )
+    reason = not_private_reason(request.seed, request.domain_from_data)
+    marker = "" if reason is None else f", {literal(reason)} AS {quote(MARKER)}"
     if request.output == "counts":
-        final = _f("final_counts", decoded=decoded)
+        final = _f("final_counts", decoded=decoded, marker=marker)
     else:
         final = _f(
-            "final_rows", decoded=decoded,
+            "final_rows", decoded=decoded, marker=marker,
             decoded_names=", ".join(quote(c) for c in request.columns),
         )
     return "WITH\n" + ",\n".join(ctes) + "\n" + final

@@ -27,10 +27,18 @@ import duckdb
 import pyarrow as pa
 
 from ..core.accounting import epsilon_from_rho, rho_from_epsilon_delta
-from ..core.errors import BudgetExceededError, InputError, InternalError, bad_argument
+from ..core.errors import (
+    BudgetExceededError,
+    InputError,
+    InternalError,
+    arg,
+    bad_argument,
+    call,
+    speaks,
+)
 from ..core.exact import to_fraction, to_positive_fraction
 from ..core.identifiers import literal, parse_qualified, quote
-from ..duckdb.connections import register_udfs
+from ..duckdb.connections import create_macro, register_udfs
 
 LEDGER = "inftda_ledger"
 BUDGETS = "inftda_budgets"
@@ -346,7 +354,7 @@ def _refusal(
 ) -> BudgetExceededError:
     short = requested - remaining
     fix = (
-        f"request at most rho {_show(remaining)}, or raise"
+        f"request at most {arg('rho')} {_show(remaining)}, or raise"
         if remaining > 0
         else "the budget is exhausted: raise"
     )
@@ -354,7 +362,7 @@ def _refusal(
         f"release on {source} refused: it requests rho {_show(requested)} but only "
         f"{_show(remaining)} of the budget {_show(cap)} remains (spent {_show(spent)}); "
         f"difference {_show(short)}. Nothing was charged and no noise was drawn. Fix: {fix} "
-        f"the budget with set_budget(con, {source!r}, rho=...)"
+        f"the budget with {call('set_budget', source, rho=...)}"
     )
     err.source = source  # type: ignore[attr-defined]
     err.requested = requested  # type: ignore[attr-defined]
@@ -541,9 +549,11 @@ def register(con: Any) -> None:
             raise InputError("the connection that loaded inftda_duckdb is closed")
         return c
 
+    @speaks("sql")
     def budget_text(delta: float | None) -> str:
         return budget_sql(live(), delta)
 
+    @speaks("sql")
     def set_text(
         source: str,
         rho: str | None,
@@ -575,12 +585,14 @@ def register(con: Any) -> None:
         )  # fmt: skip
 
     n = register_udfs(con, "ledger", create)
-    con.execute(
-        "CREATE OR REPLACE TEMP MACRO inftda_budget(delta := 1e-6) AS TABLE "
+    create_macro(
+        con,
+        "inftda_budget(delta := 1e-6) AS TABLE "
         f"SELECT * FROM query(inftda_budget_sql_{n}(delta))"
     )
-    con.execute(
-        "CREATE OR REPLACE TEMP MACRO inftda_set_budget(source, rho := NULL, epsilon := NULL, "
+    create_macro(
+        con,
+        "inftda_set_budget(source, rho := NULL, epsilon := NULL, "
         f"delta := NULL) AS inftda_set_budget_udf_{n}(source::VARCHAR, rho::VARCHAR, "
         "epsilon::VARCHAR, delta::VARCHAR, current_database(), current_schema(), "
         "current_setting('search_path'))"

@@ -4,13 +4,15 @@ The options are the DuckDB path's (:mod:`inftda_duckdb.tools.cli`); the differen
 takes Parquet/CSV files, folders or globs read by Spark, ``--table`` names a table in Spark's
 catalog, ``--db`` is the ledger (a DuckDB file on the driver, required), and the result is
 written by Spark: ``--output x.parquet`` is a folder of part files (Spark's format; written by
-its commit protocol, so a failed job leaves no output), ``--into-table`` a table in Spark's
-catalog. The CLI starts a session on ``--master`` (stopped at the end) unless one is active.
+its commit protocol, so a failed job leaves no output) with the provenance record beside it
+(``x.parquet.provenance.json``; each column's metadata holds it too), ``--into-table`` a table in
+Spark's catalog. The CLI starts a session on ``--master`` (stopped at the end) unless one is active.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import Any
@@ -21,6 +23,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ..core.errors import bad_argument
 from ..tools import cli
+from ..tools.output import emit, sidecar
+from ..tools.status import EXIT_OK
 from .driver import preview, release
 
 KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -84,15 +88,7 @@ def spark_release(args: argparse.Namespace) -> int:
                            "release is charged to)", "pass --db budget.duckdb")
     budget = cli._budget(args)
     columns = cli._names(args.columns)
-    if args.output is not None:
-        kind = cli._file_kind(args.output, "--output")
-        folder = os.path.dirname(os.path.abspath(args.output))
-        if not os.path.isdir(folder):
-            raise bad_argument("--output", args.output, "must be in an existing folder",
-                               "create the folder first")
-        if os.path.exists(args.output) and not args.overwrite:
-            raise bad_argument("--output", args.output, "already exists",
-                               "pass --overwrite, or choose another path")
+    kind = cli.output_kind(args) if args.output is not None else ""
     options = _options(args)
     if args.seed is not None:
         sys.stderr.write(
@@ -108,23 +104,28 @@ def spark_release(args: argparse.Namespace) -> int:
         with cli.relay_warnings(skip="seed"):
             result = release(frame, columns, **budget, **options, output=args.output_kind,
                              unknown=args.unknown, ledger=args.db, origin="cli")
-        progress.say(f"charged to the ledger in {args.db}; releasing the subtrees")
+        record = json.loads(result.schema[0].metadata["inftda"])
+        progress.say(f"charged rho {record['rho']} (~{record['rho_decimal']}) to the ledger in "
+                     f"{args.db} (id {record['ledger_id']}); releasing the subtrees")
         mode = "overwrite" if args.overwrite else "errorifexists"
         if args.into_table is not None:
             result.write.mode(mode).saveAsTable(args.into_table)
-            where = f"table {args.into_table}"
+            where = f"table {args.into_table} (provenance: its columns' metadata)"
         else:
             writer = result.write.mode(mode)
             if kind == "csv":
                 writer.option("header", True).csv(os.path.abspath(args.output))
             else:
                 writer.parquet(os.path.abspath(args.output))
-            where = args.output
+            with open(sidecar(args.output), "w") as f:
+                json.dump(record, f, indent=1)
+            where = f"{args.output} and {sidecar(args.output)}"
     finally:
         if created:
             spark.stop()
-    progress.say(f"wrote {where}")
-    return 0
+    verdict = "" if record["private"] == "true" else " (NOT PRIVATE)"
+    progress.say(f"wrote {where}{verdict}")
+    return EXIT_OK
 
 
 def spark_preview(args: argparse.Namespace) -> int:
@@ -145,5 +146,5 @@ def spark_preview(args: argparse.Namespace) -> int:
         if created:
             spark.stop()
     with duckdb.connect() as con:
-        cli.show(con, table)
-    return 0
+        emit(con, table, args.format)
+    return EXIT_OK

@@ -36,14 +36,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..core.accounting import epsilon_from_rho
 from ..core.errors import InputError, bad_argument
+from ..core.provenance import MARKER, not_private_reason, provenance
 from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, parse_request
 from ..core.topdown import check_total, release_below, release_root
 from ..core.tree import Levels, Nodes, mixed_radix
 from ..duckdb.domain import raise_for_checks
 from ..duckdb.extension import (
+    _PREVIEW_TYPE,
     DEFAULT_DELTA,
     ORIGINS,
     _beta,
@@ -62,12 +63,6 @@ ROWS_PER_PARTITION = 1 << 20
 """Default subtree partitions: one per this many kept leaves (at least the default parallelism,
 at most one per cut node)."""
 
-PREVIEW_SCHEMA = pa.schema([
-    ("level", pa.int32()), ("column", pa.string()), ("domain_size", pa.int64()),
-    ("nodes", pa.int64()), ("rho_k", pa.string()), ("sigma2_k", pa.string()),
-    ("sigma_k", pa.float64()), ("bound", pa.float64()), ("beta", pa.float64()),
-    ("epsilon", pa.float64()), ("delta", pa.float64()), ("private", pa.bool_()),
-])
 
 
 def release(
@@ -80,7 +75,8 @@ def release(
     domains: dict[str, Any] | None = None,
     domain_tables: Sequence[DataFrame | str] | None = None,
     domain_from_data: bool = False,
-    level_weights: Sequence[object] | None = None,
+    level_weights: Sequence[object] | str | None = None,
+    auto_target: str | int | None = None,
     output: str = "counts",
     neighbours: str = "substitute",
     privacy_unit: str | None = None,
@@ -110,12 +106,11 @@ def release(
                            "leave it out, or pass e.g. partitions=200")
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains,
-        domain_from_data=domain_from_data, level_weights=level_weights, output=output,
-        neighbours=neighbours, privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
-        unknown=unknown, seed=seed,
+        domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
+        output=output, neighbours=neighbours, privacy_unit=privacy_unit,
+        max_rows_per_unit=max_rows_per_unit, unknown=unknown, seed=seed,
     )
     spark, request, src, tables = _prepare(source, columns, name, domain_tables, options)
-    plan = budget_plan(request)  # refuses a budget too small to sample, before anything runs
     chunk = _chunk_cells(spark)
     con, close = _ledger(ledger)
     try:
@@ -127,7 +122,11 @@ def release(
             raw = lv.pin(raw)
         values = dom.resolve(spark, request, src, dplan, frames,
                              raw if request.domain_from_data else None)
-        raise_for_checks(request, values.plan, json.dumps(values.checks))  # public checks
+        public = json.dumps(values.checks)
+        raise_for_checks(request, values.plan, public)  # the public checks
+        # the split (auto weights: from the public cells per level); refuses a budget too small
+        # to sample before the data is read
+        plan = budget_plan(request, values.plan, public)
         sizes = values.sizes
         cut = choose_cut(dom.level_nodes(values), sizes)
         leaves = lv.pin(lv.coded(request, values, raw))
@@ -138,7 +137,7 @@ def release(
         found = lv.examples(request, values, raw, spark, data) if failing else {}
         n = raise_for_checks(request, values.plan, lv.checks_json(request, values, data, found))
         store.ensure_tables(con)
-        store.charge(con, store.Charge(
+        ledger_id = store.charge(con, store.Charge(
             source=key, columns=request.columns, neighbours=request.neighbours, rho=plan.rho,
             privacy_unit=request.privacy_unit, max_rows_per_unit=request.max_rows_per_unit,
             output=request.output, seeded=request.seed is not None,
@@ -164,7 +163,14 @@ def release(
     result = _subtrees(spark, request, values, leaves, cut_nodes, job, data["leaves"],
                        partitions, src.fields)
     _warn_not_private(request)
-    return _with_metadata(result, request, plan.rho)
+    record = provenance(
+        rho=plan.rho, columns=request.columns, neighbours=request.neighbours,
+        output=request.output, source=key, seed=request.seed,
+        domain_from_data=request.domain_from_data, epsilon=request.epsilon, delta=request.delta,
+        privacy_unit=request.privacy_unit, max_rows_per_unit=request.max_rows_per_unit,
+        ledger_id=ledger_id, engine="spark",
+    )
+    return _provenance(result, request, record)
 
 
 CHUNK_SETTING = "inftda.spark.chunkCells"
@@ -325,22 +331,17 @@ def _subtrees(
     return shuffled.mapInArrow(job, T.StructType(fields))
 
 
-def _with_metadata(result: DataFrame, request: ReleaseRequest, rho: Any) -> DataFrame:
-    """Provenance on every column (it travels into Parquet): private, budget, seed, source."""
-    meta = {"inftda": json.dumps({
-        "private": request.private,
-        "rho": str(rho),
-        "epsilon_at_1e-6": epsilon_from_rho(rho, DEFAULT_DELTA),
-        "neighbours": request.neighbours,
-        "max_rows_per_unit": request.max_rows_per_unit,
-        "seed": request.seed,
-        "domain_from_data": request.domain_from_data,
-        "source": request.source,
-        "columns": list(request.columns),
-        "output": request.output,
-        "engine": "spark",
-    })}
-    return result.select(*[dom.col(c).alias(c, metadata=meta) for c in result.columns])
+def _provenance(result: DataFrame, request: ReleaseRequest, record: dict[str, str]
+                ) -> DataFrame:
+    """The provenance record (:mod:`inftda_duckdb.core.provenance`) as every column's metadata
+    ``inftda`` (Spark keeps it in the Parquet files it writes), and, for a release that is not
+    private, the constant column ``inftda_not_private`` with the reason, as DuckDB adds it."""
+    meta = {"inftda": json.dumps(record)}
+    columns = [dom.col(c).alias(c, metadata=meta) for c in result.columns]
+    reason = not_private_reason(request.seed, request.domain_from_data)
+    if reason is not None:
+        columns.append(F.lit(reason).alias(MARKER, metadata=meta))
+    return result.select(*columns)
 
 
 def preview(
@@ -353,7 +354,8 @@ def preview(
     domains: dict[str, Any] | None = None,
     domain_tables: Sequence[DataFrame | str] | None = None,
     domain_from_data: bool = False,
-    level_weights: Sequence[object] | None = None,
+    level_weights: Sequence[object] | str | None = None,
+    auto_target: str | int | None = None,
     neighbours: str = "substitute",
     max_rows_per_unit: int | None = None,
     privacy_unit: str | None = None,
@@ -364,8 +366,8 @@ def preview(
     and reads no private data, except with ``domain_from_data`` (then marked not private)."""
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains,
-        domain_from_data=domain_from_data, level_weights=level_weights, neighbours=neighbours,
-        max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
+        domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
+        neighbours=neighbours, max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
     )
     report = _report_delta(options)
     beta = _beta(beta)
@@ -379,4 +381,6 @@ def preview(
     if request.domain_from_data:
         warnings.warn("preview with domain_from_data read the domain sizes from the private data",
                       UserWarning, stacklevel=2)
-    return pa.Table.from_pylist(rows, schema=PREVIEW_SCHEMA)
+    with duckdb.connect() as con:  # the same types as DuckDB's preview
+        return con.sql(f"SELECT u.* FROM (SELECT unnest($1::{_PREVIEW_TYPE}) AS u)",
+                       params=[rows]).to_arrow_table()

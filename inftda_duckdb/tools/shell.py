@@ -2,13 +2,17 @@
 
 DuckDB's own command-line shell cannot load Python UDFs, so this small shell brings them: it reads
 SQL statements ending in ``;`` (several lines each), runs them on a connection prepared by
-``inftda_duckdb.extension.load`` and prints results as DuckDB's box tables. Dot commands:
-``.tables``, ``.schema [TABLE]``, ``.budget``, ``.ledger``, ``.help``, ``.quit``.
+``inftda_duckdb.extension.load`` and prints results as DuckDB's box tables (``.mode csv`` or
+``json`` for scripts). Dot commands: ``.tables``, ``.schema [TABLE]``, ``.budget``, ``.ledger``,
+``.read FILE``, ``.mode [table|csv|json]``, ``.help``, ``.quit``.
 
 Interactive (a terminal): prompts, line editing and history through ``readline`` (history file
 ``~/.inftda_duckdb_history``, or ``$INFTDA_DUCKDB_HISTORY``); an error is printed and the shell
-goes on. Non-interactive (``echo "SELECT 1;" | inftda-duckdb shell db``): no prompts, the shell
-stops at the first error and exits with status 1, so a failing script does not run on.
+goes on; Ctrl-C cancels the statement running. Non-interactive (``-c SQL``, ``.read FILE`` or a
+pipe): no prompts, the shell stops at the first error with the command line's exit status (2
+input, 3 budget refused, 1 internal, 130 interrupted), so a failing script does not run on.
+Errors speak SQL (``rho := 0.5``), and a misspelled parameter of a package function is named,
+with the valid ones.
 """
 
 from __future__ import annotations
@@ -16,16 +20,17 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import shutil
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TextIO
 
 import duckdb
 import pyarrow as pa
 
+from ..core.errors import speaking
 from ..core.identifiers import literal, parse_qualified
+from .status import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, error_text, exit_status
 
 HELP = """\
 Enter SQL statements ending in ';' (a statement may span several lines). Examples:
@@ -37,24 +42,14 @@ Dot commands (at the start of a statement):
   .schema [TABLE]    show CREATE statements (of one table or of all)
   .budget            privacy budgets per source: set, spent, remaining
   .ledger            every release charged so far
+  .read FILE         run the statements in FILE
+  .mode [MODE]       how results print: table (default), csv or json
   .help              this text
   .quit  (.exit)     leave the shell (Ctrl-D works too)
 """
 
 MAX_ROWS = 40
 _DDL_ONLY = ({"Count"}, {"Success"})
-_UDF_WRAPPER = re.compile(
-    r"^.*?Python exception occurred while executing the UDF[^:]*:\s*"
-    r"(?:[A-Za-z_.]*(?:InputError|BudgetExceededError|InternalError|InftdaError):\s*)?",
-    re.S,
-)
-
-
-def clean_message(error: BaseException) -> str:
-    """The user-facing text of an error: DuckDB's UDF wrapper prefix and our class name removed."""
-    text = str(error).strip()
-    stripped = _UDF_WRAPPER.sub("", text, count=1)
-    return stripped or text
 
 
 def render(con: duckdb.DuckDBPyConnection, table: pa.Table, max_rows: int = MAX_ROWS,
@@ -121,27 +116,43 @@ class Shell:
     """Reads statements and dot commands, runs them on ``con``, writes results to ``out``."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, out: TextIO, err: TextIO,
-                 interactive: bool) -> None:
+                 interactive: bool, mode: str = "table") -> None:
         self.con, self.out, self.err, self.interactive = con, out, err, interactive
+        self.mode = mode  # table, csv or json (.mode)
         self.buffer = ""  # text of an unfinished statement
+        self.status = EXIT_OK  # the exit status of the last failure
+
+    def fail(self, error: BaseException, sql: str | None = None) -> bool:
+        self.status = exit_status(error)
+        self.err.write(f"Error: {error_text(error, sql)}\n")
+        return False
 
     def execute(self, sql: str) -> bool:
         """Run one statement and print its result; False (message on ``err``) if it failed."""
+        from .output import emit
+
         try:
-            relation = self.con.sql(sql)
-            if relation is None:
-                return True
-            table = relation.to_arrow_table()
+            with speaking("sql"):
+                relation = self.con.sql(sql)
+                if relation is None:
+                    return True
+                table = relation.to_arrow_table()
             if set(table.column_names) in _DDL_ONLY and table.num_rows <= 1:
                 return True
-            self.out.write(render(self.con, table))
+            if self.mode == "table":
+                self.out.write(render(self.con, table))
+            else:
+                emit(self.con, table, self.mode, out=self.out)
+        except KeyboardInterrupt as error:  # Ctrl-C: the statement stops, the shell goes on
+            return self.fail(error, sql)
         except Exception as error:  # every failure is reported
-            self.err.write(f"Error: {clean_message(error)}\n")
-            return False
+            return self.fail(error, sql)
         return True
 
     def dot(self, line: str) -> bool | None:
         """Run a dot command. Returns None to quit, else success."""
+        from .output import FORMATS
+
         words = line.split(maxsplit=1)
         command, argument = words[0].lower(), (words[1].strip() if len(words) > 1 else "")
         if command in (".quit", ".exit", ".q"):
@@ -149,6 +160,19 @@ class Shell:
         if command == ".help":
             self.out.write(HELP)
             return True
+        if command == ".mode":
+            if not argument:
+                self.out.write(f"{self.mode}\n")
+                return True
+            if argument.lower() not in FORMATS:
+                self.err.write(f"Error: .mode must be one of {', '.join(FORMATS)}; got "
+                               f"{argument!r}. Fix: .mode csv\n")
+                self.status = EXIT_INPUT
+                return False
+            self.mode = argument.lower()
+            return True
+        if command == ".read":
+            return self.read(argument)
         if command == ".tables":
             return self.execute(
                 "SELECT database_name AS database, schema_name AS schema, table_name AS name, "
@@ -161,41 +185,62 @@ class Shell:
                 try:
                     name = parse_qualified(argument, "table")[-1]
                 except Exception as error:
-                    self.err.write(f"Error: {clean_message(error)}\n")
-                    return False
+                    return self.fail(error)
                 where = f" AND name = {literal(name)}"
             return self.execute(
                 "SELECT sql FROM (SELECT table_name AS name, sql FROM duckdb_tables() "
                 "WHERE NOT internal UNION ALL SELECT view_name, sql FROM duckdb_views() "
                 f"WHERE NOT internal) WHERE sql IS NOT NULL{where} ORDER BY name")
         if command == ".budget":
-            return self.execute("SELECT source, budget_rho, spent_rho, remaining_rho, releases, "
+            return self.execute("SELECT source, budget_rho_exact, budget_rho, spent_rho_exact, "
+                                "spent_rho, remaining_rho_exact, remaining_rho, releases, "
                                 "non_private_releases FROM inftda_budget()")
         if command == ".ledger":
             return self.execute("SELECT id, date_trunc('second', started_at::TIMESTAMP) AS "
-                                "started_at, source, columns, neighbours, rho, epsilon, delta, "
-                                "output, private FROM inftda_ledger ORDER BY id")
+                                "started_at, source, columns, neighbours, rho, printf('%.6g', "
+                                "rho_approx) AS rho_decimal, epsilon, delta, output, private "
+                                "FROM inftda_ledger ORDER BY id")
         self.err.write(f"Error: unknown command {command}; type .help for the list\n")
+        self.status = EXIT_INPUT
         return False
 
+    def read(self, path: str) -> bool:
+        """``.read FILE``: run its statements, stopping at the first error."""
+        if not path:
+            self.err.write("Error: .read needs a file. Fix: .read script.sql\n")
+            self.status = EXIT_INPUT
+            return False
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as error:
+            return self.fail(error)
+        inner = Shell(self.con, self.out, self.err, interactive=False, mode=self.mode)
+        ok = inner.run(text.splitlines()) == EXIT_OK
+        self.mode = inner.mode
+        if not ok:
+            self.status = inner.status
+        return ok
+
     def run(self, lines: Iterable[str]) -> int:
-        """Process ``lines``; returns the exit status (1 if a non-interactive statement failed)."""
+        """Process ``lines``; returns the exit status (that of the first failure when not
+        interactive)."""
         for line in lines:
             if not self.buffer.strip() and line.strip().startswith("."):
                 ok = self.dot(line.strip())
                 if ok is None:
                     break
                 if not ok and not self.interactive:
-                    return 1
+                    return self.status
                 continue
             statements, self.buffer = split_statements(self.buffer + line + "\n")
             for statement in statements:
                 if not self.execute(statement) and not self.interactive:
-                    return 1
+                    return self.status
         rest, self.buffer = self.buffer.strip(), ""
         if rest and not self.execute(rest) and not self.interactive:
-            return 1
-        return 0
+            return self.status
+        return EXIT_OK
 
 
 def _prompted_lines(shell: Shell) -> Iterator[str]:
@@ -230,21 +275,29 @@ def _prompted_lines(shell: Shell) -> Iterator[str]:
                 readline.write_history_file(history)
 
 
-def main(database: str | None, stdin: TextIO | None = None) -> int:
-    """Open ``database`` (in memory if None), load the package and run the shell."""
+def main(database: str | None, stdin: TextIO | None = None, commands: Sequence[str] = (),
+         mode: str = "table") -> int:
+    """Open ``database`` (in memory if None), load the package and run the shell: the
+    ``commands`` (``-c``) if given, else the statements of ``stdin`` (a terminal: interactive)."""
     from ..duckdb.extension import load
 
     source = stdin or sys.stdin
-    interactive = source.isatty()
+    interactive = not commands and source.isatty()
     con = duckdb.connect(database or ":memory:")
     try:
         load(con)
-        shell = Shell(con, sys.stdout, sys.stderr, interactive)
+        shell = Shell(con, sys.stdout, sys.stderr, interactive, mode)
+        if commands:
+            return shell.run(line for command in commands for line in command.splitlines())
         if interactive:
             name = database or "an in-memory database"
             print(f"inftda-duckdb shell on {name} (DuckDB {duckdb.__version__}). "
                   "Statements end with ';'. Type .help for help, .quit to leave.")
             return shell.run(_prompted_lines(shell))
-        return shell.run(line.rstrip("\n") for line in source)
+        try:
+            return shell.run(line.rstrip("\n") for line in source)
+        except KeyboardInterrupt as error:
+            shell.fail(error)
+            return EXIT_INTERRUPTED
     finally:
         con.close()

@@ -6,6 +6,7 @@ transit, preview, argument errors and the command line."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import warnings
 from pathlib import Path
@@ -22,6 +23,7 @@ pytest.importorskip("pyspark")
 from pyspark.sql import functions as F
 
 from inftda_duckdb.core.errors import BudgetExceededError, InputError
+from inftda_duckdb.core.provenance import MARKER
 from inftda_duckdb.duckdb import extension
 from inftda_duckdb.duckdb.extension import NotPrivateWarning
 from inftda_duckdb.ledger.store import ensure_tables, set_budget
@@ -85,16 +87,19 @@ def test_names_types_and_provenance(spark: Any, ledger: Any) -> None:
                                "DAY": ["2024-01-01", "2024-01-02", "2024-01-03"],
                                "late": [False, True],
                                "at": ["2024-01-01T00:00:00", "2024-01-01T01:00:00"]})
-    assert out.columns == ["Origin", "DAY", "hour", "late", "at", "count"]  # as requested
+    assert out.columns == ["Origin", "DAY", "hour", "late", "at", "count", MARKER]  # as asked
     assert [f.dataType.simpleString() for f in out.schema.fields] == [
-        "string", "date", "int", "boolean", "timestamp", "bigint"]
+        "string", "date", "int", "boolean", "timestamp", "bigint", "string"]
     got = rows(out)
     assert {r[1] for r in got} <= {dt.date(2024, 1, d) for d in (1, 2, 3)}
     assert {r[3] for r in got} <= {False, True}
     assert {r[4].hour for r in got} <= {0, 1}
-    assert sum(r[-1] for r in got) == 2727  # substitute: n is public and kept exactly
-    meta = out.schema["count"].metadata["inftda"]
-    assert '"private": false' in meta and '"seed": 3' in meta and '"engine": "spark"' in meta
+    assert sum(r[-2] for r in got) == 2727  # substitute: n is public and kept exactly
+    meta = json.loads(out.schema["count"].metadata["inftda"])
+    assert (meta["private"], meta["seed"], meta["engine"], meta["rho"]) == (
+        "false", "3", "spark", "1")
+    assert meta["source"] == "trips" and meta["ledger_id"] == "1"
+    assert {r[-1] for r in got} == {meta["why"]}  # every row says why it is not private
     assert charges(ledger) == [("trips", "1", "python", True)]
 
 
@@ -313,13 +318,15 @@ def test_command_line(spark: Any, tmp_path: Path, capsys: Any) -> None:
     assert "NOT PRIVATE" in capsys.readouterr().err
     written = spark.read.parquet(str(out))
     assert written.agg(F.sum("count")).collect()[0][0] == table.num_rows
+    record = json.loads((tmp_path / "trips_dp.parquet.provenance.json").read_text())
+    assert (record["private"], record["engine"], record["seed"]) == ("false", "spark", "4")
     with duckdb.connect(str(ledger)) as con:
         assert con.execute("SELECT source, origin FROM inftda_ledger").fetchall() == [
             (str(data), "cli")]
-    assert cli.main(args) == 1  # the output exists
+    assert cli.main(args) == 2  # the output exists: an input error
     assert "already exists" in capsys.readouterr().err
     at = args.index("--db")
-    assert cli.main([*args[:at], *args[at + 2:-4], "--output", str(tmp_path / "x.parquet")]) == 1
+    assert cli.main([*args[:at], *args[at + 2:-4], "--output", str(tmp_path / "x.parquet")]) == 2
     assert "--db is required with --engine spark" in capsys.readouterr().err
     assert cli.main(["preview", "--engine", "spark", "--input", str(data / "part-1.parquet"),
                      "--columns", "origin,hour", "--rho", "1", "--domain", "origin=EWR,JFK,LGA",

@@ -1,0 +1,125 @@
+"""How the command line and the shell report failure: exit statuses and one-line messages.
+
+The statuses (:data:`EXIT_STATUS`, printed by every ``--help``) say what happened, for scripts:
+2 input error, 3 budget refused, 1 internal error, 130 interrupted; 0 is success. A message is
+one line, ``Error: ...``: DuckDB's wrapper around a UDF's exception removed, a misspelled
+parameter of a package macro named with the valid ones, an interrupted release saying whether
+it was charged.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+import duckdb
+
+from ..core.errors import BudgetExceededError, InftdaError, InternalError
+
+EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_STATUS = """\
+exit status:
+  0    success
+  1    internal error (a bug in inftda-duckdb: please report it)
+  2    input error (option, argument, file or data): nothing was charged or written
+  3    budget refused (the release would overspend): nothing was charged or written
+  130  interrupted (Ctrl-C): the message says whether the release was charged
+"""
+
+_UDF_WRAPPER = re.compile(
+    r"^.*?Python exception occurred while executing the UDF[^:]*:\s*"
+    r"(?:[A-Za-z_.]*(?:InputError|BudgetExceededError|InternalError|InftdaError):\s*)?",
+    re.S,
+)
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a command: the message says what was charged and written."""
+
+
+def charged_text(error: BaseException) -> str:
+    """What an interrupted release left in the ledger (run_release notes the ledger row)."""
+    ledger_id = getattr(error, "inftda_ledger_id", None)
+    if ledger_id is None:
+        return "nothing was charged and nothing was written"
+    return (f"the release had been charged (ledger id {ledger_id}: its budget is spent) but "
+            "nothing was written")
+
+
+_MACRO_MISMATCH = re.compile(r"Macro (\w+)\(\) does not support the supplied arguments.*?"
+                             r"Candidate macros:\s*\w+\((.*?)\)\s*$", re.S)
+
+
+def clean_message(error: BaseException, sql: str | None = None) -> str:
+    """The user-facing text of an error: DuckDB's UDF wrapper prefix and our class name removed;
+    with the statement ``sql``, DuckDB's bare "does not support the supplied arguments" for a
+    package macro names the misspelled parameter and lists the valid ones."""
+    text = str(error).strip()
+    stripped = _UDF_WRAPPER.sub("", text, count=1) or text
+    mismatch = _MACRO_MISMATCH.search(stripped)
+    if mismatch and mismatch[1].startswith("inftda_"):
+        return unknown_parameters(mismatch[1], mismatch[2], sql) or stripped
+    return stripped
+
+
+def unknown_parameters(macro: str, signature: str, sql: str | None) -> str | None:
+    """``macro``'s named parameters used in ``sql`` that its ``signature`` lacks, as a message."""
+    valid = [p.split(":=")[0].strip() for p in signature.split(",")]
+    if sql is None:
+        return None
+    used: list[str] = []
+    for call in re.finditer(rf"\b{macro}\s*\(", sql, re.I):
+        depth, i = 1, call.end()
+        while i < len(sql) and depth:
+            depth += {"(": 1, ")": -1}.get(sql[i], 0)
+            i += 1
+        used += re.findall(r"(\w+)\s*:=", sql[call.end():i])
+    wrong = [u for u in dict.fromkeys(used) if u.lower() not in valid]
+    if not wrong:
+        return None
+    hints = []
+    for name in wrong:
+        close = difflib.get_close_matches(name.lower(), valid, n=1)
+        hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return (f"{macro} has no parameter {', '.join(hints)}. Valid parameters: "
+            f"{', '.join(valid)}. Fix: spell the parameter as listed, e.g. "
+            f"{macro}(..., rho := 0.5)")
+
+
+
+def is_interrupt(error: BaseException) -> bool:
+    """Ctrl-C: in Python, in DuckDB, or inside a UDF (DuckDB wraps it in its own error)."""
+    if isinstance(error, Interrupted | KeyboardInterrupt | duckdb.InterruptException):
+        return True
+    return isinstance(error, duckdb.Error) and "KeyboardInterrupt" in str(error)
+
+
+def exit_status(error: BaseException) -> int:
+    """The exit status for ``error`` (see :data:`EXIT_STATUS`)."""
+    if is_interrupt(error):
+        return EXIT_INTERRUPTED
+    text = str(error)
+    if isinstance(error, InternalError) or "InternalError:" in text:
+        return EXIT_INTERNAL
+    if isinstance(error, BudgetExceededError) or "BudgetExceededError:" in text:
+        return EXIT_REFUSED
+    if isinstance(error, InftdaError | duckdb.Error | OSError):
+        return EXIT_INPUT
+    return EXIT_INTERNAL
+
+
+def error_text(error: BaseException, sql: str | None = None) -> str:
+    """The one line printed for ``error`` (without ``Error: ``)."""
+    if isinstance(error, Interrupted):
+        return f"interrupted (Ctrl-C): {error}"
+    if is_interrupt(error):
+        return f"interrupted (Ctrl-C): {charged_text(error)}"
+    if exit_status(error) == EXIT_INTERNAL and not isinstance(error, InftdaError):
+        return (f"internal error, this is a bug in inftda-duckdb (please report it): "
+                f"{type(error).__name__}: {clean_message(error, sql)}")
+    return clean_message(error, sql)
+
+
+__all__ = ["EXIT_INPUT", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REFUSED",
+           "EXIT_STATUS", "Interrupted", "charged_text", "clean_message", "error_text",
+           "exit_status", "is_interrupt", "unknown_parameters"]
