@@ -29,10 +29,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..core.errors import InputError, bad_argument
+from ..core.errors import bad_argument, opt
 from ..core.request import ReleaseRequest
 from ..core.tree import Allowed
-from ..duckdb.domain import ColumnDomain, DomainPlan, Nesting, _check_columns
+from ..duckdb.domain import (
+    ColumnDomain,
+    DomainPlan,
+    Nesting,
+    _check_columns,
+    column_domains,
+    nesting,
+    no_domain,
+)
 
 EXAMPLES = 5  #: values quoted in an error message, as in DuckDB's checks
 
@@ -40,15 +48,6 @@ EXAMPLES = 5  #: values quoted in an error message, as in DuckDB's checks
 def col(name: str) -> Any:
     """A Spark column by its exact name (dots, spaces and backticks included)."""
     return F.col("`" + name.replace("`", "``") + "`")
-
-
-def no_domain(column: str, type_name: str) -> InputError:
-    """The Spark wording of :func:`inftda_duckdb.duckdb.domain.no_domain` (no ENUMs here)."""
-    return InputError(
-        f"column {column!r} ({type_name}) has no public domain. Fix: declare its values with "
-        f"domains={{'{column}': [...]}}, list it in a public domain table (domain_tables=[df]), "
-        "or (exploration only, not private) pass domain_from_data=True"
-    )
 
 
 @dataclass(frozen=True)
@@ -127,43 +126,16 @@ def plan(
     frames: list[DataFrame] = []
     for name, table in tables:
         _refuse_private_table(source, name, table)
-        by_lower = {f.name.lower(): f.name for f in table.schema.fields}
-        levels = [k for k, c in enumerate(request.columns) if c.lower() in by_lower]
-        if not levels:
-            raise bad_argument(
-                "domain_tables",
-                name,
-                f"has no column named like a hierarchy column {list(request.columns)}",
-                "name the table's columns like the hierarchy columns",
-            )
-        names = tuple(by_lower[request.columns[k].lower()] for k in levels)
-        nestings.append(Nesting((name,), tuple(levels), names))
+        nestings.append(nesting(request, (name,), [f.name for f in table.schema.fields]))
         frames.append(table)
-    owner: dict[int, int] = {}
-    for t, nest in enumerate(nestings):
-        for k in nest.levels:
-            if k in owner:
-                raise bad_argument(
-                    "domain_tables",
-                    [n.table[0] for n in nestings],
-                    f"list column {request.columns[k]!r} in two tables",
-                    "give each hierarchy column at most one domain table",
-                )
-            owner[k] = t
-    columns = []
-    for k, column in enumerate(request.columns):
-        if column in request.domains:
-            labels = request.domains[column]
-            columns.append(ColumnDomain(column, "list", labels=labels, size=len(labels)))
-        elif k in owner:
-            nest = nestings[owner[k]]
-            name = nest.names[nest.levels.index(k)]
-            columns.append(ColumnDomain(column, "table", table=owner[k], table_column=name))
-        elif request.domain_from_data:
-            columns.append(ColumnDomain(column, "data"))
-        else:
-            raise no_domain(column, source.fields[k].dataType.simpleString().upper())
-    return DomainPlan(tuple(columns), tuple(nestings)), frames
+    types = {c: f.dataType.simpleString().upper() for c, f in zip(request.columns, source.fields,
+                                                                   strict=True)}
+
+    def otherwise(column: str) -> ColumnDomain:
+        raise no_domain(column, types[column], enums=False)
+
+    columns = column_domains(request, nestings, otherwise)
+    return DomainPlan(columns, tuple(nestings)), frames
 
 
 def _refuse_private_table(source: Source, name: str, table: DataFrame) -> None:
@@ -178,8 +150,8 @@ def _refuse_private_table(source: Source, name: str, table: DataFrame) -> None:
             "combinations would be read from the private data, and the release would not be "
             "private",
             "pass a public table that is not derived from the data, or declare the values with "
-            "domains={...}; to read domains from the data explicitly (not private) pass "
-            "domain_from_data=True",
+            f"{opt('domains')}; to read domains from the data explicitly (not private) pass "
+            f"{opt('domain_from_data', True)}",
         )
 
 

@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..core.errors import InputError, bad_argument
+from ..core.errors import InputError, bad_argument, opt
 from ..core.provenance import MARKER, not_private_reason, provenance
 from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, parse_request
@@ -69,33 +69,23 @@ def release(
     source: DataFrame | str,
     columns: Sequence[str],
     *,
-    rho: object = None,
-    epsilon: object = None,
-    delta: object = None,
-    domains: dict[str, Any] | None = None,
-    domain_tables: Sequence[DataFrame | str] | None = None,
-    domain_from_data: bool = False,
-    level_weights: Sequence[object] | str | None = None,
-    auto_target: str | int | None = None,
-    output: str = "counts",
-    neighbours: str = "substitute",
-    privacy_unit: str | None = None,
-    max_rows_per_unit: int | None = None,
-    unknown: str = "error",
-    seed: int | None = None,
     ledger: str | os.PathLike[str] | duckdb.DuckDBPyConnection | None = None,
-    name: str | None = None,
+    source_name: str | None = None,
     partitions: int | None = None,
     origin: str = "python",
+    **options: Any,
 ) -> DataFrame:
     """One InfTDA release of ``source`` (a Spark DataFrame or a table name) over ``columns``.
 
-    The options are those of :func:`inftda_duckdb.release`; domain tables may be DataFrames or
-    table names. ``ledger`` (a DuckDB file on the driver, or a DuckDB connection) is charged
-    once, before any noise is drawn; ``name`` is the source's name in the ledger (default: the
-    table name, or the files a DataFrame reads). ``partitions`` sets the number of subtree
-    partitions. Returns a lazy, deterministic DataFrame: the columns (their own names and types)
-    and ``count``, or one row per synthetic record with ``output='rows'``.
+    ``options`` are those of :func:`inftda_duckdb.release` (:data:`inftda_duckdb.core.request.
+    OPTIONS`: ``rho`` or ``epsilon``/``delta``, ``domains``, ``domain_tables`` (DataFrames or
+    table names here), ``domain_from_data``, ``level_weights``, ``auto_target``, ``output``,
+    ``neighbours``, ``privacy_unit``, ``max_rows_per_unit``, ``unknown``, ``seed``), checked as
+    DuckDB checks them. ``ledger`` (a DuckDB file on the driver, or a DuckDB connection) is
+    charged once, before any noise is drawn; ``source_name`` is the source's name in the ledger
+    (default: the table name, or the files a DataFrame reads). ``partitions`` sets the number of
+    subtree partitions. Returns a lazy, deterministic DataFrame: the columns (their own names and
+    types) and ``count``, or one row per synthetic record with ``output='rows'``.
     """
     if origin not in ORIGINS:
         raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
@@ -103,18 +93,14 @@ def release(
     if partitions is not None and (isinstance(partitions, bool) or not isinstance(partitions, int)
                                    or partitions < 1):
         raise bad_argument("partitions", partitions, "must be a positive integer",
-                           "leave it out, or pass e.g. partitions=200")
-    options = dict(
-        rho=rho, epsilon=epsilon, delta=delta, domains=domains,
-        domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
-        output=output, neighbours=neighbours, privacy_unit=privacy_unit,
-        max_rows_per_unit=max_rows_per_unit, unknown=unknown, seed=seed,
-    )
-    spark, request, src, tables = _prepare(source, columns, name, domain_tables, options)
+                           f"leave it out, or pass e.g. {opt('partitions', 200)}")
+    domain_tables = options.pop("domain_tables", None)
+    spark, request, src, tables = _prepare(source, columns, source_name, domain_tables,
+                                           options)
     chunk = _chunk_cells(spark)
     con, close = _ledger(ledger)
     try:
-        key = _ledger_source(spark, source, name)
+        key = _ledger_source(spark, source, source_name)
         _warn_transit(spark)
         dplan, frames = dom.plan(request, src, tables)
         raw = lv.raw_leaves(request, src)
@@ -250,17 +236,18 @@ def _ledger(ledger: object) -> tuple[duckdb.DuckDBPyConnection, bool]:
     raise bad_argument(
         "ledger", ledger, "must be a DuckDB database file (on the driver) or a DuckDB connection:"
         " every Spark release is charged to a ledger",
-        "pass ledger='budget.duckdb' (the file DuckDB releases of the same data use)",
+        f"pass {opt('ledger', 'budget.duckdb')} (the file DuckDB releases of the same data use)",
     )
 
 
-def _ledger_source(spark: SparkSession, source: object, name: str | None) -> str:
-    """What the ledger charges: ``name``, a table's catalog name, or the files a DataFrame
-    reads (one file: its path; several: their common folder)."""
-    if name is not None:
-        if not isinstance(name, str) or not name.strip():
-            raise bad_argument("name", name, "must be a non-empty name", "pass e.g. name='trips'")
-        return name
+def _ledger_source(spark: SparkSession, source: object, source_name: str | None) -> str:
+    """What the ledger charges: ``source_name``, a table's catalog name, or the files a
+    DataFrame reads (one file: its path; several: their common folder)."""
+    if source_name is not None:
+        if not isinstance(source_name, str) or not source_name.strip():
+            raise bad_argument("source_name", source_name, "must be a non-empty name",
+                               f"pass e.g. {opt('source_name', 'trips')}")
+        return source_name
     if isinstance(source, str):
         table = spark.catalog.getTable(source)
         parts = [table.catalog or "spark_catalog", *(table.namespace or []), table.name]
@@ -269,8 +256,9 @@ def _ledger_source(spark: SparkSession, source: object, name: str | None) -> str
     files = sorted(_local(f) for f in dom._input_files(source))
     if not files:
         raise bad_argument(
-            "name", None, "is required for a DataFrame that reads no files (the ledger charges "
-            "its releases to this name, and a budget caps them)", "pass name='trips'")
+            "source_name", None, "is required for a DataFrame that reads no files (the ledger "
+            "charges its releases to this name, and a budget caps them)",
+            f"pass {opt('source_name', 'trips')}")
     return files[0] if len(files) == 1 else os.path.commonpath(files)
 
 
@@ -348,27 +336,15 @@ def preview(
     source: DataFrame | str,
     columns: Sequence[str],
     *,
-    rho: object = None,
-    epsilon: object = None,
-    delta: object = DEFAULT_DELTA,
-    domains: dict[str, Any] | None = None,
-    domain_tables: Sequence[DataFrame | str] | None = None,
-    domain_from_data: bool = False,
-    level_weights: Sequence[object] | str | None = None,
-    auto_target: str | int | None = None,
-    neighbours: str = "substitute",
-    max_rows_per_unit: int | None = None,
-    privacy_unit: str | None = None,
     beta: float = 0.05,
+    **options: Any,
 ) -> pa.Table:
     """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
-    total epsilon at ``delta``: the table :func:`inftda_duckdb.preview` returns. Spends nothing
-    and reads no private data, except with ``domain_from_data`` (then marked not private)."""
-    options = dict(
-        rho=rho, epsilon=epsilon, delta=delta, domains=domains,
-        domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
-        neighbours=neighbours, max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
-    )
+    total epsilon at ``delta`` (default 1e-6): the table :func:`inftda_duckdb.preview` returns,
+    for the options of :func:`release`. Spends nothing and reads no private data, except with
+    ``domain_from_data`` (then marked not private)."""
+    options.setdefault("delta", DEFAULT_DELTA)
+    domain_tables = options.pop("domain_tables", None)
     report = _report_delta(options)
     beta = _beta(beta)
     spark, request, src, tables = _prepare(source, columns, None, domain_tables, options)

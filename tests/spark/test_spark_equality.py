@@ -174,7 +174,7 @@ def test_seeded_release_is_identical_on_spark_duckdb_and_numpy(spark: Any, case:
         frame = spark.createDataFrame(tree.table())
         result = spark_release(frame, tree.names, domains=doms or None,
                                domain_tables=spark_tables or None, seed=seed, ledger=con,
-                               name="data", **options, **spark_only)
+                               source_name="data", **options, **spark_only)
         got_spark = sorted(tuple(r) for r in result.collect())
     finally:
         for key in conf:

@@ -82,7 +82,7 @@ def test_names_types_and_provenance(spark: Any, ledger: Any) -> None:
     frame = spark.createDataFrame(trips_table())
     with pytest.warns(NotPrivateWarning, match="seed := 3"):
         out = release(frame, ["Origin", "DAY", "hour", "late", "at"], rho=1, seed=3,
-                      ledger=ledger, name="trips",
+                      ledger=ledger, source_name="trips",
                       domains={"Origin": DOMAINS["origin"], "hour": range(24),
                                "DAY": ["2024-01-01", "2024-01-02", "2024-01-03"],
                                "late": [False, True],
@@ -112,7 +112,7 @@ def both_errors(spark: Any, table: pa.Table, **options: Any) -> tuple[str, str, 
     with pytest.raises(InputError) as duck:
         extension.release(con, "trips", COLUMNS, rho=1, **options)
     with pytest.raises(InputError) as sparked:
-        release(spark.createDataFrame(table), COLUMNS, rho=1, ledger=con, name="trips",
+        release(spark.createDataFrame(table), COLUMNS, rho=1, ledger=con, source_name="trips",
                 **options)
     count = con.execute("SELECT count(*) FROM inftda_ledger").fetchall()[0][0]
     con.close()
@@ -146,16 +146,16 @@ def test_data_checks_give_duckdbs_messages_and_charge_nothing(
 def test_unknown_drop_and_missing_domains(spark: Any, ledger: Any) -> None:
     frame = spark.createDataFrame(trips_table(dest=10))
     out = release(frame, COLUMNS, rho=1, domains={**DOMAINS, "dest": DEST[:5]}, seed=1,
-                  unknown="drop", neighbours="add_remove", ledger=ledger, name="trips")
+                  unknown="drop", neighbours="add_remove", ledger=ledger, source_name="trips")
     assert {r[1] for r in rows(out)} <= set(DEST[:5])
     with pytest.raises(InputError, match=r"column 'dest' \(STRING\) has no public domain"):
         release(frame, COLUMNS, rho=1, domains={"origin": ["EWR"], "hour": range(24)},
-                ledger=ledger, name="trips")
+                ledger=ledger, source_name="trips")
     with pytest.raises(InputError, match="is the private source trips itself"):
         release(frame, COLUMNS, rho=1, domain_tables=[frame], domains={"hour": range(24)},
-                ledger=ledger, name="trips")
+                ledger=ledger, source_name="trips")
     with pytest.raises(InputError, match=r"columns not found in trips; got \['nope'\]"):
-        release(frame, ["origin", "nope"], rho=1, ledger=ledger, name="trips")
+        release(frame, ["origin", "nope"], rho=1, ledger=ledger, source_name="trips")
     assert len(charges(ledger)) == 1
 
 
@@ -163,9 +163,10 @@ def test_budget_is_shared_with_duckdb_and_refused_before_noise(spark: Any, ledge
     frame = spark.createDataFrame(trips_table())
     duck = _with_trips(ledger)
     set_budget(duck, "trips", rho=1)  # resolves to temp.main.trips
-    release(frame, COLUMNS, rho=0.6, domains=DOMAINS, ledger=ledger, name="temp.main.trips")
+    key = "temp.main.trips"
+    release(frame, COLUMNS, rho=0.6, domains=DOMAINS, ledger=ledger, source_name=key)
     with pytest.raises(BudgetExceededError, match=r"requests rho 3/5 .* only 2/5"):
-        release(frame, COLUMNS, rho=0.6, domains=DOMAINS, ledger=ledger, name="temp.main.trips")
+        release(frame, COLUMNS, rho=0.6, domains=DOMAINS, ledger=ledger, source_name=key)
     with pytest.raises(BudgetExceededError):  # the DuckDB engine sees the same spent budget
         extension.release(duck, "trips", COLUMNS, rho=0.6, domains=DOMAINS)
     assert [r[:3] for r in charges(ledger)] == [("temp.main.trips", "3/5", "python")]
@@ -203,7 +204,8 @@ def test_a_recomputed_partition_gives_the_same_rows(
     spark: Any, ledger: Any, tmp_path: Path
 ) -> None:
     frame = spark.createDataFrame(trips_table())
-    out = release(frame, COLUMNS, rho=2, domains=DOMAINS, ledger=ledger, name="t", partitions=2)
+    out = release(frame, COLUMNS, rho=2, domains=DOMAINS, ledger=ledger, source_name="t",
+                  partitions=2)
     first = rows(out)
     spark.sparkContext.setLocalProperty(FAIL_FIRST_ATTEMPT, str(tmp_path))
     try:
@@ -225,7 +227,7 @@ def test_written_not_collected_under_max_result_size_1m(
         (F.col("id") * 13 % 60).cast("int").alias("c"),
     )
     assert spark.conf.get("spark.driver.maxResultSize") == "1m"
-    out = release(frame, ["a", "b", "c"], rho=50, ledger=ledger, name="big",
+    out = release(frame, ["a", "b", "c"], rho=50, ledger=ledger, source_name="big",
                   domains={"a": range(97), "b": range(101), "c": range(60)})
     out.write.parquet(str(tmp_path / "out.parquet"))
     written = spark.read.parquet(str(tmp_path / "out.parquet"))
@@ -287,8 +289,8 @@ def test_preview_equals_duckdbs(spark: Any) -> None:
 def test_argument_errors(spark: Any, ledger: Any) -> None:
     frame = spark.createDataFrame(trips_table())
     with pytest.raises(InputError, match="ledger must be a DuckDB database file"):
-        release(frame, COLUMNS, rho=1, domains=DOMAINS, name="t")
-    with pytest.raises(InputError, match="name is required for a DataFrame that reads no files"):
+        release(frame, COLUMNS, rho=1, domains=DOMAINS, source_name="t")
+    with pytest.raises(InputError, match="source_name is required for a DataFrame that reads no"):
         release(frame, COLUMNS, rho=1, domains=DOMAINS, ledger=ledger)
     with pytest.raises(InputError, match="partitions must be a positive integer"):
         release(frame, COLUMNS, rho=1, domains=DOMAINS, ledger=ledger, partitions=0)
@@ -297,7 +299,7 @@ def test_argument_errors(spark: Any, ledger: Any) -> None:
     with pytest.raises(InputError, match="source was not found"):
         release("no_such_table", COLUMNS, rho=1, ledger=ledger)
     with pytest.raises(InputError, match=r"rho is too small"):
-        release(frame, COLUMNS, rho=1e-12, domains=DOMAINS, ledger=ledger, name="t")
+        release(frame, COLUMNS, rho=1e-12, domains=DOMAINS, ledger=ledger, source_name="t")
     assert charges(ledger) == []
 
 
