@@ -142,7 +142,11 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
         # 'drop', dropped; never pooled into one unit
         keep = "inftda_unit IS NOT NULL" if request.unknown == "drop" else "true"
         unit_nulls = ", count(*) FILTER (inftda_unit IS NULL)::BIGINT AS nulls_unit"
-        order = "random()" if request.seed is None else _seeded_order(request)
+        order = (
+            "random()"
+            if request.seed is None
+            else f"hash({int(request.seed)}, {cols})"
+        )
         rows = _f(
             "unit_source",
             cols=cols,
@@ -157,14 +161,6 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
     materialized = "MATERIALIZED " if request.domain_from_data else ""
     return _f("leaf_raw", raw_cols=raw, source_rows=rows, materialized=materialized,
               unit_nulls=unit_nulls)
-
-
-def _seeded_order(request: ReleaseRequest) -> str:
-    """The seeded order of rows within a privacy unit: md5 of the seed and the row's values as
-    text ('v' || value, 'n' for NULL) joined by U+001F. Spark computes the same text and hash
-    (inftda_duckdb.spark.leaves.seeded_order_key), so both engines keep the same rows."""
-    parts = ", ".join(f"coalesce('v' || {quote(c)}::VARCHAR, 'n')" for c in request.columns)
-    return f"md5(concat_ws(chr(31), '{int(request.seed or 0)}', {parts}))"
 
 
 def _column_checks(plan: DomainPlan) -> str:

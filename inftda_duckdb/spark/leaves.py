@@ -31,43 +31,54 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..core import units
 from ..core.request import ReleaseRequest
 from ..core.tree import MAX_KEY_SPAN
 from .domains import EXAMPLES, Domains, Source, col, key_span
 
-UNIT_SEPARATOR = "\x1f"
-"""Between the parts of a seeded unit-clipping key (DuckDB's ``chr(31)``)."""
-
-
-def seeded_order_key(seed: int, columns: list[Any]) -> Any:
-    """The seeded order of rows within a privacy unit, the same text DuckDB hashes:
-    ``md5(seed, 'v' || value or 'n' for NULL, ...)`` joined by U+001F."""
-    parts = [F.coalesce(F.concat(F.lit("v"), c.cast("string")), F.lit("n")) for c in columns]
-    return F.md5(F.concat_ws(UNIT_SEPARATOR, F.lit(str(seed)), *parts))
-
 
 def raw_leaves(request: ReleaseRequest, source: Source) -> DataFrame:
     """Counts of the distinct raw leaves ``(r1..rd, n[, nulls_unit])``: the one GROUP BY."""
-    cols = [col(f.name) for f in source.fields]
-    raw = [c.alias(f"r{k}") for k, c in enumerate(cols, 1)]
+    raw = [col(f.name).alias(f"r{k}") for k, f in enumerate(source.fields, 1)]
     names = [f"r{k}" for k in range(1, request.depth + 1)]
     if source.unit is None:
         return source.frame.select(*raw).groupBy(*names).agg(F.count(F.lit(1)).alias("n"))
-    # a unit contributes at most m rows, chosen at random within the unit (seeded: by the
-    # same md5 order as DuckDB); rows with a NULL unit are never pooled: all are kept and
-    # counted (refused before charging), or dropped with unknown='drop'
-    order = F.rand() if request.seed is None else seeded_order_key(request.seed, cols)
-    keyed = source.frame.select(*raw, col(source.unit.name).alias("u"), order.alias("o"))
-    rn = F.row_number().over(Window.partitionBy("u").orderBy("o"))
-    kept = keyed.withColumn("rn", rn).where(
-        (F.col("rn") <= request.max_rows_per_unit) | F.col("u").isNull()
-    )
-    if request.unknown == "drop":
-        kept = kept.where(F.col("u").isNotNull())
+    kept = _capped(request, source.frame.select(*raw, col(source.unit.name).alias("u")), names)
     return kept.groupBy(*names).agg(
-        F.count(F.lit(1)).alias("n"),
-        F.count(F.when(F.col("u").isNull(), 1)).alias("nulls_unit"),
+        F.sum("w").alias("n"), F.coalesce(F.sum(F.when(F.col("u").isNull(), F.col("w"))),
+                                          F.lit(0)).cast("long").alias("nulls_unit"),
     )
+
+
+def _capped(request: ReleaseRequest, rows: DataFrame, names: list[str]) -> DataFrame:
+    """At most ``m`` rows per privacy unit, chosen by :mod:`inftda_duckdb.core.units`' keyed
+    PRF exactly as DuckDB's ``@unit_source`` does (same row key, group text, SHA-256 and
+    exponential keys): identical rows of a unit form a group of ``c``; its candidates
+    ``i < min(c, m)`` get ``E_0 + ... + E_i``, ``E_i = -ln(U_i) / (c - i)``; each unit keeps its
+    ``m`` smallest. Rows with a NULL unit are never pooled: all are kept (``w = c``) and counted
+    (refused before charging), or dropped with ``unknown='drop'``. ``w``: rows per candidate."""
+    key = units.row_key(request.seed)  # drawn on the driver, before the data is read
+    m = request.max_rows_per_unit
+    groups = rows.groupBy(*names, "u").agg(F.count(F.lit(1)).alias("c"))
+    text = F.to_json(F.array(*[F.col(x).cast("string") for x in ["u", *names]]))
+    c = F.col("c")
+
+    def exp(i: Any) -> Any:  # E_i, from U_i = (int(sha256(K:i:G)[:13], 16) + 0.5) / 2**52
+        digest = F.sha2(F.concat_ws(":", F.lit(key), i.cast("string"), F.col("g")), 256)
+        u = (F.conv(F.substring(digest, 1, 13), 16, 10).cast("double") + 0.5) / float(1 << 52)
+        return -F.log(u) / (c - i)
+
+    exps = F.transform(F.sequence(F.lit(0), F.least(c, F.lit(m)) - 1), exp)
+    sums = F.transform(F.sequence(F.lit(1), F.size("e")),
+                       lambda j: F.aggregate(F.slice("e", 1, j), F.lit(0.0), lambda a, x: a + x))
+    null = F.col("u").isNull()
+    keyed = (groups.withColumn("g", text)
+             .withColumn("e", F.when(null, F.array(F.lit(0.0))).otherwise(exps))
+             .select(*names, "u", F.when(null, c).otherwise(1).alias("w"),
+                     F.explode(F.when(null, F.array(F.lit(0.0))).otherwise(sums)).alias("k")))
+    rank = F.row_number().over(Window.partitionBy("u").orderBy("k"))
+    kept = keyed.withColumn("rn", rank).where((F.col("rn") <= m) | null)
+    return kept.where(~null) if request.unknown == "drop" else kept
 
 
 def keyed(domains: Domains) -> bool:

@@ -10,7 +10,6 @@ so that subtrees span many batches, chunks and partitions.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from inftda_duckdb.core import units
 from inftda_duckdb.core.accounting import plan_budget
 from inftda_duckdb.core.provenance import MARKER
 from inftda_duckdb.core.randomness import RandomSource
@@ -86,19 +86,11 @@ def random_tree(seed: int, depth: int, nested: bool = False) -> Tree:
 
 
 def clip(tree: Tree, seed: int, m: int) -> np.ndarray:
-    """The rows DuckDB and Spark keep: per unit, the m with the smallest md5 of
-    ``seed, 'v' || value, ...`` joined by U+001F (an independent transcription)."""
-    keys = []
-    for row in tree.codes:
-        text = "\x1f".join([str(seed)] + [f"v{tree.values[k][c]}" for k, c in enumerate(row)])
-        keys.append(hashlib.md5(text.encode()).hexdigest())
-    order = sorted(range(len(keys)), key=lambda i: (tree.unit[i], keys[i]))
-    kept, seen = [], {}
-    for i in order:
-        seen[tree.unit[i]] = seen.get(tree.unit[i], 0) + 1
-        if seen[tree.unit[i]] <= m:
-            kept.append(i)
-    return tree.codes[sorted(kept)]
+    """The rows a release keeps, by the engine-neutral reference :func:`core.units.kept`."""
+    values = [tuple(tree.values[k][c] for k, c in enumerate(row)) for row in tree.codes]
+    kept = units.kept(units.row_key(seed), zip(tree.unit.tolist(), values, strict=True), m)
+    index = {v: [tree.values[k].index(x) for k, x in enumerate(v)] for _, v in kept}
+    return np.array([index[v] for (_, v), count in kept.items() for _ in range(count)])
 
 
 def reference(tree: Tree, codes: np.ndarray, seed: int, options: dict[str, Any]) -> list[tuple]:
@@ -190,8 +182,33 @@ def test_seeded_release_is_identical_on_spark_duckdb_and_numpy(spark: Any, case:
         codes = tree.codes
     expected = reference(tree, codes, seed, options)
     assert len(expected) > 5
-    assert got_spark == got_duck  # the marker column included
-    assert [r[:-1] for r in got_duck] == expected
+    assert [r[:-1] for r in got_spark] == expected
+    if "privacy_unit" not in options:  # see test_unit_capping_is_the_same_on_duckdb
+        assert got_spark == got_duck  # the marker column included
     charged = con.execute("SELECT source, origin, seeded FROM inftda_ledger ORDER BY id").fetchall()
     assert [row[0].split(".")[-1] for row in charged] == ["data", "data"]  # each engine once
     con.close()
+
+
+@pytest.mark.xfail(strict=True, reason="DuckDB keeps a unit's rows by core.units' keyed PRF (as "
+                   "Spark does) once wp-bounds, on main, is merged with wp-core; this branch's "
+                   "DuckDB still orders them by hash(seed, columns). Remove this mark then.")
+def test_unit_capping_is_the_same_on_duckdb(spark: Any) -> None:
+    tree = random_tree(21, 2)
+    con = duckdb.connect()
+    extension.load(con)
+    con.register("data_arrow", tree.table())
+    con.execute("CREATE TABLE data AS SELECT * FROM data_arrow")
+    doms = {n: tree.values[k] for k, n in enumerate(tree.names)}
+    options = {"rho": 0.7, "privacy_unit": "person", "max_rows_per_unit": 2, "seed": 5,
+               "domains": doms}
+    duck = extension.release(con, "data", tree.names, **options)
+    frame = spark.createDataFrame(tree.table())
+    got = release_rows(spark_release(frame, tree.names, ledger=con, source_name="data",
+                                     **options))
+    con.close()
+    assert got == sorted(tuple(r.values()) for r in duck.to_pylist())
+
+
+def release_rows(frame: Any) -> list[tuple]:
+    return sorted(tuple(r) for r in frame.collect())
