@@ -26,6 +26,7 @@ import os
 import urllib.parse
 import warnings
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 import duckdb
@@ -98,41 +99,30 @@ def release(
     spark, request, src, tables = _prepare(source, columns, source_name, domain_tables,
                                            options)
     chunk = _chunk_cells(spark)
-    con, close = _ledger(ledger)
-    try:
-        key = _ledger_source(spark, source, source_name)
-        _warn_transit(spark)
-        dplan, frames = dom.plan(request, src, tables)
-        raw = lv.raw_leaves(request, src)
-        if request.domain_from_data:  # the domains are read from the (pinned) raw leaves
-            raw = lv.pin(raw)
-        values = dom.resolve(spark, request, src, dplan, frames,
-                             raw if request.domain_from_data else None)
-        public = json.dumps(values.checks)
-        raise_for_checks(request, values.plan, public)  # the public checks
-        # the split (auto weights: from the public cells per level); refuses a budget too small
-        # to sample before the data is read
-        plan = budget_plan(request, values.plan, public)
-        sizes = values.sizes
-        cut = choose_cut(dom.level_nodes(values), sizes)
-        leaves = lv.pin(lv.coded(request, values, raw))
-        summary = lv.summary(request, values, leaves, cut)  # the one job over the data
-        data = summary.stats
-        failing = request.unknown == "error" and any(
-            v for k, v in data.items() if k.startswith(("unknown", "outside")))
-        found = lv.examples(request, values, raw, spark, data) if failing else {}
-        n = raise_for_checks(request, values.plan, lv.checks_json(request, values, data, found))
-        store.ensure_tables(con)
-        ledger_id = store.charge(con, store.Charge(
-            source=key, columns=request.columns, neighbours=request.neighbours, rho=plan.rho,
-            privacy_unit=request.privacy_unit, max_rows_per_unit=request.max_rows_per_unit,
-            output=request.output, seeded=request.seed is not None,
-            data_domain=request.domain_from_data, origin=origin,
-            delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
-        ))  # refusal raises BudgetExceededError: no noise drawn
-    finally:
-        if close:
-            con.close()
+    _ledger_location(ledger)
+    key = _ledger_source(spark, source, source_name)
+    _warn_transit(spark)
+    dplan, frames = dom.plan(request, src, tables)
+    raw = lv.raw_leaves(request, src)
+    if request.domain_from_data:  # the domains are read from the (pinned) raw leaves
+        raw = lv.pin(raw)
+    values = dom.resolve(spark, request, src, dplan, frames,
+                         raw if request.domain_from_data else None)
+    public = json.dumps(values.checks)
+    raise_for_checks(request, values.plan, public)  # the public checks
+    # the split (auto weights: from the public cells per level); refuses a budget too small
+    # to sample before the data is read
+    plan = budget_plan(request, values.plan, public)
+    sizes = values.sizes
+    cut = choose_cut(dom.level_nodes(values), sizes)
+    leaves = lv.pin(lv.coded(request, values, raw))
+    summary = lv.summary(request, values, leaves, cut)  # the one job over the data
+    data = summary.stats
+    failing = request.unknown == "error" and any(
+        v for k, v in data.items() if k.startswith(("unknown", "outside")))
+    found = lv.examples(request, values, raw, spark, data) if failing else {}
+    n = raise_for_checks(request, values.plan, lv.checks_json(request, values, data, found))
+    ledger_id = _charge(ledger, key, request, plan.rho, origin)  # refused: no noise drawn
     secret = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
     root = release_root(n, plan, secret)
     allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
@@ -227,17 +217,36 @@ def _table(spark: SparkSession, name: str, argument: str) -> DataFrame:
                            "check the name, or pass a DataFrame") from None
 
 
-def _ledger(ledger: object) -> tuple[duckdb.DuckDBPyConnection, bool]:
-    """The ledger's DuckDB connection, and whether this release opened it (and closes it)."""
-    if isinstance(ledger, duckdb.DuckDBPyConnection):
-        return ledger, False
-    if isinstance(ledger, str | os.PathLike) and str(ledger):
-        return duckdb.connect(os.fspath(ledger)), True
+def _ledger_location(ledger: object) -> None:
+    """Refuse, before anything runs, a ledger that is neither a DuckDB file nor a connection."""
+    if isinstance(ledger, duckdb.DuckDBPyConnection) or (
+            isinstance(ledger, str | os.PathLike) and str(ledger)):
+        return
     raise bad_argument(
         "ledger", ledger, "must be a DuckDB database file (on the driver) or a DuckDB connection:"
         " every Spark release is charged to a ledger",
         f"pass {opt('ledger', 'budget.duckdb')} (the file DuckDB releases of the same data use)",
     )
+
+
+def _charge(ledger: Any, key: str, request: ReleaseRequest, rho: Fraction, origin: str) -> int:
+    """Charge the release to the ledger (opened only for the charge, so the file stays free for
+    other processes during the scan); returns its ledger row id, or raises
+    BudgetExceededError."""
+    con = ledger if isinstance(ledger, duckdb.DuckDBPyConnection) else duckdb.connect(
+        os.fspath(ledger))
+    try:
+        store.ensure_tables(con)
+        return store.charge(con, store.Charge(
+            source=key, columns=request.columns, neighbours=request.neighbours, rho=rho,
+            privacy_unit=request.privacy_unit, max_rows_per_unit=request.max_rows_per_unit,
+            output=request.output, seeded=request.seed is not None,
+            data_domain=request.domain_from_data, origin=origin,
+            delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
+        ))
+    finally:
+        if con is not ledger:
+            con.close()
 
 
 def _ledger_source(spark: SparkSession, source: object, source_name: str | None) -> str:
