@@ -15,13 +15,14 @@ inftda_release(
     source, columns, rho := NULL, epsilon := NULL, delta := NULL, domains := NULL,
     domain_tables := NULL, domain_from_data := false, level_weights := NULL,
     auto_target := NULL, output := NULL, neighbours := NULL, privacy_unit := NULL,
-    max_rows_per_unit := NULL, unknown := NULL, seed := NULL
+    max_rows_per_unit := NULL, rows_per_unit_public := NULL, unknown := NULL, seed := NULL
 ) AS TABLE SELECT * FROM query($generator(to_json({
     'source': source, 'columns': columns, 'rho': rho, 'epsilon': epsilon, 'delta': delta,
     'domains': domains, 'domain_tables': domain_tables, 'domain_from_data': domain_from_data,
     'level_weights': level_weights, 'auto_target': auto_target, 'output': output,
     'neighbours': neighbours, 'privacy_unit': privacy_unit,
-    'max_rows_per_unit': max_rows_per_unit, 'unknown': unknown, 'seed': seed,
+    'max_rows_per_unit': max_rows_per_unit, 'rows_per_unit_public': rows_per_unit_public,
+    'unknown': unknown, 'seed': seed,
     'current_database': current_database(), 'current_schema': current_schema(),
     'search_path': current_setting('search_path')
 })::VARCHAR))
@@ -31,12 +32,13 @@ inftda_preview(
     source, columns, rho := NULL, epsilon := NULL, delta := NULL, domains := NULL,
     domain_tables := NULL, domain_from_data := false, level_weights := NULL,
     auto_target := NULL, neighbours := NULL, privacy_unit := NULL, max_rows_per_unit := NULL,
-    beta := 0.05
+    rows_per_unit_public := NULL, beta := 0.05
 ) AS TABLE SELECT * FROM query($generator(to_json({
     'source': source, 'columns': columns, 'rho': rho, 'epsilon': epsilon, 'delta': delta,
     'domains': domains, 'domain_tables': domain_tables, 'domain_from_data': domain_from_data,
     'level_weights': level_weights, 'auto_target': auto_target, 'neighbours': neighbours,
-    'privacy_unit': privacy_unit, 'max_rows_per_unit': max_rows_per_unit, 'beta': beta,
+    'privacy_unit': privacy_unit, 'max_rows_per_unit': max_rows_per_unit,
+    'rows_per_unit_public': rows_per_unit_public, 'beta': beta,
     'current_database': current_database(), 'current_schema': current_schema(),
     'search_path': current_setting('search_path')
 })::VARCHAR))

@@ -20,18 +20,51 @@ typed AS MATERIALIZED (
 -- @leaf_raw
 -- the only scan of the private data: counts of the distinct raw leaves.
 leaf_raw AS $materialized(
-    SELECT $raw_cols, count(*)::BIGINT AS n$unit_nulls FROM $source_rows GROUP BY ALL
+    SELECT $raw_cols, $count::BIGINT AS n$unit_nulls FROM $source_rows GROUP BY ALL
 )
 
 -- @unit_source
--- a privacy unit contributes at most $m rows (kept rows chosen at random within each unit;
--- the random key is drawn in a subquery: window ORDER BY cannot be volatile). Rows with a NULL
--- unit are never pooled: all are kept and counted (inftda_begin refuses them), or dropped.
-(SELECT $cols, inftda_unit FROM (
-    SELECT $cols, inftda_unit,
+-- a privacy unit contributes at most $m rows: the m smallest sort keys of a keyed PRF of (unit,
+-- row); not DuckDB's random (setseed and scan order would decide), nor other units' rows.
+-- Identical rows of a unit are one group of c rows; its candidates i = 0 .. min(c, m) - 1 get the
+-- keys E_0 + ... + E_i, E_i = -ln(U_i) / (c - i), U_i from sha256(key ':' i ':' group): the
+-- smallest of c Exp(1) keys, so a uniform m-subset of the unit's rows is kept (core/units.py is
+-- the reference). Rows with a NULL unit are never pooled: all are kept and counted (inftda_begin
+-- refuses them), or dropped. inftda_w: the rows a candidate stands for.
+(SELECT $cols, inftda_unit, inftda_w FROM (
+    SELECT $cols, inftda_unit, inftda_w,
         row_number() OVER (PARTITION BY inftda_unit ORDER BY inftda_key) AS inftda_rn
-    FROM (SELECT $cols, $unit AS inftda_unit, $order AS inftda_key FROM $source)
+    FROM (
+        SELECT $cols, inftda_unit, CASE WHEN inftda_unit IS NULL THEN inftda_c ELSE 1 END AS inftda_w,
+            $sort_key AS inftda_key
+        FROM (SELECT *, $group AS inftda_g$exps
+              FROM (SELECT $cols, $unit AS inftda_unit, count(*) AS inftda_c
+                    FROM $source GROUP BY ALL) CROSS JOIN inftda_rk)
+    )
 ) WHERE (inftda_rn <= $m OR inftda_unit IS NULL) AND $keep_null)
+
+-- @unit_key_one
+-- m = 1: one candidate per group, E_0 (no lists)
+-ln($u0) / inftda_c
+
+-- @unit_exps
+-- m > 1: the group's E_i, i = 0 .. min(c, m) - 1
+, CASE WHEN inftda_unit IS NULL THEN []::DOUBLE[] ELSE list_transform(range(least(inftda_c, $m)),
+    lambda i: -ln($ui) / (inftda_c - i)) END AS inftda_e
+
+-- @unit_keys
+-- m > 1: one row per candidate, keyed E_0 + ... + E_i
+unnest(CASE WHEN inftda_unit IS NULL THEN [0.0]
+       ELSE list_transform(range(1, len(inftda_e) + 1), lambda j: list_sum(inftda_e[1:j])) END)
+
+-- @unit_u
+-- U_i in (0, 1): 52 bits of sha256(row key ':' i ':' group), plus one half
+((('0x' || left(sha256(inftda_k || ':' || $i || ':' || inftda_g), 13))::BIGINT + 0.5)
+ / 4503599627370496.0)
+
+-- @row_key
+-- the row key of this execution (ONE call, MATERIALIZED): 128 bits from the OS, or from seed :=
+inftda_rk AS MATERIALIZED (SELECT $rowkey($seed) AS inftda_k)
 
 -- @dom_list
 -- explicit public domain of level $i: labels (text) in code order, cast to the column's type;
@@ -107,6 +140,14 @@ checks AS (SELECT to_json({$totals
     UNION ALL SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal
 ) WHERE lower(name) = $name),
 
+-- @frame_check
+-- the source is a TEMP view over a registered pandas DataFrame (catalog only): its ENUM columns
+-- are Categoricals, whose categories pandas may have taken from the data (a warning); DuckDB
+-- 1.5.0 gives such a view an empty SQL text (no CREATE VIEW can)
+'frame': (SELECT count(*) FROM duckdb_views()
+          WHERE temporary AND lower(view_name) = $name
+            AND (sql LIKE '%pandas_scan(%' OR trim(coalesce(sql, '')) = '')),
+
 -- @column_check
 -- level $i's public domain in one query: type, size, labels not valid for the type, duplicates
 (SELECT {'type': typeof(any_value(t.v$i)), 'size': count(d.v),
@@ -114,6 +155,18 @@ checks AS (SELECT to_json({$totals
          'bad_examples': (list(d.label) FILTER (d.v IS NULL))[1:5],
          'dups': count(d.v) - count(DISTINCT d.v)}
  FROM typed AS t LEFT JOIN dom${i}_l AS d ON true)
+
+-- @column_check_range
+-- a preview of level $i's declared range of $size values: its two ends are cast to the column's
+-- type (never the values in between: arithmetic on sizes)
+(SELECT {'type': typeof(t.v$i), 'size': $size,
+         'bad': (try(cast_to_type($first, t.v$i)) IS NULL)::INTEGER
+                + (try(cast_to_type($last, t.v$i)) IS NULL)::INTEGER,
+         'bad_examples': CASE WHEN try(cast_to_type($first, t.v$i)) IS NULL
+                               OR try(cast_to_type($last, t.v$i)) IS NULL
+                              THEN [$first, $last] ELSE []::VARCHAR[] END,
+         'dups': 0}
+ FROM typed AS t)
 
 -- @column_check_enum
 -- level $i's ENUM labels: valid and distinct by construction (read from the typed row, the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import duckdb
 import pytest
@@ -17,3 +17,9 @@ def con() -> Iterator[duckdb.DuckDBPyConnection]:
     load(connection)
     yield connection
     connection.close()
+
+
+@pytest.fixture
+def charges(con: duckdb.DuckDBPyConnection) -> Callable[[], int]:
+    """The number of rows in the ledger of ``con`` (charged releases), as a function."""
+    return lambda: int(con.execute("SELECT count(*) FROM inftda_ledger").fetchall()[0][0])

@@ -64,6 +64,15 @@ def test_epsilon_from_rho_rounds_up(rho: object, delta: object) -> None:
     assert epsilon_from_rho(rho, delta) < bs
 
 
+@pytest.mark.parametrize(("eps", "delta"), [(1e59, 1e-6), (1e60, 1e-6), (1e100, 1e-100)])
+def test_conversion_of_huge_epsilon_is_exact_not_a_decimal_error(eps: float, delta: float) -> None:
+    """Huge budgets inside the parser's range convert (issue 15: epsilon := 1e300 raised
+    decimal.InvalidOperation; 1e100, inside the range, did too before the conversion's rework)."""
+    rho = rho_from_epsilon_delta(eps, delta)
+    assert float(rho) == pytest.approx(eps, rel=1e-9)
+    assert epsilon_from_rho(rho, delta) == pytest.approx(eps, rel=1e-9)
+
+
 @pytest.mark.parametrize(
     ("eps", "delta", "match"),
     [

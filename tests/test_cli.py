@@ -214,9 +214,10 @@ def test_release_privacy_unit(work: Path) -> None:
     db = work / "trips.duckdb"
     result = cli("release", "--db", db, "--table", "people", "--columns", "origin,hour",
                  "--rho", "1", "--domain", "hour=0..23", "--privacy-unit", "person",
-                 "--max-rows-per-unit", "2", "--into-table", "people_dp")
+                 "--max-rows-per-unit", "2", "--rows-per-unit-public",
+                 "--into-table", "people_dp")
     assert result.returncode == 0, result.stderr
-    # substitute: the number of rows kept (at most 2 per person) is public and exact
+    # substitute with public row counts: the rows kept (at most 2 per person) are exact
     kept = query(db, "SELECT sum(least(n, 2)) FROM (SELECT count(*) n FROM people GROUP BY person)")
     assert total(db, "people_dp") == kept[0][0]
 

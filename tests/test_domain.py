@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import json
+import warnings
+from typing import Any
 
+import duckdb
 import pytest
 
 from inftda_duckdb.core.errors import InputError
 from inftda_duckdb.core.request import parse_request
-from inftda_duckdb.duckdb.domain import DomainPlan, plan_domains, raise_for_checks
+from inftda_duckdb.duckdb.domain import (
+    CategoricalDomainWarning,
+    DomainPlan,
+    plan_domains,
+    raise_for_checks,
+)
+from inftda_duckdb.duckdb.extension import load, preview, release
 
 
 @pytest.fixture
@@ -30,7 +39,7 @@ def test_precedence(db):
     assert [c.kind for c in p.columns] == ["table", "table", "list", "list"]
     assert p.nestings[0].levels == (0, 1) and p.nestings[0].names == ("State", "county")
     assert p.nested_parent(1) == (0, (0,)) and p.nested_parent(0) is None
-    assert p.columns[2].labels == tuple(str(h) for h in range(24))
+    assert p.columns[2].labels == range(24)  # a range stays a range
     assert [c.kind for c in plan(db, ["state"]).columns] == ["enum"]
     assert [c.kind for c in plan(db, ["v"], domain_from_data=True).columns] == ["data"]
     again = DomainPlan.from_json(json.loads(json.dumps(p.to_json())))
@@ -93,3 +102,59 @@ def test_drop_skips_data_errors():
     request = parse_request("t", ["a"], rho=1, unknown="drop", neighbours="add_remove")
     p = DomainPlan.from_json({"columns": [["a", "list"]], "nestings": []})
     assert raise_for_checks(request, p, json.dumps(checks(nulls=3) | {"kept": 7})) == 7
+
+
+# ---------------------------------------------------------------------------------------------
+# ENUMs of a registered pandas DataFrame: a Categorical's categories may come from the data
+
+
+@pytest.fixture
+def frame_con() -> Any:
+    pd = pytest.importorskip("pandas")
+    c = duckdb.connect()
+    load(c)
+    # Categorical categories inferred by pandas from the values: the one-person surname 'Zed'
+    # becomes a category, and an ENUM value, of its own
+    names = pd.Categorical(["Smith"] * 50 + ["Jones"] * 49 + ["Zed"])
+    c.register("people", pd.DataFrame({"surname": names, "n": range(100)}))
+    yield c
+    c.close()
+
+
+def test_a_categorical_enum_domain_warns_in_python(frame_con: Any) -> None:
+    with pytest.warns(CategoricalDomainWarning, match="'surname' is the ENUM .* Categorical"):
+        release(frame_con, "people", ["surname"], rho=1)
+    with pytest.warns(CategoricalDomainWarning, match="categories=.*domains="):
+        preview(frame_con, "people", ["surname"], rho=1)
+    # declared domains come first: the ENUM is not used, nothing to warn about
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        release(frame_con, "people", ["surname"], rho=1,
+                domains={"surname": ["Smith", "Jones", "Zed"]})
+
+
+def test_a_categorical_passed_as_a_dataframe_warns(frame_con: Any) -> None:
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"surname": pd.Categorical(["a", "b", "a"])})
+    with pytest.warns(CategoricalDomainWarning, match="registered DataFrame: unless"):
+        release(frame_con, df, ["surname"], rho=1, source_name="frame")
+
+
+def test_a_categorical_enum_domain_is_logged_from_sql(
+    frame_con: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="inftda_duckdb"):
+        for macro in ("inftda_release", "inftda_preview"):
+            frame_con.execute(f"SELECT * FROM {macro}('people', ['surname'], rho := 1)").fetchall()
+    logged = [r.getMessage() for r in caplog.records if "pandas Categorical" in r.getMessage()]
+    assert len(logged) == 2 and "'people'" in logged[0] and "domains :=" in logged[0]
+
+
+def test_an_enum_type_of_the_catalog_does_not_warn(con: Any) -> None:
+    con.execute("CREATE TYPE s_t AS ENUM ('a', 'b')")
+    con.execute("CREATE TABLE e AS SELECT (['a', 'b'])[1 + i % 2]::s_t AS s FROM range(20) r(i)")
+    con.execute("CREATE TEMP VIEW ev AS SELECT * FROM e")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        release(con, "e", ["s"], rho=1)
+        release(con, "ev", ["s"], rho=1)

@@ -388,12 +388,17 @@ def test_noise_scale_matches_the_accounting(neighbours: str, m: int) -> None:
     )
     extension.load(c)
     unit = {"privacy_unit": "unit", "max_rows_per_unit": m} if m > 1 else {}
-    if neighbours == "substitute":
-        # one level: rho_1 = rho, Delta_2 = sqrt(2) m, sigma_1^2 = m^2 / rho_1
-        rho = Fraction(m * m, SIGMA2)
+    if neighbours == "substitute" and m == 1:
+        # one level: rho_1 = rho, Delta_2 = sqrt(2), sigma_1^2 = 1 / rho_1
+        rho = Fraction(1, SIGMA2)
         weights: dict[str, object] = {}
-        wrong = m / rho  # inf-tda's sqrt(2m) sensitivity bug (m = 1: add_remove's sigma^2)
-        wrong = wrong if m > 1 else 1 / (2 * rho)
+        wrong = 1 / (2 * rho)  # add_remove's sigma^2
+    elif neighbours == "substitute":
+        # a unit's row count is private: the total is noised too. Weights 1:3, rho_1 = 3 rho / 4,
+        # Delta_2 = sqrt(2) m, sigma_1^2 = m^2 / rho_1
+        rho = Fraction(4 * m * m, 3 * SIGMA2)
+        weights = {"level_weights": [1, 3]}
+        wrong = m / (Fraction(3, 4) * rho)  # inf-tda's sqrt(2m) sensitivity bug
     else:
         # root + one level, weights 1:3: rho_1 = 3 rho / 4, Delta_2 = m, sigma^2 = m^2 / (2 rho_1)
         rho = Fraction(m * m * 2, 3 * SIGMA2)

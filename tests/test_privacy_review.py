@@ -212,8 +212,9 @@ def test_no_execution_escapes_the_ledger(geo_con: Any, sql: str) -> None:
 def test_substitute_sigma_from_epsilon_delta_with_units_and_weights(
     geo_con: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """substitute, m = 2, epsilon/delta, weights 1:3 -> sigma_k^2 = m^2 / rho_k exactly, with the
-    rho charged equal to the sum of the rho_k the noise protects; the root is not noised."""
+    """substitute, m = 2, public row counts, epsilon/delta, weights 1:3 -> sigma_k^2 = m^2 /
+    rho_k exactly, with the rho charged equal to the sum of the rho_k the noise protects; the
+    root is not noised (the curator asserted every unit's row count is public)."""
     rec = Recorder(monkeypatch)
     release(
         geo_con,
@@ -225,6 +226,7 @@ def test_substitute_sigma_from_epsilon_delta_with_units_and_weights(
         domain_tables=["geo"],
         privacy_unit="person",
         max_rows_per_unit=2,
+        rows_per_unit_public=True,
     )
     rho = rho_from_epsilon_delta(1, Fraction(1, 10**6))
     expected = [Fraction(4) / (rho * w / 4) for w in (1, 3)]

@@ -258,16 +258,15 @@ def test_budget_forms_weights_and_unit_clipping(trips):
     )
     assert sum(a["count"].to_pylist()) == 2727
     assert a.schema.metadata[b"rho"] != b""
-    clipped = release(
-        trips, "trips", ["origin"], rho=1, privacy_unit="person", max_rows_per_unit=2, seed=2
-    )
-    assert sum(clipped["count"].to_pylist()) == 100  # 50 persons x at most 2 rows
+    clipped = release(trips, "trips", ["origin"], rho=1, privacy_unit="person",
+                      max_rows_per_unit=2, rows_per_unit_public=True, seed=2)
+    assert sum(clipped["count"].to_pylist()) == 100  # 50 persons x at most 2 rows, asserted public
     last = trips.execute(
         "SELECT privacy_unit, max_rows_per_unit FROM inftda_ledger ORDER BY id DESC LIMIT 1"
     ).fetchall()
     assert last == [("person", 2)]
     secure = release(trips, "trips", ["person"], rho=1, privacy_unit="person",
-                     max_rows_per_unit=3, domains={"person": range(50)})
+                     max_rows_per_unit=3, rows_per_unit_public=True, domains={"person": range(50)})
     assert sum(secure["count"].to_pylist()) == 150  # unseeded: random rows kept per unit
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -19,7 +20,7 @@ def ok(**options):
 def test_defaults_and_roundtrip():
     r = ok(rho="1/3", domains={"B": range(3)}, domain_tables="geo", level_weights=[1, 2])
     assert r.rho == Fraction(1, 3) and r.epsilon is None
-    assert r.domains == {"b": ("0", "1", "2")}  # matched case-insensitively to the column
+    assert r.domains == {"b": range(3)}  # matched case-insensitively; a range stays a range
     assert r.domain_tables == (("geo",),)
     assert r.level_weights == (1, 2)
     assert (r.output, r.neighbours, r.unknown, r.max_rows_per_unit) == (
@@ -27,8 +28,61 @@ def test_defaults_and_roundtrip():
     assert r.private and not ok(seed=3).private and not ok(domain_from_data=True).private
     assert from_json(r.to_json()) == r
     full = ok(seed=5, neighbours="add_remove", unknown="drop", output="rows",
-              privacy_unit="p", max_rows_per_unit=4, domain_tables=['s."my geo"'])
+              privacy_unit="p", max_rows_per_unit=4, domain_tables=['s."my geo"'],
+              domains={"a": ["x", "y"], "b": range(10**6, -3, -7)})
     assert from_json(full.to_json()) == full
+    asserted = ok(privacy_unit="p", rows_per_unit_public=True)
+    assert from_json(asserted.to_json()) == asserted and not asserted.noised_root
+
+
+def test_a_range_domain_is_never_expanded() -> None:
+    """range(10**18) is parsed in microseconds (issue 15: range(10**9) grew to GiBs); SQL's
+    form {'start': ..., 'stop': ..., 'step': ...} is the same range."""
+    huge = range(-(10**18), 10**18, 3)
+    r = parse_request("t", ["a"], rho=1, domains={"a": huge})
+    assert r.domains["a"] is huge
+    assert json.loads(r.to_json())["domains"] == {
+        "a": {"start": -(10**18), "stop": 10**18, "step": 3}}
+    sql_form = {"a": {"start": -(10**18), "stop": 10**18, "step": 3}}
+    assert parse_request("t", ["a"], rho=1, domains=sql_form).domains["a"] == huge
+
+
+@pytest.mark.parametrize(
+    ("domain", "message"),
+    [
+        (range(5, 5), "must not be empty"),
+        (range(2**63 - 3, 2**63 + 3), "BIGINT"),
+        (range(-(2**64), 0, 2**40), "BIGINT"),
+        ({"start": 0}, "must be a list of values or {'start'"),
+        ({"start": 0, "stop": 5, "by": 1}, "must be a list of values or {'start'"),
+        ({"start": 0, "stop": 5.5}, "integer start, stop"),
+        ({"start": 0, "stop": 5, "step": 0}, "non-zero integer step"),
+        ([None, *range(100)], "must not contain NULL; got '\\[None, 0, 1,"),
+    ],
+)
+def test_bad_range_domains(domain: object, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        parse_request("t", ["a"], rho=1, domains={"a": domain})
+
+
+def test_rows_per_unit_public_is_an_explicit_assertion() -> None:
+    unit = {"privacy_unit": "p"}
+    assert ok(**unit).noised_root and not ok().noised_root
+    assert ok(neighbours="add_remove").noised_root
+    # the noised root takes the first weight, and 'drop' no longer changes a published total
+    assert ok(**unit, level_weights=[1, 2, 3]).level_weights == (1, 2, 3)
+    assert ok(**unit, unknown="drop").unknown == "drop"
+    with pytest.raises(InputError, match=r"levels \+ 1 \(the root comes first: it is noised"):
+        ok(**unit, level_weights=[1, 2])
+    with pytest.raises(InputError, match="with neighbours 'substitute'"):
+        ok(**unit, rows_per_unit_public=True, unknown="drop")
+    for bad, message in [
+        ({"rows_per_unit_public": True}, "applies only with a privacy_unit"),
+        ({**unit, "neighbours": "add_remove", "rows_per_unit_public": True}, "applies only"),
+        ({**unit, "rows_per_unit_public": "yes"}, "must be true or false"),
+    ]:
+        with pytest.raises(InputError, match=message):
+            ok(**bad)
 
 
 def test_epsilon_delta_form():

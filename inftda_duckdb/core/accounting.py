@@ -12,6 +12,11 @@
   ``sigma_k**2 = m**2 / rho_k`` (``d / rho`` for the paper's uniform split, ``m = 1``).
   ``add_remove`` (unbounded DP) also noises the root count ``n``; adding or removing a unit changes
   one cell per level by at most ``m``: ``sigma_k**2 = m**2 / (2 rho_k)`` over ``d + 1`` levels.
+  ``substitute`` with a privacy unit (``noised_root``): replacing all rows of one unit by any
+  others, at most ``m`` kept, including none, moves at most ``m`` rows out of cells and ``m``
+  into cells (level sensitivity ``sqrt(2) m``, as above) and changes the capped total
+  ``n' = sum_u min(r_u, m)`` by at most ``m``: the root is noised with
+  ``sigma_0**2 = m**2 / (2 rho_0)``, the budget split over ``d + 1`` parts.
 - :func:`error_bound`: Theorem 1, corrected to a two-sided tail (see its docstring).
 """
 
@@ -133,9 +138,10 @@ class BudgetPlan:
     """How a release spends ``rho``: per level budget and discrete Gaussian variance (exact).
 
     ``level_rho[k-1]`` and ``level_sigma2[k-1]`` are for level ``k`` (1..d); ``root_rho`` and
-    ``root_sigma2`` are set only for ``add_remove``, where the root count is noised too. The parts
-    sum to ``rho`` exactly. ``split`` says how they were chosen: ``'uniform'``, ``'weights'``
-    (given) or ``'auto'`` (for ``auto_target``).
+    ``root_sigma2`` are set only when the root count is noised too (``add_remove``, or a privacy
+    unit under ``substitute`` without public row counts). The parts sum to ``rho`` exactly.
+    ``split`` says how they were chosen: ``'uniform'``, ``'weights'`` (given) or ``'auto'``
+    (for ``auto_target``).
     """
 
     rho: Fraction
@@ -174,16 +180,19 @@ def plan_budget(
     level_weights: Sequence[object] | str | None = None,
     neighbours: str = "substitute",
     max_rows_per_unit: int = 1,
+    noised_root: bool | None = None,
     auto_target: object = None,
     nodes: Sequence[int] | None = None,
 ) -> BudgetPlan:
     """Split a budget over the levels (paper, Algorithm 1 line 5: ``rho / d`` per level).
 
     Give exactly one of ``rho`` or ``epsilon`` with ``delta``. ``level_weights`` (``depth``
-    positive numbers, or ``depth + 1`` with ``add_remove``, the root first) gives
+    positive numbers, or ``depth + 1`` when the root is noised, the root first) gives
     ``rho_k = rho * w_k / sum(w)`` exactly; the default is uniform. ``level_weights='auto'``
     picks the split minimising Theorem 1's bound at ``auto_target`` (:func:`auto_shares`) from
-    the public cells per level ``nodes`` (``N_1..N_d``).
+    the public cells per level ``nodes`` (``N_1..N_d``). ``noised_root``: whether the root count
+    is noised (default: with ``add_remove`` only; ``substitute`` with a privacy unit whose row
+    counts are not public passes True).
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise bad_argument("depth", depth, "must be an integer >= 1", "pass the number of columns")
@@ -201,31 +210,36 @@ def plan_budget(
             "max_rows_per_unit", m, "must be an integer >= 1",
             f"pass e.g. {opt('max_rows_per_unit', 1)}"
         )
+    root = neighbours == "add_remove" if noised_root is None else bool(noised_root)
+    if neighbours == "add_remove" and not root:
+        raise bad_argument("noised_root", noised_root, "must be true with add_remove",
+                           "leave it out (add_remove always noises the root count)")
     total = total_rho(rho, epsilon, delta)
-    parts = depth + 1 if neighbours == "add_remove" else depth
+    parts = depth + 1 if root else depth
     if isinstance(level_weights, str) and level_weights == AUTO:
         target = auto_level(auto_target, depth)
-        shares = auto_shares(total, _split(depth, neighbours, 1), nodes, target)
-        return _split(depth, neighbours, m, total, shares, AUTO, target)
+        shares = auto_shares(total, _split(depth, neighbours, 1, root), nodes, target)
+        return _split(depth, neighbours, m, root, total, shares, AUTO, target)
     if auto_target is not None:
         raise bad_argument(
             "auto_target", auto_target, "only applies with level_weights 'auto'",
             f"pass {opt('level_weights', AUTO)} as well, or drop auto_target",
         )
-    weights = _weights(level_weights, parts, neighbours)
+    weights = _weights(level_weights, parts, root)
     shares = tuple(total * w / sum(weights) for w in weights)
     split = "uniform" if level_weights is None else "weights"
-    return _split(depth, neighbours, m, total, shares, split)
+    return _split(depth, neighbours, m, root, total, shares, split)
 
 
 def _split(
-    depth: int, neighbours: str, m: int, total: Fraction | None = None,
+    depth: int, neighbours: str, m: int, root: bool, total: Fraction | None = None,
     shares: Sequence[Fraction] | None = None, split: str = "uniform",
     target: str | int | None = None,
 ) -> BudgetPlan:
-    """The plan of exact ``shares`` (root first with add_remove) of ``total``; without them, the
-    unit plan (``rho_k = 1`` at every part) whose bound terms are the coefficients ``a_l``."""
-    parts = depth + 1 if neighbours == "add_remove" else depth
+    """The plan of exact ``shares`` (root first when ``root``: the root is noised) of
+    ``total``; without them, the unit plan (``rho_k = 1`` at every part) whose bound terms are
+    the coefficients ``a_l``."""
+    parts = depth + 1 if root else depth
     if shares is None:
         total, shares = Fraction(parts), (Fraction(1),) * parts
     assert total is not None
@@ -233,6 +247,8 @@ def _split(
         raise InternalError(f"level budgets {shares} are not {parts} positive parts of {total}")
     factor = 1 if neighbours == "substitute" else 2
     sigma2 = tuple(Fraction(m * m) / (factor * s) for s in shares)
+    if root:  # the root's sensitivity is m under both relations
+        sigma2 = (Fraction(m * m) / (2 * shares[0]), *sigma2[1:])
     if max(sigma2) > MAX_SIGMA2:  # refused here, before anything is charged
         raise bad_argument(
             "rho", str(total),
@@ -240,7 +256,6 @@ def _split(
             f"above the sampler's limit {MAX_SIGMA2} (noise this large drowns every count)",
             "pass a larger budget, fewer levels, or a smaller max_rows_per_unit",
         )  # fmt: skip
-    root = neighbours == "add_remove"
     return BudgetPlan(
         rho=total, neighbours=neighbours, max_rows_per_unit=m, depth=depth,
         root_rho=shares[0] if root else None, root_sigma2=sigma2[0] if root else None,
@@ -268,16 +283,16 @@ def total_rho(rho: object, epsilon: object, delta: object) -> Fraction:
     return rho_from_epsilon_delta(epsilon, delta)
 
 
-def _weights(level_weights: Sequence[object] | None, parts: int, neighbours: str) -> list[Fraction]:
+def _weights(level_weights: Sequence[object] | None, parts: int, root: bool) -> list[Fraction]:
     if level_weights is None:
         return [Fraction(1)] * parts
-    fix = f"pass {parts} positive weights" + (" (root first)" if neighbours == "add_remove" else "")
+    fix = f"pass {parts} positive weights" + (" (root first)" if root else "")
     if isinstance(level_weights, str | bytes) or not isinstance(level_weights, Sequence):
         raise bad_argument("level_weights", level_weights, "must be a list of numbers", fix)
     if len(level_weights) != parts:
+        what = "the noised root and the levels" if root else "the levels"
         raise bad_argument(
-            "level_weights", list(level_weights),
-            f"must have {parts} entries with neighbours={neighbours!r}", fix,
+            "level_weights", list(level_weights), f"must have {parts} entries: {what}", fix,
         )
     return [
         to_positive_fraction(w, f"level_weights[{i}]", fix) for i, w in enumerate(level_weights)
@@ -320,7 +335,7 @@ def _resolve_plan(depth: int, rho: object, plan: BudgetPlan | None) -> BudgetPla
 
 
 def _terms(cells: list[int], plan: BudgetPlan, beta: float, k: int, paper: bool) -> list[float]:
-    """Max-|noise| bounds for levels 0 (add_remove root) and 1..k, each failing w.p. beta/events."""
+    """Max-|noise| bounds for levels 0 (a noised root) and 1..k, each failing w.p. beta/events."""
     events = k + (plan.root_sigma2 is not None)
     two = 1 if paper else 2  # Pr[|Z| >= t] <= 2 exp(-t^2 / (2 sigma^2)); the paper drops the 2.
     out = []
@@ -351,9 +366,9 @@ def error_bound(
     ``|Z|``; the correct two-sided union bound needs the factor 2 inside the log, used here.
     ``paper=True`` gives the printed formula ``ln(k N_l / beta)``.
 
-    add_remove: the root is noised (released as ``max(0, n + Z_0)``, so ``|err_0| <= |Z_0|``; it
-    enters the recursion once), giving a
-    union bound over ``k + 1`` events, each failing w.p. ``beta / (k + 1)``:
+    A noised root (``add_remove``, or ``substitute`` with a privacy unit) is released as
+    ``max(0, n + Z_0)``, so ``|err_0| <= |Z_0|``; it enters the recursion once, giving a union
+    bound over ``k + 1`` events, each failing w.p. ``beta / (k + 1)``:
     ``sqrt(2 sigma_0**2 ln(2 (k+1) / beta)) + sum_{l<=k} sqrt(8 sigma_l**2 ln(2 (k+1) N_l / beta))``
     (``paper=True`` drops the 2s inside the logs).
     """
@@ -367,7 +382,7 @@ def error_bound(
 def _contributions(
     cells: list[int], plan: BudgetPlan, beta: float, k: int, paper: bool
 ) -> list[float]:
-    """Each part's share of the bound at level ``k`` (root first with add_remove; 0 for levels
+    """Each part's share of the bound at level ``k`` (a noised root first; 0 for levels
     below ``k``): the root error enters the recursion once, each level's noise twice."""
     terms = _terms(cells, plan, beta, k, paper)
     root = plan.root_sigma2 is not None
@@ -449,7 +464,7 @@ def level_table(
     ``epsilon_k`` (that level alone at ``delta``), ``sigma2_k`` (exact), ``sigma_k``, ``noise_k``
     (max |noise| over the level's cells, exceeded w.p. ``<= beta / e``, ``e = d`` or ``d + 1``
     events as for the deepest level) and ``bound`` (:func:`error_bound` at that level; for the
-    add_remove root, level 0, its noise term). With ``add_remove`` the first row is the root.
+    noised root, level 0, its noise term). With a noised root the first row is the root.
 
     Beside them: ``split`` (:attr:`BudgetPlan.split_label`), ``uniform_bound`` (the bound under
     the uniform split), ``auto_rho_k`` and ``auto_bound`` (under ``level_weights='auto'`` for the
@@ -487,7 +502,7 @@ def level_table(
 def _level_bounds(
     cells: list[int], plan: BudgetPlan | None, beta: float, paper: bool
 ) -> list[tuple[Fraction | None, float | None]]:
-    """(rho_k, bound) per noised level (the add_remove root first: its noise term)."""
+    """(rho_k, bound) per noised level (a noised root first: its noise term)."""
     d = len(cells)
     if plan is None:
         return [(None, None)] * (d + 1)
@@ -506,6 +521,7 @@ def _replan(
         return plan_budget(
             plan.depth, rho=plan.rho, level_weights=weights, neighbours=plan.neighbours,
             max_rows_per_unit=plan.max_rows_per_unit, auto_target=target, nodes=cells,
+            noised_root=plan.root_sigma2 is not None,
         )
     except InputError:
         return None

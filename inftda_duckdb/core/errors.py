@@ -1,4 +1,4 @@
-"""The three kinds of error a user can meet, and messages that speak the caller's language.
+"""The kinds of error a user can meet, and messages that speak the caller's language.
 
 - :class:`InputError`: the caller asked for something invalid. The message names the argument,
   the offending value, the rule it breaks and how to fix it. Nothing was charged or written.
@@ -6,6 +6,10 @@
   the requested, remaining and missing budget. Nothing was charged or written.
 - :class:`InternalError`: an invariant of the mechanism failed. This is a bug; nothing is
   returned.
+- :class:`ReleaseAbortedError`: a release too large for the cell limit, found only after the
+  charge (the noised total decides it). Its budget WAS spent; nothing is returned.
+- :class:`ReleaseInterrupted` (a ``KeyboardInterrupt``): Ctrl-C or ``interrupt()`` stopped a
+  release; the message and ``charged`` say whether its budget was spent.
 
 A message is written once, with the options and calls it suggests as tokens (:func:`opt`,
 :func:`arg`, :func:`call`), and rendered in the language of the interface in use when it is
@@ -273,3 +277,21 @@ def bad_argument(name: str, value: Any, rule: str, fix: str) -> InputError:
     'rho must be a positive finite number; got -1. Fix: pass e.g. rho=0.5'
     """
     return InputError(f"{arg(name)} {rule}; got {shown(value)}. Fix: {fix}")
+
+
+class ReleaseAbortedError(InftdaError):
+    """A release stopped after its budget was charged, before returning anything: under
+    ``add_remove`` (or a privacy unit with a noised total) whether it fits the cell limit can
+    only be decided from the noised total, which is drawn after the charge."""
+
+    charged = True
+
+
+class ReleaseInterrupted(KeyboardInterrupt):
+    """Ctrl-C or :func:`inftda_duckdb.interrupt` stopped a release; ``charged`` says whether
+    its budget had been spent (``None``: interrupted while the charge was being recorded).
+    A :class:`KeyboardInterrupt`, so code that handles Ctrl-C handles it too."""
+
+    def __init__(self, message: str, charged: bool | None) -> None:
+        super().__init__(message)
+        self.charged = charged

@@ -152,7 +152,9 @@ class DiscreteGaussian:
     """Exact N_Z(0, sigma2); ``sample(source, ids)``: one value per id (Algorithm 1, line 5)."""
 
     def __init__(self, sigma2: object, *, _word_bits: int = _BITS) -> None:
-        value = to_positive_fraction(
+        # an exact Fraction (the budget plan's) is taken as it is: user numbers were bounded
+        # when parsed, and a derived variance may legitimately fall outside exact.py's range
+        value = sigma2 if isinstance(sigma2, Fraction) and sigma2 > 0 else to_positive_fraction(
             sigma2, "sigma2", "pass a positive number such as 4, Fraction(800, 37) or '8/0.37'")
         if value > MAX_SIGMA2:
             raise bad_argument("sigma2", sigma2, f"must be at most {MAX_SIGMA2}",

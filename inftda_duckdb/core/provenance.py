@@ -54,6 +54,7 @@ def provenance(
     delta: Fraction | None = None,
     privacy_unit: str | None = None,
     max_rows_per_unit: int = 1,
+    rows_per_unit_public: bool = False,
     ledger_id: int | None = None,
     engine: str = "duckdb",
 ) -> dict[str, str]:
@@ -82,6 +83,7 @@ def provenance(
         "neighbours": neighbours,
         "privacy_unit": privacy_unit or "",
         "max_rows_per_unit": str(max_rows_per_unit),
+        "rows_per_unit_public": str(rows_per_unit_public).lower(),
         "columns": json.dumps(list(columns)),
         "output": output,
         "source": source,

@@ -7,6 +7,7 @@ whichever way the release was asked for. Nothing here reads data or draws noise.
 
 from __future__ import annotations
 
+import collections
 import datetime as _dt
 import json
 import math
@@ -19,6 +20,10 @@ from .accounting import AUTO, AUTO_TARGETS, auto_level, neighbours_name
 from .errors import InputError, bad_argument, opt
 from .exact import to_positive_fraction
 from .identifiers import parse_qualified
+
+Labels = tuple[str, ...] | range
+"""A public domain as declared: its values as text in code order, or an integer range (kept a
+range end to end: never expanded to validate, plan or preview it)."""
 
 OUTPUTS = ("counts", "rows")
 NEIGHBOURS = ("substitute", "add_remove")  # 'bounded' / 'unbounded' are accepted as aliases
@@ -37,9 +42,13 @@ OPTIONS = (
     "neighbours",
     "privacy_unit",
     "max_rows_per_unit",
+    "rows_per_unit_public",
     "unknown",
     "seed",
 )
+MAX_ROWS_PER_UNIT = 10**9
+MAX_SEED = 2**63 - 1  #: seeds are BIGINTs in SQL
+_BIGINT = 2**63
 
 
 @dataclass(frozen=True)
@@ -52,7 +61,7 @@ class ReleaseRequest:
     rho: Fraction | None
     epsilon: Fraction | None
     delta: Fraction | None
-    domains: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    domains: Mapping[str, Labels] = field(default_factory=dict)
     domain_tables: tuple[tuple[str, ...], ...] = ()
     domain_from_data: bool = False
     level_weights: tuple[Fraction, ...] | str | None = None  # 'auto': see auto_target
@@ -61,12 +70,22 @@ class ReleaseRequest:
     neighbours: str = "substitute"
     privacy_unit: str | None = None
     max_rows_per_unit: int = 1
+    rows_per_unit_public: bool = False
     unknown: str = "error"
     seed: int | None = None
 
     @property
     def depth(self) -> int:
         return len(self.columns)
+
+    @property
+    def noised_root(self) -> bool:
+        """Whether the root count is noised: with ``add_remove``, and with a privacy unit
+        unless the curator asserts every unit's row count is public (``rows_per_unit_public``):
+        the root n' = sum_u min(r_u, m) is then a function of those private row counts."""
+        return self.neighbours == "add_remove" or (
+            self.privacy_unit is not None and not self.rows_per_unit_public
+        )
 
     @property
     def private(self) -> bool:
@@ -81,7 +100,7 @@ class ReleaseRequest:
             "rho": None if self.rho is None else str(self.rho),
             "epsilon": None if self.epsilon is None else str(self.epsilon),
             "delta": None if self.delta is None else str(self.delta),
-            "domains": {k: list(v) for k, v in self.domains.items()} or None,
+            "domains": {k: _domain_json(v) for k, v in self.domains.items()} or None,
             "domain_tables": [".".join(_quote_part(p) for p in t) for t in self.domain_tables]
             or None,
             "domain_from_data": self.domain_from_data,
@@ -93,10 +112,17 @@ class ReleaseRequest:
             "neighbours": self.neighbours,
             "privacy_unit": self.privacy_unit,
             "max_rows_per_unit": self.max_rows_per_unit,
+            "rows_per_unit_public": self.rows_per_unit_public,
             "unknown": self.unknown,
             "seed": self.seed,
         }
         return json.dumps(options, sort_keys=True)
+
+
+def _domain_json(values: Labels) -> list[str] | dict[str, int]:
+    if isinstance(values, range):
+        return {"start": values.start, "stop": values.stop, "step": values.step}
+    return list(values)
 
 
 def _quote_part(part: str) -> str:
@@ -139,24 +165,16 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
             "must not contain a column named 'count' with output 'counts' (the output adds one)",
             f"rename the column in a view, or use {opt('output', 'rows')}",
         )
-    if unknown == "drop" and neighbours == "substitute":
-        raise bad_argument(
-            "unknown",
-            "drop",
-            "cannot be 'drop' with neighbours 'substitute': dropping rows changes the number of "
-            "rows n, which substitute neighbours release exactly",
-            f"use {opt('neighbours', 'add_remove')}, or clean the table in a view and release "
-            "the view",
-        )
     unit = options.get("privacy_unit")
     if unit is not None and (not isinstance(unit, str) or not unit):
         raise bad_argument("privacy_unit", unit, "must be a column name", "pass e.g. 'person_id'")
     m = options.get("max_rows_per_unit")
     if m is None:
         m = 1
-    elif isinstance(m, bool) or not isinstance(m, int) or m < 1:
+    elif isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_ROWS_PER_UNIT:
         raise bad_argument(
-            "max_rows_per_unit", m, "must be a positive integer",
+            "max_rows_per_unit", m if isinstance(m, int) and m < _BIGINT else "a huge number",
+            f"must be a positive integer (at most {MAX_ROWS_PER_UNIT:,})",
             f"pass e.g. {opt('max_rows_per_unit', 3)}",
         )
     elif unit is None and m != 1:
@@ -166,10 +184,26 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
             "needs privacy_unit (the column identifying whose rows are bounded)",
             f"pass {opt('privacy_unit', 'person_id')} as well",
         )
+    public_rows = _rows_public(options.get("rows_per_unit_public"), unit, neighbours)
+    noised_root = neighbours == "add_remove" or (unit is not None and not public_rows)
+    if unknown == "drop" and not noised_root:
+        raise bad_argument(
+            "unknown",
+            "drop",
+            "cannot be 'drop' with neighbours 'substitute' when the total is released exactly "
+            "(no privacy unit, or rows_per_unit_public): dropping rows changes the number of "
+            "rows n, which is then published as it is",
+            f"use {opt('neighbours', 'add_remove')}, or clean the table in a view and release "
+            "the view",
+        )
     seed = options.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise bad_argument("seed", seed, "must be a non-negative integer",
-                           f"pass e.g. {opt('seed', 42)}")
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED
+    ):
+        raise bad_argument(
+            "seed", seed if isinstance(seed, int) and seed < _BIGINT else "a huge number",
+            "must be a non-negative integer below 2**63", f"pass e.g. {opt('seed', 42)}",
+        )
     from_data = options.get("domain_from_data")
     if from_data is None:
         from_data = False
@@ -180,7 +214,7 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
         )
     weights = options.get("level_weights")
     if weights is not None:
-        weights = _weights(weights, len(cols), neighbours)
+        weights = _weights(weights, len(cols), noised_root)
     target = _auto_target(options.get("auto_target"), weights, cols)
     return ReleaseRequest(
         source=source,  # type: ignore[arg-type]
@@ -198,9 +232,28 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
         neighbours=neighbours,
         privacy_unit=unit,
         max_rows_per_unit=m,
+        rows_per_unit_public=public_rows,
         unknown=unknown,
         seed=seed,
     )
+
+
+def _rows_public(value: object, unit: object, neighbours: str) -> bool:
+    """``rows_per_unit_public``: the curator's assertion that every unit's row count is public
+    (then, under substitute, the total n' = sum_u min(r_u, m) is released exactly)."""
+    if value is None or value is False:
+        return False
+    if value is not True:
+        raise bad_argument("rows_per_unit_public", value, "must be true or false",
+                           f"pass {opt('rows_per_unit_public', True)}, or leave it out")
+    if unit is None or neighbours != "substitute":
+        raise bad_argument(
+            "rows_per_unit_public", True,
+            "applies only with a privacy_unit and neighbours 'substitute' (without a unit each "
+            "row is its own unit and n is public; with add_remove the total is always noised)",
+            "leave it out",
+        )
+    return True
 
 
 def _columns(columns: object) -> tuple[str, ...]:
@@ -266,8 +319,8 @@ def _choice(name: str, value: object, allowed: tuple[str, ...], default: str,
     return str(value)
 
 
-def _weights(weights: object, depth: int, neighbours: str) -> tuple[Fraction, ...] | str:
-    need = depth + (neighbours == "add_remove")
+def _weights(weights: object, depth: int, noised_root: bool) -> tuple[Fraction, ...] | str:
+    need = depth + noised_root
     fix = (f"pass {need} positive numbers, e.g. {opt('level_weights', [1] * need)}, or "
            f"{opt('level_weights', AUTO)}")
     if isinstance(weights, str) and weights.strip().lower() == AUTO:
@@ -275,7 +328,7 @@ def _weights(weights: object, depth: int, neighbours: str) -> tuple[Fraction, ..
     if isinstance(weights, str) or not isinstance(weights, list | tuple):
         raise bad_argument("level_weights", weights, "must be a list of numbers or 'auto'", fix)
     if len(weights) != need:
-        what = "levels + 1 (the root comes first)" if neighbours == "add_remove" else "levels"
+        what = "levels + 1 (the root comes first: it is noised)" if noised_root else "levels"
         raise bad_argument(
             "level_weights", list(weights), f"must have one weight per {what}: {need}", fix
         )
@@ -329,36 +382,75 @@ def label(value: object) -> str:
     )
 
 
-def _domains(domains: object, columns: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+def _domains(domains: object, columns: tuple[str, ...]) -> dict[str, Labels]:
     fix = f"pass {opt('domains', {'hour': range(24), 'origin': ['EWR', 'JFK', 'LGA']})}"
     if domains is None:
         return {}
     if not isinstance(domains, Mapping):
         raise bad_argument("domains", domains, "must map column names to lists of values", fix)
     by_lower = {c.lower(): c for c in columns}
-    result: dict[str, tuple[str, ...]] = {}
+    result: dict[str, Labels] = {}
     for name, values in domains.items():
         column = by_lower.get(str(name).lower())
         if column is None:
             raise bad_argument(
                 "domains", name, f"names a column that is not in columns {list(columns)}", fix
             )
+        if isinstance(values, Mapping):  # {'start': a, 'stop': b[, 'step': c]}: SQL's range form
+            values = _range(name, values)
         if isinstance(values, str | bytes) or not isinstance(values, list | tuple | range):
             raise bad_argument(f"domains['{name}']", values, "must be a list of values", fix)
+        if isinstance(values, range):
+            result[column] = _checked_range(name, values)
+            continue
         if len(values) == 0:
             raise bad_argument(f"domains['{name}']", list(values), "must not be empty", fix)
         if any(v is None for v in values):
             raise bad_argument(
-                f"domains['{name}']", list(values), "must not contain NULL", "remove the NULL"
+                f"domains['{name}']", _head(values), "must not contain NULL", "remove the NULL"
             )
         labels = tuple(label(v) for v in values)
         if len(set(labels)) != len(labels):
-            dups = sorted({x for x in labels if labels.count(x) > 1})[:5]
+            dups = sorted(x for x, n in collections.Counter(labels).items() if n > 1)[:5]
             raise bad_argument(
                 f"domains['{name}']", dups, "must not repeat a value", "list each value once"
             )
         result[column] = labels
     return result
+
+
+def _head(values: list[Any] | tuple[Any, ...]) -> object:
+    """A long list shown by its first values (an error message stays short)."""
+    return list(values) if len(values) <= 10 else f"[{', '.join(map(repr, values[:10]))}, ...]"
+
+
+def _range(name: object, spec: Mapping[Any, Any]) -> range:
+    """``{'start': a, 'stop': b, 'step': c}`` (step optional): the range a, a + c, ... < b."""
+    fix = f"pass {opt('domains', {str(name): {'start': 0, 'stop': 1000}})} (stop excluded)"
+    keys = set(spec)
+    if not {"start", "stop"} <= keys <= {"start", "stop", "step"}:
+        raise bad_argument(f"domains['{name}']", dict(spec),
+                           "must be a list of values or {'start': ..., 'stop': ...[, 'step': ...]}",
+                           fix)
+    parts = [spec["start"], spec["stop"], spec.get("step", 1)]
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in parts) or parts[2] == 0:
+        raise bad_argument(f"domains['{name}']", dict(spec),
+                           "must have integer start, stop and a non-zero integer step", fix)
+    return range(*parts)
+
+
+def _checked_range(name: object, values: range) -> range:
+    """A range domain, checked by arithmetic alone: non-empty, BIGINT values."""
+    fix = f"pass e.g. {opt('domains', {str(name): range(1000)})}"
+    shown = f"range({values.start}, {values.stop}, {values.step})"
+    size = max(0, -(-(values.stop - values.start) // values.step))  # len() stops at 2**63
+    if size == 0:
+        raise bad_argument(f"domains['{name}']", shown, "must not be empty", fix)
+    last = values.start + (size - 1) * values.step
+    if max(abs(values.start), abs(last)) >= _BIGINT:
+        raise bad_argument(f"domains['{name}']", shown,
+                           "must hold 64-bit integers (BIGINT, below 2**63 in absolute value)", fix)
+    return values
 
 
 def _tables(tables: object) -> tuple[tuple[str, ...], ...]:

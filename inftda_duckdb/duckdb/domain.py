@@ -18,13 +18,15 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.errors import InputError, InternalError, bad_argument, opt
+from ..core import limits
+from ..core.errors import InputError, InternalError, bad_argument, opt, render
 from ..core.identifiers import quote_qualified
-from ..core.request import ReleaseRequest
+from ..core.request import Labels, ReleaseRequest
 from ..core.topdown import MAX_KEY_SPAN
 from ..ledger.store import resolve_source, source_key
 
@@ -37,7 +39,7 @@ class ColumnDomain:
 
     column: str
     kind: str  # one of KINDS
-    labels: tuple[str, ...] = ()  # kind 'list': the values as text, in code order
+    labels: Labels = ()  # kind 'list': the values as text in code order, or an integer range
     table: int = -1  # kind 'table': index into DomainPlan.nestings
     table_column: str = ""  # kind 'table': the column's name in that table
     known_enum: bool = False  # kind 'enum' and the catalog showed an ENUM: code = enum_code(v)
@@ -66,6 +68,14 @@ class DomainPlan:
             if level in nest.levels[1:]:
                 return t, nest.levels[: nest.levels.index(level)]
         return None
+
+    def check_sizes(self) -> None:
+        """Refuse a release (not a preview) with a domain larger than the cell limit, when its
+        size is known as planned: before any SQL runs (a level noises every value of its
+        domain under each released parent)."""
+        for k, c in enumerate(self.columns, 1):
+            if c.size is not None:
+                limits.check_domain(c.column, k, c.size)
 
     def key_sizes(self, level: int) -> list[int] | None:
         """The domain sizes of levels 1..``level`` when all were known at planning time and
@@ -168,7 +178,10 @@ def plan_domains(
         return ColumnDomain(col, "enum", known_enum=typ is not None, size=size)
 
     columns = column_domains(request, nestings, enum)
-    return DomainPlan(columns, tuple(nestings), resolved, shadow)
+    result = DomainPlan(columns, tuple(nestings), resolved, shadow)
+    if strict:  # the caller's own connection sees its TEMP views (SQL: the checks do it)
+        warn_frame_enums(request.source, frame_enums(con, result))
+    return result
 
 
 def nesting(request: ReleaseRequest, table: tuple[str, ...], names: list[str]) -> Nesting:
@@ -220,6 +233,50 @@ def column_domains(
 
 
 _ENUM_LABEL = re.compile(r"'((?:[^']|'')*)'")  # one label of an ENUM type's name (as in SQL)
+
+FRAME_SCAN = "pandas_scan("
+"""In the SQL of the TEMP view DuckDB makes for a registered pandas DataFrame (DuckDB >= 1.5.1;
+DuckDB 1.5.0 gives such a view an empty SQL text, which no CREATE VIEW can)."""
+
+
+class CategoricalDomainWarning(UserWarning):
+    """A level's domain is the ENUM of a registered pandas DataFrame: a Categorical's categories
+    are, unless declared, the values pandas found in the data."""
+
+
+def frame_enums(con: Any, plan: DomainPlan) -> tuple[str, ...]:
+    """The hierarchy columns whose domain is the ENUM of a registered pandas DataFrame (from
+    the catalog: the view's SQL, never the data)."""
+    db, schema, name = plan.source
+    enums = tuple(c.column for c in plan.columns if c.kind == "enum")
+    if not enums or db.lower() != "temp":
+        return ()
+    try:
+        rows = con.execute(
+            "SELECT sql FROM duckdb_views() WHERE temporary AND lower(schema_name) = lower(?) "
+            "AND lower(view_name) = lower(?)", [schema, name]).fetchall()
+    except Exception:  # a connection that cannot run it: nothing to say
+        return ()
+    registered = any(FRAME_SCAN in str(sql) or not str(sql or "").strip() for (sql,) in rows)
+    return enums if registered else ()
+
+
+def frame_enum_text(source: str, columns: tuple[str, ...] | list[str]) -> str:
+    names = ", ".join(repr(c) for c in columns)
+    frame = "" if source.startswith("inftda_source_") else f" {source!r}"  # release(con, df)
+    return (
+        f"the domain of {names} is the ENUM that DuckDB made from the pandas Categorical of the "
+        f"registered DataFrame{frame}: unless its categories were declared from a public "
+        "list, pandas took them from the data, and a value only one person has would be "
+        "released as a private category. Fix: build the column with pd.CategoricalDtype("
+        f"categories=[...public values...]), or declare the values with {opt('domains', ...)}"
+    )
+
+
+def warn_frame_enums(source: str, columns: tuple[str, ...]) -> None:
+    if columns:
+        warnings.warn(render(frame_enum_text(source, columns)), CategoricalDomainWarning,
+                      stacklevel=4)
 
 
 def _source_fix() -> str:

@@ -26,44 +26,51 @@ import json
 import logging
 import re
 import threading
+import time
 import uuid
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ..core import limits, units
 from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget, total_rho
 from ..core.errors import (
     BudgetExceededError,
     InftdaError,
     InputError,
     InternalError,
+    ReleaseAbortedError,
+    ReleaseInterrupted,
     bad_argument,
     call,
     opt,
+    render,
     shown,
     speaking,
     speaks,
 )
 from ..core.identifiers import parse_qualified
+from ..core.interrupts import GRACE, interruptible, stopped
 from ..core.noise import DiscreteGaussian
 from ..core.provenance import provenance
 from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, from_json, parse_request
-from ..core.topdown import LevelProgress, check_total, release_below, release_root
+from ..core.topdown import Cancelled, LevelProgress, check_total, release_below, release_root
 from ..core.tree import Allowed, Levels, Nodes, mixed_radix
 from ..ledger import store as ledger
 from . import evaluation
 from .connections import create_macro, register_udfs, registered
-from .domain import DomainPlan, load_checks, plan_domains, raise_for_checks
+from .domain import DomainPlan, frame_enum_text, load_checks, plan_domains, raise_for_checks
 from .sqlgen import PREFIXES, UdfNames, fragments, render_preview, render_release
 
+T = TypeVar("T")
 MAX_LIVE_RELEASES = 64
 DEFAULT_DELTA = 1e-6
 ORIGINS = ("python", "cli")  #: origins a Python caller may record (SQL releases record 'sql')
@@ -94,6 +101,8 @@ class _Release:
     token: str | None = None
     progress: Progress | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
+    owner: int = 0  #: id() of the connection that loaded the UDFs (see interrupt())
+    charged: str | None = None  #: what the release spent ('rho 1/2 on memory.main.t')
     tree: Levels | None = None  # a release in parts: its levels, and which parts are done
     parts: _Parts | None = None
 
@@ -107,6 +116,27 @@ _ERRORS: dict[str, BaseException] = {}
 # _source), and the ledger row its charge wrote (for the output's provenance)
 _CHARGE_AS: dict[str, str] = {}
 _LEDGER_IDS: dict[str, int] = {}
+# releases inside inftda_begin, not charged yet (owner, token, cancel flag), and the tokens
+# of Python calls interrupted before their begin ran
+_BEGINNING: dict[int, tuple[int, str | None, threading.Event]] = {}
+_CANCELLED: set[str] = set()
+# our UDFs running now, by (connection id, token): DuckDB is never interrupted under them (it
+# would return while the UDF still runs); they stop on their own flags
+_ACTIVE: collections.Counter[tuple[int, str | None]] = collections.Counter()
+_LEVELS: dict[int, _Release] = {}  # releases inside their levels UDF (popped from _RELEASES)
+
+
+@contextlib.contextmanager
+def _active(owner: int, token: str | None) -> Iterator[None]:
+    with _LOCK:
+        _ACTIVE[owner, token] += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _ACTIVE[owner, token] -= 1
+            if not _ACTIVE[owner, token]:
+                del _ACTIVE[owner, token]
 
 
 def _keep_error(token: str | None, exc: BaseException) -> None:
@@ -127,6 +157,7 @@ def budget_plan(request: ReleaseRequest, domains: DomainPlan, checks: str) -> Bu
         level_weights=request.level_weights,
         neighbours=request.neighbours,
         max_rows_per_unit=request.max_rows_per_unit,
+        noised_root=request.noised_root,
         auto_target=request.auto_target,
         nodes=_level_cells(domains, load_checks(checks)),
     )
@@ -155,25 +186,46 @@ def _origin(con_ref: Any, spec_text: str, checks: str) -> str:
 def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
     """Once per execution: checks -> errors, charge, key, root (Algorithm 1, line 1)."""
     spec = json.loads(spec_text)
+    flag, phase = threading.Event(), ["checks"]  # phase: checks, charging, charged
+    owner, token = id(con_ref()), spec.get("token")
+    with _LOCK:
+        _BEGINNING[id(flag)] = (owner, token, flag)
     try:
-        return _begin_spec(con_ref, spec, checks)
+        with _active(owner, token):
+            return _begin_spec(con_ref, spec, checks, flag, phase)
+    except KeyboardInterrupt as exc:  # Ctrl-C landed in this UDF: say what was charged
+        err = exc if isinstance(exc, ReleaseInterrupted) else stopped(
+            phase[0] if phase[0] != "checks" else None, recording=phase[0] == "charging")
+        _keep_error(spec.get("token"), err)
+        raise err from None
     except InftdaError as exc:
         _keep_error(spec.get("token"), exc)
         raise
+    finally:
+        with _LOCK:
+            _BEGINNING.pop(id(flag), None)
 
 
-def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, Any]:
+def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading.Event,
+                phase: list[str]) -> dict[str, Any]:
     request = from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
     plan = budget_plan(request, domains, checks)
     n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
-    sizes = [int(c["size"]) for c in load_checks(checks)["columns"]]
+    data = load_checks(checks)
+    sizes = [int(c["size"]) for c in data["columns"]]
+    nodes = _level_cells(domains, data)
+    # the cell limit from public information: the domains, and n when it is published as it is
+    fits = limits.check_cells(request.columns, sizes, nodes,
+                              None if request.noised_root else n)
     token = spec.get("token")
     with _LOCK:  # an in-memory object is charged to the name its caller gave (see _source)
         key = _CHARGE_AS.get(token or "") or ledger.source_key(domains.source)
     con = con_ref()
     if con is None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
+    if flag.is_set() or (token is not None and token in _CANCELLED):
+        raise stopped(None)  # interrupted before the charge
     with con.cursor() as cur:
         charge = ledger.Charge(
             source=key,
@@ -188,7 +240,9 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
             origin=spec["origin"],
             delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
         )
+        phase[0] = "charging"
         ledger_id = ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
+        phase[0] = charged = f"rho {plan.rho} on {key}"
     if token is not None:
         with _LOCK:
             if token in _PROGRESS:
@@ -200,16 +254,29 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str) -> dict[str, An
         for k in range(request.depth)
     ]
     root = release_root(n, plan, source)
+    if not fits:  # only the noised root can decide: after the charge, and the error says so
+        limits.check_cells(request.columns, sizes, nodes, root, charged=charged)
+    if flag.is_set():
+        raise stopped(charged)
     rid = uuid.uuid4().hex
     if spec["origin"] == "sql" and not request.private:
         _LOG.warning("%s", _not_private_text(request))  # visible on stderr, even under -W error
+    if spec["origin"] == "sql":  # the Python API warned when it planned
+        _log_frame_enums(request, domains, data)
     with _LOCK:
         state = _Release(levels, root, Nodes.root(root), token,
-                         _PROGRESS.get(token) if token else None)
+                         _PROGRESS.get(token) if token else None, flag, id(con), charged)
         _RELEASES[rid] = state
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
     return {"rid": rid, "root": root}
+
+
+def _log_frame_enums(request: ReleaseRequest, plan: DomainPlan, checks: dict[str, Any]) -> None:
+    """From SQL: a warning on stderr when a level's domain is a registered DataFrame's ENUM."""
+    if checks.get("frame"):
+        enums = [c.column for c in plan.columns if c.kind == "enum"]
+        _LOG.warning("%s", render(frame_enum_text(request.source, enums), "sql"))
 
 
 def _one(rid: Any) -> _Release:
@@ -249,27 +316,56 @@ def _levels(rid: Any, part: Any, leaves: Any, allowed: Any, threads: Any, cut: A
     release comes in parts: ``part`` -1 releases levels 1..cut from the cut prefixes' counts,
     then each row ``part`` >= 0 the levels below the cut for its run of cut nodes (the state
     goes when all ``parts`` are done). A nested level's allowed children are ``allowed[k - 1]``.
-    Returns one row per call row: the released leaves as column lists (and the release id)."""
+    Returns one row per call row: the released leaves as column lists (and the release id).
+    cancel(), interrupt(con) or Ctrl-C stop it between two blocks (ReleaseInterrupted)."""
     workers = max(1, int(_plain(threads)[0].as_py() or 1))
     cut_level, n_parts = int(_plain(cut)[0].as_py()), int(_plain(parts)[0].as_py())
     part_ids = _plain(part).to_pylist()
     if cut_level and part_ids != [-1]:
-        return _parts(_plain(rid).to_pylist(), part_ids, _plain(leaves), workers)
+        state = _live(_plain(rid)[0].as_py())
+        return _stoppable(state, lambda: _parts(_plain(rid).to_pylist(), part_ids,
+                                                _plain(leaves), workers))
     state = _one(rid) if not cut_level else _live(_plain(rid)[0].as_py())
+    return _stoppable(state, lambda: _release_levels(state, rid, part_ids, leaves, allowed,
+                                                     workers, cut_level, n_parts))
+
+
+def _stoppable(state: _Release, run: Callable[[], pa.Array]) -> pa.Array:
+    """``run()`` as the release's running levels UDF: a cancel flag, an interrupt or Ctrl-C
+    inside it raise ReleaseInterrupted (saying what was charged); its errors are kept for the
+    Python caller."""
+    with _LOCK:
+        _LEVELS[id(state)] = state
     try:
-        if part_ids not in ([0], [-1]):
-            raise InternalError("a one-call release got a part other than 0")
-        levels = _tree(state, _plain(allowed).flatten())
-        upto = cut_level or levels.depth
-        codes, counts = _prefixes(leaves, upto), _counts(leaves)
-        if codes.shape[-1] != counts.shape[0]:
-            raise InternalError("the leaves came with different numbers of prefixes and counts")
-        nodes = release_below(levels, state.nodes, codes, counts, upto=upto, workers=workers,
-                              progress=state.progress, cancel=state.cancelled.is_set)
-        check_total(nodes, state.root, upto)
+        with _active(state.owner, state.token):
+            if state.cancelled.is_set():
+                raise Cancelled("the release was cancelled before its levels")
+            return run()
+    except (Cancelled, KeyboardInterrupt):  # cancel(), interrupt(con) or Ctrl-C in this UDF
+        err = stopped(state.charged)
+        _keep_error(state.token, err)
+        raise err from None
     except InftdaError as exc:
         _keep_error(state.token, exc)
         raise
+    finally:
+        with _LOCK:
+            _LEVELS.pop(id(state), None)
+
+
+def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any, allowed: Any,
+                    workers: int, cut_level: int, n_parts: int) -> pa.Array:
+    """The one call (``cut_level`` 0), or the levels down to the cut of a release in parts."""
+    if part_ids not in ([0], [-1]):
+        raise InternalError("a one-call release got a part other than 0")
+    levels = _tree(state, _plain(allowed).flatten())
+    upto = cut_level or levels.depth
+    codes, counts = _prefixes(leaves, upto), _counts(leaves)
+    if codes.shape[-1] != counts.shape[0]:
+        raise InternalError("the leaves came with different numbers of prefixes and counts")
+    nodes = release_below(levels, state.nodes, codes, counts, upto=upto, workers=workers,
+                          progress=state.progress, cancel=state.cancelled.is_set)
+    check_total(nodes, state.root, upto)
     if not cut_level:
         return _rows([nodes])
     with _LOCK:  # the parts below the cut find these nodes
@@ -317,13 +413,9 @@ def _parts(rids: list[Any], part_ids: list[Any], leaves: Any, workers: int) -> p
         if r.cells_done == r.cells_planned:
             sums[r.level] = [r.parents, r.cells_planned, r.seconds]
 
-    try:
-        nodes = release_below(tree, Nodes(state.nodes.codes[:, cols], state.nodes.counts[cols]),
-                              keys, counts, workers=workers, progress=tally,
-                              cancel=state.cancelled.is_set)
-    except InftdaError as exc:
-        _keep_error(state.token, exc)
-        raise
+    nodes = release_below(tree, Nodes(state.nodes.codes[:, cols], state.nodes.counts[cols]),
+                          keys, counts, workers=workers, progress=tally,
+                          cancel=state.cancelled.is_set)
     cut = state.nodes.codes.shape[0]
     at = mixed_radix(nodes.codes[:cut], tree.sizes[:cut], np.int64)  # each leaf's cut key
     bounds = np.searchsorted(at, book.keys_from[np.asarray(part_ids)])
@@ -422,14 +514,99 @@ def _tree(state: _Release, allowed: Any) -> Levels:
     )
 
 
-def cancel(token: str | None = None) -> int:
-    """Ask running releases to stop between two blocks (the one a Python call started under
-    ``token``, or all of them): their levels call raises ``Cancelled``. Returns how many."""
+
+
+def cancel(token: str | None = None, owner: object = None) -> int:
+    """Ask running releases to stop between two blocks: the one a Python call started under
+    ``token``, those of connection ``owner``, or all of them; they raise
+    :class:`ReleaseInterrupted` saying whether they were charged. Returns how many (a release
+    still before its charge counts, and is never charged)."""
     with _LOCK:
-        states = [s for s in _RELEASES.values() if token is None or s.token == token]
-    for state in states:
-        state.cancelled.set()
-    return len(states)
+        if token is not None:
+            _CANCELLED.add(token)
+        states = [*_RELEASES.values(), *_LEVELS.values()]
+        flags = [s.cancelled for s in states if _matches(s.token, s.owner, token, owner)]
+        flags += [f for o, t, f in _BEGINNING.values() if _matches(t, o, token, owner)]
+    for flag in flags:
+        flag.set()
+    return len(flags)
+
+
+def _matches(token: str | None, owner_id: int, wanted: str | None, owner: object) -> bool:
+    return (wanted is None or token == wanted) and (owner is None or owner_id == id(owner))
+
+
+def _ours_running(token: str | None, owner: object) -> bool:
+    """Whether a matching release is in one of our UDFs, or between them: it stops on its own
+    flag, and DuckDB must not be interrupted under it."""
+    with _LOCK:
+        return any(_matches(s.token, s.owner, token, owner) for s in _RELEASES.values()) or any(
+            _matches(t, o, token, owner) for o, t in _ACTIVE)
+
+
+def _wait_idle(token: str, timeout: float = GRACE) -> None:
+    """Until no UDF of the call ``token`` runs (DuckDB may return before a UDF has)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with _LOCK:
+            if not any(t == token for _, t in _ACTIVE):
+                return
+        time.sleep(0.005)
+
+
+def interrupt(con: Any) -> int:
+    """Stop the releases running on ``con`` (call it from another thread, as
+    ``con.interrupt()``): each stops within a block of its level and raises
+    :class:`ReleaseInterrupted` saying whether it was charged. A release still in DuckDB's own
+    work (reading the data) is stopped by ``con.interrupt()``, before any charge. Returns how
+    many releases were asked to stop."""
+    return _stop(con, owner=con)
+
+
+def _stop(con: Any, token: str | None = None, owner: object = None) -> int:
+    ours = _ours_running(token, owner)
+    n = cancel(token, owner)
+    if not ours:  # DuckDB's own work (reading the data): its interrupt is the fast way
+        con.interrupt()
+    return n
+
+
+@contextlib.contextmanager
+def _planning() -> Iterator[None]:
+    """Ctrl-C while a release is planned (DuckDB reports it as 'Query interrupted'): nothing
+    was charged, and the error says so."""
+    try:
+        yield
+    except ReleaseInterrupted:
+        raise
+    except (KeyboardInterrupt, RuntimeError, duckdb.InterruptException) as exc:
+        if isinstance(exc, RuntimeError) and str(exc) != "Query interrupted":
+            raise
+        raise stopped(None) from None
+
+
+def statement(con: Any, run: Callable[[], T]) -> T:
+    """Run one SQL statement's work (``run``, on ``con``) so that Ctrl-C stops a release in it
+    within a block: on a helper thread, Ctrl-C here calling :func:`interrupt`. A release it
+    stopped raises :class:`ReleaseInterrupted` (charged or not); other statements raise
+    ``KeyboardInterrupt`` as usual. For shells and notebooks that run raw SQL."""
+
+    def unwrapped() -> T:
+        try:
+            return run()
+        except duckdb.Error as exc:
+            m = re.search(r"\bReleaseInterrupted: (.*)", str(exc), re.S)
+            if m is None:
+                raise
+            text = m[1].strip()
+            raise ReleaseInterrupted(text, "after its budget was charged" in text) from None
+
+    return interruptible(unwrapped, lambda: interrupt(con), KeyboardInterrupt)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """DuckDB's own interrupt, or a Ctrl-C it caught inside a UDF (it wraps the text)."""
+    return isinstance(exc, duckdb.InterruptException) or "KeyboardInterrupt" in str(exc)
 
 
 def _plain(arr: Any) -> Any:
@@ -445,10 +622,13 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
     raise_for_checks(request, domains, checks)
     plan = budget_plan(request, domains, checks)
     data = load_checks(checks)
+    if spec.get("interface", "sql") == "sql":  # Python's preview warned when it planned
+        _log_frame_enums(request, domains, data)
     sizes = [int(c["size"]) for c in data["columns"]]
     nodes = _level_cells(domains, data)
     delta = float(spec["delta"])
     total_eps = epsilon_from_rho(plan.rho, delta)
+    cap = limits.max_cells()
     rows = []
     for row in level_table(None, plan, float(spec["beta"]), delta, nodes=nodes):
         level = int(row["level"])
@@ -470,6 +650,7 @@ def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
                 "epsilon": total_eps,
                 "delta": delta,
                 "private": request.private,
+                "max_cells": cap,
             }
         )
     return rows
@@ -483,7 +664,7 @@ _PREVIEW_TYPE = (
     "STRUCT(level INTEGER, \"column\" VARCHAR, domain_size BIGINT, nodes BIGINT, rho_k VARCHAR, "
     "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, split VARCHAR, uniform_bound DOUBLE, "
     "auto_rho_k VARCHAR, auto_bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
-    "private BOOLEAN)[]"
+    "private BOOLEAN, max_cells BIGINT)[]"
 )
 
 
@@ -580,6 +761,7 @@ def _register(con: Any, n: int) -> None:
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
             limit = memory_limit(cur)
+        plan.check_sizes()
         return render_release(request, plan, names, "sql", memory_limit=limit)
 
     @speaks("sql")
@@ -607,6 +789,8 @@ def _register(con: Any, n: int) -> None:
        "STRUCT(rid VARCHAR, k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
        null_handling="special")
     fn(names.preview, _preview_rows, ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
+    fn(names.rowkey, lambda seed: units.row_key(seed), ["BIGINT"], "VARCHAR",
+       side_effects=True, null_handling="special")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -617,6 +801,7 @@ _KINDS: dict[str, type[InftdaError]] = {
     "InputError": InputError,
     "BudgetExceededError": BudgetExceededError,
     "InternalError": InternalError,
+    "ReleaseAbortedError": ReleaseAbortedError,
 }
 
 
@@ -627,7 +812,7 @@ def _reraise(exc: duckdb.Error, token: str | None = None) -> None:
         original = _ERRORS.pop(token, None) if token is not None else None
     if original is not None:
         raise original.with_traceback(None) from None
-    m = re.search(r"\b(InputError|BudgetExceededError|InternalError): (.*)", str(exc), re.S)
+    m = re.search(r"\b(" + "|".join(_KINDS) + r"): (.*)", str(exc), re.S)
     if m is None:
         raise exc
     err = _KINDS[m.group(1)].__new__(_KINDS[m.group(1)])
@@ -739,7 +924,9 @@ def run_release(
         raise bad_argument("progress", progress, "must be callable",
                            "pass a function progress(p) taking a LevelProgress")
     with _source(con, source, source_name) as (name, charge_as):
-        request, plan, names = _prepare(con, name, columns, options)
+        with _planning():
+            request, plan, names = _prepare(con, name, columns, options)
+            plan.check_sizes()
         token = uuid.uuid4().hex
         sql = render_release(request, plan, names, origin, token, memory_limit(con))
         with _LOCK:
@@ -747,20 +934,36 @@ def run_release(
             if charge_as is not None:
                 _CHARGE_AS[token] = charge_as
         ledger_id = None
-        try:
+        rho = total_rho(request.rho, request.epsilon, request.delta)
+        spent = f"rho {rho} on {charge_as or ledger.source_key(plan.source)}"
+
+        def interrupted() -> ReleaseInterrupted:  # DuckDB stopped it, or Ctrl-C here
+            _wait_idle(token)
+            with _LOCK:
+                return stopped(spent if token in _LEDGER_IDS else None)
+
+        def execute() -> Any:
             try:
                 if statement is None:
-                    result = con.sql(sql).to_arrow_table()
-                else:
-                    result = con.execute(statement(sql)).fetchall()
+                    return con.sql(sql).to_arrow_table()
+                return con.execute(statement(sql)).fetchall()
             except duckdb.Error as exc:
+                with _LOCK:
+                    ours = token in _ERRORS
+                if not ours and _is_interrupt(exc):
+                    raise interrupted() from None
                 _reraise(exc, token)
                 raise  # pragma: no cover
+
+        try:
+            try:  # on a helper thread: Ctrl-C reaches this one at once and stops the release
+                result = interruptible(execute, lambda: _stop(con, token=token), interrupted)
             finally:
                 with _LOCK:
                     _PROGRESS.pop(token, None)
                     _ERRORS.pop(token, None)
                     _CHARGE_AS.pop(token, None)
+                    _CANCELLED.discard(token)
                     ledger_id = _LEDGER_IDS.pop(token, None)
         except BaseException as exc:  # an interrupt, say: tell the caller what was charged
             if ledger_id is not None:
@@ -773,6 +976,7 @@ def run_release(
             domain_from_data=request.domain_from_data, epsilon=request.epsilon,
             delta=request.delta, privacy_unit=request.privacy_unit,
             max_rows_per_unit=request.max_rows_per_unit, ledger_id=ledger_id,
+            rows_per_unit_public=request.rows_per_unit_public,
             source=charge_as or ledger.source_key(plan.source),
         )
     return Released(request, record, result)
@@ -795,6 +999,7 @@ def release(
     neighbours: str = "substitute",
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
+    rows_per_unit_public: bool = False,
     unknown: str = "error",
     seed: int | None = None,
     source_name: str | None = None,
@@ -818,7 +1023,8 @@ def release(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
         domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
         output=output, neighbours=neighbours, privacy_unit=privacy_unit,
-        max_rows_per_unit=max_rows_per_unit, unknown=unknown, seed=seed,
+        max_rows_per_unit=max_rows_per_unit, rows_per_unit_public=rows_per_unit_public,
+        unknown=unknown, seed=seed,
     )
     with speaking("cli" if origin == "cli" else "python"):
         done = run_release(con, source, columns, options, source_name=source_name,
@@ -868,6 +1074,7 @@ def preview(
     neighbours: str = "substitute",
     max_rows_per_unit: int | None = None,
     privacy_unit: str | None = None,
+    rows_per_unit_public: bool = False,
     beta: float = 0.05,
 ) -> pa.Table:
     """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
@@ -883,11 +1090,12 @@ def preview(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
         domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
         neighbours=neighbours, max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
+        rows_per_unit_public=rows_per_unit_public,
     )
     report = _report_delta(options)
     with _source(con, source, None if isinstance(source, str) else "preview") as (name, _):
         request, plan, names = _prepare(con, name, columns, options)
-        sql = render_preview(request, plan, names, _beta(beta), report)
+        sql = render_preview(request, plan, names, _beta(beta), report, origin="python")
         try:
             table = con.sql(sql).to_arrow_table()
         except duckdb.Error as exc:
@@ -902,5 +1110,5 @@ def preview(
     return table
 
 
-__all__ = ["NotPrivateWarning", "Progress", "Released", "cancel", "fragments", "load", "preview",
-           "release", "run_release"]
+__all__ = ["NotPrivateWarning", "Progress", "Released", "cancel", "fragments", "interrupt", "load",
+           "preview", "release", "run_release", "statement"]

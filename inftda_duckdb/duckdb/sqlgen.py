@@ -17,8 +17,12 @@ from string import Template
 
 from ..core.identifiers import literal, quote, quote_qualified
 from ..core.provenance import MARKER, not_private_reason
-from ..core.request import ReleaseRequest
+from ..core.request import Labels, ReleaseRequest
 from .domain import DomainPlan
+
+FULL_CHECK = 1 << 16
+"""A preview validates a declared range of more values by its two ends only (arithmetic on
+sizes: never materialised); a release validates every value of the domain it uses."""
 
 
 @dataclass(frozen=True)
@@ -28,10 +32,12 @@ class UdfNames:
     begin: str
     levels: str
     preview: str
+    rowkey: str
 
     @classmethod
     def numbered(cls, n: int) -> UdfNames:
-        return cls(f"inftda_begin_{n}", f"inftda_levels_{n}", f"inftda_prev_{n}")
+        return cls(f"inftda_begin_{n}", f"inftda_levels_{n}", f"inftda_prev_{n}",
+                   f"inftda_rowkey_{n}")
 
 
 PREFIXES = "STRUCT(k INTEGER[], key BIGINT[], n BIGINT[])"
@@ -70,11 +76,15 @@ def spec_json(
     return json.dumps(spec, sort_keys=True)
 
 
-def _ctes_public(request: ReleaseRequest, plan: DomainPlan) -> list[str]:
-    """typed row, domains and coded domain tables (public, except domain_from_data)."""
+def _ctes_public(request: ReleaseRequest, plan: DomainPlan, names: UdfNames) -> list[str]:
+    """typed row, domains and coded domain tables (public, except domain_from_data); the row
+    key of a release with a privacy unit."""
     src = quote_qualified(plan.source)
     typed = ", ".join(f"{quote(c)} AS v{i}" for i, c in enumerate(request.columns, 1))
     ctes = [_f("typed", typed_cols=typed, source=src)]
+    if request.privacy_unit is not None:
+        seed = "NULL::BIGINT" if request.seed is None else f"{int(request.seed)}::BIGINT"
+        ctes.append(_f("row_key", rowkey=names.rowkey, seed=seed))
     if request.domain_from_data:
         ctes.append(_leaf_raw(request, plan))
     for i, dom in enumerate(plan.columns, 1):
@@ -117,15 +127,23 @@ def _ctes_public(request: ReleaseRequest, plan: DomainPlan) -> list[str]:
 _INTEGER = re.compile(r"-?[1-9][0-9]{0,17}|0")
 
 
-def _labels(labels: tuple[str, ...]) -> str:
-    """A query of (label, code) rows: a range() for integer progressions, else a JSON array."""
+def _progression(labels: Labels) -> range | None:
+    """The labels as an integer range, if they are one (a declared range always is)."""
+    if isinstance(labels, range):
+        return labels
     if all(_INTEGER.fullmatch(x) for x in labels):
         start = int(labels[0])
         step = int(labels[1]) - start if len(labels) > 1 else 1
         if step != 0 and all(int(x) == start + c * step for c, x in enumerate(labels)):
-            return (
-                f"SELECT ({start} + r.i * {step})::VARCHAR, r.i FROM range({len(labels)}) AS r(i)"
-            )
+            return range(start, start + len(labels) * step, step)
+    return None
+
+
+def _labels(labels: Labels) -> str:
+    """A query of (label, code) rows: a range() for integer progressions, else a JSON array."""
+    r = _progression(labels)
+    if r is not None:
+        return f"SELECT ({r.start} + r.i * {r.step})::VARCHAR, r.i FROM range({len(r)}) AS r(i)"
     array = literal(json.dumps(list(labels)))
     return (
         "SELECT unnest(lst), generate_subscripts(lst, 1) - 1 "
@@ -136,38 +154,58 @@ def _labels(labels: tuple[str, ...]) -> str:
 def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
     src = quote_qualified(plan.source)
     cols = ", ".join(quote(c) for c in request.columns)
-    rows, unit_nulls = src, ""
+    rows, unit_nulls, count = src, "", "count(*)"
     if request.privacy_unit is not None:
         # NULL units are counted (all of them: refused before charging) or, with unknown :=
         # 'drop', dropped; never pooled into one unit
         keep = "inftda_unit IS NOT NULL" if request.unknown == "drop" else "true"
-        unit_nulls = ", count(*) FILTER (inftda_unit IS NULL)::BIGINT AS nulls_unit"
-        order = (
-            "random()"
-            if request.seed is None
-            else f"hash({int(request.seed)}, {cols})"
-        )
+        count = "sum(inftda_w)"
+        unit_nulls = ", sum(inftda_w) FILTER (inftda_unit IS NULL)::BIGINT AS nulls_unit"
+        unit = quote(request.privacy_unit)
+        m = int(request.max_rows_per_unit)
+        if m == 1:
+            exps, sort_key = "", _f("unit_key_one", u0=_f("unit_u", i="'0'"))
+        else:
+            exps = _f("unit_exps", m=m, ui=_f("unit_u", i="i::VARCHAR"))
+            sort_key = _f("unit_keys")
+        texts = ", ".join(f"{x}::VARCHAR" for x in ["inftda_unit", *map(quote, request.columns)])
         rows = _f(
             "unit_source",
             cols=cols,
-            unit=quote(request.privacy_unit),
-            order=order,
+            unit=unit,
+            group=f"to_json([{texts}])",
+            exps=exps,
+            sort_key=sort_key,
             source=src,
-            m=int(request.max_rows_per_unit),
+            m=m,
             keep_null=keep,
         )
     raw = ", ".join(f"{quote(c)} AS r{i}" for i, c in enumerate(request.columns, 1))
     # materialised only when domain_from_data reads it twice (domains and counts)
     materialized = "MATERIALIZED " if request.domain_from_data else ""
     return _f("leaf_raw", raw_cols=raw, source_rows=rows, materialized=materialized,
-              unit_nulls=unit_nulls)
+              unit_nulls=unit_nulls, count=count)
 
 
-def _column_checks(plan: DomainPlan) -> str:
-    return ",\n".join(
-        _f("column_check_enum" if c.known_enum else "column_check", i=i)
-        for i, c in enumerate(plan.columns, 1)
-    )
+def _frame_check(plan: DomainPlan) -> str:
+    """Whether a TEMP source with ENUM-domain columns is a registered pandas DataFrame."""
+    if plan.source[0].lower() != "temp" or all(c.kind != "enum" for c in plan.columns):
+        return ""
+    return _f("frame_check", name=literal(plan.source[2].lower()))
+
+
+def _column_checks(plan: DomainPlan, preview: bool = False) -> str:
+    items = []
+    for i, c in enumerate(plan.columns, 1):
+        if c.known_enum:
+            items.append(_f("column_check_enum", i=i))
+        elif preview and isinstance(c.labels, range) and len(c.labels) > FULL_CHECK:
+            ends = (str(c.labels[0]), str(c.labels[-1]))
+            items.append(_f("column_check_range", i=i, size=len(c.labels),
+                            first=literal(ends[0]), last=literal(ends[1])))
+        else:
+            items.append(_f("column_check", i=i))
+    return ",\n".join(items)
 
 
 def _nest_checks(plan: DomainPlan, data: bool) -> str:
@@ -247,7 +285,7 @@ def render_release(
     """The whole release as one statement (see the header of sql/release.sql); with DuckDB's
     ``memory_limit`` (bytes), in parts when one list of the leaves might not fit."""
     d = request.depth
-    ctes = _ctes_public(request, plan)
+    ctes = _ctes_public(request, plan, names)
     if not request.domain_from_data:
         ctes.append(_leaf_raw(request, plan))
     # an ENUM column seen in the catalog is coded by its label position (no join needed)
@@ -274,7 +312,7 @@ def render_release(
     )
     if request.privacy_unit is not None:
         stats += ",\n    coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit"
-    totals = "'stats': (SELECT s FROM datastats AS s),"
+    totals = "'stats': (SELECT s FROM datastats AS s)," + _frame_check(plan)
     if plan.shadow is not None:
         totals += _f("shadow_check", name=literal(plan.shadow.lower()))
     ctes.append(_f("datastats", keep=keep, stats=stats))
@@ -331,19 +369,21 @@ def render_release(
 
 
 def render_preview(
-    request: ReleaseRequest, plan: DomainPlan, names: UdfNames, beta: float, delta: float
+    request: ReleaseRequest, plan: DomainPlan, names: UdfNames, beta: float, delta: float,
+    origin: str = "sql",
 ) -> str:
-    """Domain sizes (public; private data only with domain_from_data) -> the preview UDF."""
-    ctes = _ctes_public(request, plan)
+    """Domain sizes (public; private data only with domain_from_data) -> the preview UDF
+    (``origin``: the interface that asked, 'sql' or 'python')."""
+    ctes = _ctes_public(request, plan, names)
     checks = _f(
         "checks",
-        totals="",
-        column_checks=_column_checks(plan),
+        totals=_frame_check(plan),
+        column_checks=_column_checks(plan, preview=True),
         nest_checks=_nest_checks(plan, False),
     )
     ctes.append(checks)
     spec = json.loads(spec_json(request, plan, "preview"))
-    spec.update(beta=beta, delta=delta)
+    spec.update(beta=beta, delta=delta, interface=origin)
     call = f"{names.preview}({literal(json.dumps(spec, sort_keys=True))}, j)"
     final = f"SELECT u.* FROM (SELECT unnest({call}) AS u FROM checks)"
     return "WITH\n" + ",\n".join(ctes) + "\n" + final

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..core.errors import bad_argument, opt
-from ..core.request import ReleaseRequest
+from ..core.request import Labels, ReleaseRequest
 from ..core.tree import Allowed
 from ..duckdb.domain import (
     ColumnDomain,
@@ -41,6 +41,7 @@ from ..duckdb.domain import (
     nesting,
     no_domain,
 )
+from ..duckdb.sqlgen import FULL_CHECK
 
 EXAMPLES = 5  #: values quoted in an error message, as in DuckDB's checks
 
@@ -87,7 +88,7 @@ class Domains:
 
     @property
     def sizes(self) -> list[int]:
-        return [len(v) for v in self.values]
+        return [int(c.size or 0) for c in self.plan.columns]
 
     def allowed(self, level: int) -> Allowed | None:
         """A nested level's public children (the earlier levels keying them, and the codes)."""
@@ -169,6 +170,8 @@ def resolve(
     dplan: DomainPlan,
     tables: Sequence[DataFrame],
     data: DataFrame | None = None,
+    *,
+    preview: bool = False,
 ) -> Domains:
     """Read every level's values (lists: one job; each domain table: one job; data: one job
     per column, from the leaves ``data`` with raw columns ``r1..rd``) and check them, returning
@@ -178,8 +181,9 @@ def resolve(
     checks: list[dict[str, Any] | None] = [None] * d
     lists = [k for k, c in enumerate(dplan.columns) if c.kind == "list"]
     if lists:
-        for k, (typed, check) in zip(lists, _cast_lists(spark, dplan, source, lists), strict=True):
-            values[k], checks[k] = typed, check  # _cast_lists returns them in level order
+        cast = _cast_lists(spark, dplan, source, lists, preview)  # in level order
+        for k, (typed, check) in zip(lists, cast, strict=True):
+            values[k], checks[k] = typed, check
     raw_nests: list[pa.Table] = []
     for t, (nest, table) in enumerate(zip(dplan.nestings, tables, strict=True)):
         raw = _read_table(nest, table, source)
@@ -195,44 +199,62 @@ def resolve(
                                          .column(0))
             checks[k] = _column_check(source.fields[k], values[k], 0, [])
     typed = tuple(v for v in values if v is not None)
-    assert len(typed) == d
+    done = [c for c in checks if c is not None]
+    assert len(typed) == len(done) == d
     nests, nest_checks = [], []
     for nest, raw in zip(dplan.nestings, raw_nests, strict=True):
         coded, check = _code_nest(nest, raw, typed)
         nests.append(coded)
         nest_checks.append(check)
     columns = tuple(
-        ColumnDomain(c.column, c.kind, c.labels, c.table, c.table_column, size=len(typed[k]))
-        for k, c in enumerate(dplan.columns)
+        ColumnDomain(c.column, c.kind, c.labels, c.table, c.table_column, size=int(ok["size"]))
+        for c, ok in zip(dplan.columns, done, strict=True)
     )
     full = DomainPlan(columns, dplan.nestings, dplan.source, dplan.shadow)
-    return Domains(full, typed, tuple(nests), {"columns": checks, "nestings": nest_checks})
+    return Domains(full, typed, tuple(nests), {"columns": done, "nestings": nest_checks})
 
 
 def _cast_lists(
-    spark: SparkSession, dplan: DomainPlan, source: Source, levels: list[int]
+    spark: SparkSession, dplan: DomainPlan, source: Source, levels: list[int], preview: bool
 ) -> list[tuple[pa.Array, dict[str, Any]]]:
     """All explicit lists converted to their columns' types in ONE Spark job: column ``l{k}``
     holds level k's labels (padded with NULL), ``v{k}`` their ``try_cast`` to the type. Labels
-    of a STRING column are its values: no job when all columns are strings."""
+    of a STRING column are its values: no job when all columns are strings. A preview checks a
+    declared range of more than :data:`FULL_CHECK` values by its two ends only, as DuckDB's
+    does (the values are then those two ends; the check has the range's size)."""
+    ends = {k for k in levels if preview and _long_range(dplan.columns[k].labels)}
+    labels = {k: _texts(dplan.columns[k].labels, k in ends) for k in levels}
     text = [k for k in levels if isinstance(source.fields[k].dataType, T.StringType)]
     levels = [k for k in levels if k not in text]
-    done = {k: pa.array(list(dplan.columns[k].labels), pa.string()) for k in text}
+    done = {k: pa.array(labels[k], pa.string()) for k in text}
     checks = {k: _column_check(source.fields[k], done[k], 0, []) for k in text}
     if levels:
-        done_cast = _cast_in_spark(spark, dplan, source, levels)
+        done_cast = _cast_in_spark(spark, labels, source, levels)
         for k, (typed, check) in zip(levels, done_cast, strict=True):
             done[k], checks[k] = typed, check
+    for k in ends:
+        checks[k] = dict(checks[k], size=len(dplan.columns[k].labels), dups=0)
+        checks[k]["bad_examples"] = labels[k] if checks[k]["bad"] else []
     return [(done[k], checks[k]) for k in sorted(done)]
 
 
+def _long_range(labels: Labels) -> bool:
+    return isinstance(labels, range) and len(labels) > FULL_CHECK
+
+
+def _texts(labels: Labels, ends: bool = False) -> list[str]:
+    """A declared domain's labels as text (a range's values; ``ends``: its first and last)."""
+    if ends:
+        return [str(labels[0]), str(labels[-1])]
+    return [str(x) for x in labels] if isinstance(labels, range) else list(labels)
+
+
 def _cast_in_spark(
-    spark: SparkSession, dplan: DomainPlan, source: Source, levels: list[int]
+    spark: SparkSession, labels: dict[int, list[str]], source: Source, levels: list[int]
 ) -> list[tuple[pa.Array, dict[str, Any]]]:
-    longest = max(len(dplan.columns[k].labels) for k in levels)
+    longest = max(len(labels[k]) for k in levels)
     table = pa.table({
-        f"l{k}": pa.array(list(dplan.columns[k].labels)
-                          + [None] * (longest - len(dplan.columns[k].labels)), pa.string())
+        f"l{k}": pa.array(labels[k] + [None] * (longest - len(labels[k])), pa.string())
         for k in levels
     })
     frame = spark.createDataFrame(table)
@@ -240,9 +262,8 @@ def _cast_in_spark(
     typed = frame.select(*casts).toArrow()
     out = []
     for k in levels:
-        labels = dplan.columns[k].labels
-        cast = typed.column(f"v{k}").combine_chunks().slice(0, len(labels))
-        bad = [x for x, ok in zip(labels, cast.is_valid().to_pylist(), strict=True) if not ok]
+        cast = typed.column(f"v{k}").combine_chunks().slice(0, len(labels[k]))
+        bad = [x for x, ok in zip(labels[k], cast.is_valid().to_pylist(), strict=True) if not ok]
         check = _column_check(source.fields[k], cast, len(bad), bad[:EXAMPLES])
         out.append((cast, check))
     return out

@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..core import limits
 from ..core.errors import InputError, bad_argument, opt
 from ..core.provenance import MARKER, not_private_reason, provenance
 from ..core.randomness import RandomSource
@@ -103,6 +104,7 @@ def release(
     key = _ledger_source(spark, source, source_name)
     _warn_transit(spark)
     dplan, frames = dom.plan(request, src, tables)
+    dplan.check_sizes()  # a declared domain above the cell limit: refused before any job
     raw = lv.raw_leaves(request, src)
     if request.domain_from_data:  # the domains are read from the (pinned) raw leaves
         raw = lv.pin(raw)
@@ -114,7 +116,8 @@ def release(
     # to sample before the data is read
     plan = budget_plan(request, values.plan, public)
     sizes = values.sizes
-    cut = choose_cut(dom.level_nodes(values), sizes)
+    nodes = dom.level_nodes(values)
+    cut = choose_cut(nodes, sizes)
     leaves = lv.pin(lv.coded(request, values, raw))
     summary = lv.summary(request, values, leaves, cut)  # the one job over the data
     data = summary.stats
@@ -122,9 +125,15 @@ def release(
         v for k, v in data.items() if k.startswith(("unknown", "outside")))
     found = lv.examples(request, values, raw, spark, data) if failing else {}
     n = raise_for_checks(request, values.plan, lv.checks_json(request, values, data, found))
+    # the cell limit from public information: the domains, and n when it is published as it is
+    fits = limits.check_cells(request.columns, sizes, nodes,
+                              None if request.noised_root else n)
     ledger_id = _charge(ledger, key, request, plan.rho, origin)  # refused: no noise drawn
     secret = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
     root = release_root(n, plan, secret)
+    if not fits:  # only the noised root can decide: after the charge, and the error says so
+        limits.check_cells(request.columns, sizes, nodes, root,
+                           charged=f"rho {plan.rho} on {key}")
     allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
     levels = Levels.build(sizes, plan, secret, allowed)
     cut_nodes = Nodes.root(root)
@@ -144,7 +153,7 @@ def release(
         output=request.output, source=key, seed=request.seed,
         domain_from_data=request.domain_from_data, epsilon=request.epsilon, delta=request.delta,
         privacy_unit=request.privacy_unit, max_rows_per_unit=request.max_rows_per_unit,
-        ledger_id=ledger_id, engine="spark",
+        rows_per_unit_public=request.rows_per_unit_public, ledger_id=ledger_id, engine="spark",
     )
     return _provenance(result, request, record)
 
@@ -359,9 +368,9 @@ def preview(
     spark, request, src, tables = _prepare(source, columns, None, domain_tables, options)
     dplan, frames = dom.plan(request, src, tables)
     raw = lv.raw_leaves(request, src) if request.domain_from_data else None
-    values = dom.resolve(spark, request, src, dplan, frames, raw)
+    values = dom.resolve(spark, request, src, dplan, frames, raw, preview=True)
     spec = {"request": request.to_json(), "domains": values.plan.to_json(), "origin": "preview",
-            "beta": beta, "delta": report}
+            "interface": "python", "beta": beta, "delta": report}
     rows = _preview_rows(json.dumps(spec), json.dumps(values.checks))
     if request.domain_from_data:
         warnings.warn("preview with domain_from_data read the domain sizes from the private data",

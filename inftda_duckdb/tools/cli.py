@@ -288,6 +288,9 @@ def _add_release_options(p: argparse.ArgumentParser) -> None:
                    help="column identifying the protected unit (e.g. a person id)")
     g.add_argument("--max-rows-per-unit", type=_positive_int("--max-rows-per-unit"),
                    metavar="M", help="keep at most M rows per privacy unit (default 1)")
+    g.add_argument("--rows-per-unit-public", action="store_true",
+                   help="assert that every unit's row count is public: under substitute the "
+                   "total is then released exactly (default: noised)")
 
 
 def _add_format_option(p: argparse.ArgumentParser) -> None:
@@ -487,6 +490,8 @@ def _release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -
         options["privacy_unit"] = args.privacy_unit
     if args.max_rows_per_unit is not None:
         options["max_rows_per_unit"] = args.max_rows_per_unit
+    if args.rows_per_unit_public:
+        options["rows_per_unit_public"] = True
     return options
 
 

@@ -23,7 +23,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 import duckdb
 import pyarrow as pa
@@ -129,14 +129,19 @@ class Shell:
 
     def execute(self, sql: str) -> bool:
         """Run one statement and print its result; False (message on ``err``) if it failed."""
+        from ..duckdb.extension import statement
         from .output import emit
+
+        def run() -> Any:
+            relation = self.con.sql(sql)
+            return None if relation is None else relation.to_arrow_table()
 
         try:
             with speaking("sql"):
-                relation = self.con.sql(sql)
-                if relation is None:
+                # on a helper thread: Ctrl-C stops a release within a block (extension.statement)
+                table = statement(self.con, run)
+                if table is None:
                     return True
-                table = relation.to_arrow_table()
             if set(table.column_names) in _DDL_ONLY and table.num_rows <= 1:
                 return True
             if self.mode == "table":

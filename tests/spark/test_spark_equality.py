@@ -95,9 +95,14 @@ def clip(tree: Tree, seed: int, m: int) -> np.ndarray:
 
 def reference(tree: Tree, codes: np.ndarray, seed: int, options: dict[str, Any]) -> list[tuple]:
     depth = len(tree.values)
-    plan = plan_budget(depth, rho=options["rho"], neighbours=options.get("neighbours",
-                       "substitute"), level_weights=options.get("level_weights"),
-                       max_rows_per_unit=options.get("max_rows_per_unit", 1))
+    neighbours = options.get("neighbours", "substitute")
+    # the root is noised with add_remove, and with a privacy unit (its rows per unit private)
+    noised_root = neighbours == "add_remove" or (
+        "privacy_unit" in options and not options.get("rows_per_unit_public"))
+    plan = plan_budget(depth, rho=options["rho"], neighbours=neighbours,
+                       level_weights=options.get("level_weights"),
+                       max_rows_per_unit=options.get("max_rows_per_unit", 1),
+                       noised_root=noised_root)
     leaves, counts = np.unique(codes, axis=0, return_counts=True)
     sizes = [len(v) for v in tree.values]
     values = tree.values
@@ -126,6 +131,8 @@ CASES = {
     "flat, deep, many partitions": (12, 4, {"partitions": 5}, {}),
     "nested domain table": (13, 3, {}, {}),
     "privacy units": (14, 3, {"privacy_unit": "person", "max_rows_per_unit": 2}, {}),
+    "privacy units, public row counts, m = 1": (19, 3, {"privacy_unit": "person",
+                                                        "rows_per_unit_public": True}, {}),
     "add_remove, level weights": (15, 3, {"neighbours": "add_remove",
                                           "level_weights": [1, 2, 3, 4]}, {}),
     "rows output": (16, 2, {"output": "rows"}, {}),
@@ -173,7 +180,7 @@ def test_seeded_release_is_identical_on_spark_duckdb_and_numpy(spark: Any, case:
             spark.conf.unset(key)
     codes = tree.codes
     if "privacy_unit" in options:
-        codes = clip(tree, seed, options["max_rows_per_unit"])
+        codes = clip(tree, seed, options.get("max_rows_per_unit", 1))
     if options.get("domain_from_data"):
         present = [sorted(set(np.unique(codes[:, k]))) for k in range(depth)]
         tree = Tree([[tree.values[k][c] for c in present[k]] for k in range(depth)],
@@ -183,31 +190,51 @@ def test_seeded_release_is_identical_on_spark_duckdb_and_numpy(spark: Any, case:
     expected = reference(tree, codes, seed, options)
     assert len(expected) > 5
     assert [r[:-1] for r in got_spark] == expected
-    if "privacy_unit" not in options:  # see test_unit_capping_is_the_same_on_duckdb
-        assert got_spark == got_duck  # the marker column included
+    assert got_spark == got_duck  # the marker column included
     charged = con.execute("SELECT source, origin, seeded FROM inftda_ledger ORDER BY id").fetchall()
     assert [row[0].split(".")[-1] for row in charged] == ["data", "data"]  # each engine once
     con.close()
 
 
-@pytest.mark.xfail(strict=True, reason="DuckDB keeps a unit's rows by core.units' keyed PRF (as "
-                   "Spark does) once wp-bounds, on main, is merged with wp-core; this branch's "
-                   "DuckDB still orders them by hash(seed, columns). Remove this mark then.")
+TRICKY = ['a"b', "c\\d", "é/ü", "😀 x", "tab\there", "plain"]
+
+
 def test_unit_capping_is_the_same_on_duckdb(spark: Any) -> None:
-    tree = random_tree(21, 2)
+    """Both engines keep the same rows of each privacy unit: core.units' keyed PRF over the
+    JSON text of (unit, values), here with texts JSON escapes (quotes, a backslash, a tab) and
+    non-ASCII (accents, an emoji). A budget so large that the noise is 0 (every sigma^2 below
+    1e-5) makes each release the capped histogram itself, compared with ``units.kept``."""
+    from collections import Counter
+
+    rng = np.random.default_rng(21)
+    people = [f"p{i}{TRICKY[i % len(TRICKY)]}" for i in range(40)]
+    rows = [(p, TRICKY[int(rng.integers(len(TRICKY)))], int(rng.integers(3)))
+            for i, p in enumerate(people) for _ in range(1 + i % 9)]
+    data = pa.table({"person": [r[0] for r in rows], "s": [r[1] for r in rows],
+                     "h": [r[2] for r in rows]})
     con = duckdb.connect()
     extension.load(con)
-    con.register("data_arrow", tree.table())
+    con.register("data_arrow", data)
     con.execute("CREATE TABLE data AS SELECT * FROM data_arrow")
-    doms = {n: tree.values[k] for k, n in enumerate(tree.names)}
-    options = {"rho": 0.7, "privacy_unit": "person", "max_rows_per_unit": 2, "seed": 5,
-               "domains": doms}
-    duck = extension.release(con, "data", tree.names, **options)
-    frame = spark.createDataFrame(tree.table())
-    got = release_rows(spark_release(frame, tree.names, ledger=con, source_name="data",
-                                     **options))
+    names = ["person", "s", "h"]
+    options: dict[str, Any] = {"rho": 10**6, "privacy_unit": "person", "max_rows_per_unit": 3,
+                               "domains": {"person": people, "s": TRICKY, "h": [0, 1, 2]}}
+
+    def both(seed: int) -> tuple[list[tuple], list[tuple]]:
+        duck = extension.release(con, "data", names, seed=seed, **options)
+        frame = spark.createDataFrame(data)
+        got = release_rows(spark_release(frame, names, ledger=con, source_name="data",
+                                         seed=seed, **options))
+        return got, sorted(tuple(r.values()) for r in duck.to_pylist())
+
+    got, duck = both(5)
+    assert got == duck
+    reference = units.kept(units.row_key(5), [(p, (p, s, h)) for p, s, h in rows], 3)
+    assert Counter({(r[0], r[:3]): r[3] for r in got}) == reference
+    assert sum(r[3] for r in got) < len(rows)  # units were capped
+    other, other_duck = both(6)
+    assert other == other_duck and other != got  # another key, another choice
     con.close()
-    assert got == sorted(tuple(r.values()) for r in duck.to_pylist())
 
 
 def release_rows(frame: Any) -> list[tuple]:
