@@ -259,19 +259,25 @@ def _charge(ledger: Any, key: str, request: ReleaseRequest, rho: Fraction, origi
 
 
 def _ledger_source(spark: SparkSession, source: object, source_name: str | None) -> str:
-    """What the ledger charges: ``source_name``, a table's catalog name, or the files a
-    DataFrame reads (one file: its path; several: their common folder)."""
+    """What the ledger charges: ``source_name``; a catalog table's identity (catalog, namespace,
+    name); or the files a DataFrame or temporary view reads (one file: its path; several: their
+    common folder), else a temporary view's name."""
     if source_name is not None:
         if not isinstance(source_name, str) or not source_name.strip():
             raise bad_argument("source_name", source_name, "must be a non-empty name",
                                f"pass e.g. {opt('source_name', 'trips')}")
         return source_name
+    view = None
     if isinstance(source, str):
         table = spark.catalog.getTable(source)
-        parts = [table.catalog or "spark_catalog", *(table.namespace or []), table.name]
-        return ".".join(p for p in parts if p)
+        if not table.isTemporary:
+            parts = [table.catalog or "spark_catalog", *(table.namespace or []), table.name]
+            return ".".join(p for p in parts if p)
+        view, source = table.name, spark.table(source)
     assert isinstance(source, DataFrame)
     files = sorted(_local(f) for f in dom._input_files(source))
+    if not files and view is not None:
+        return view
     if not files:
         raise bad_argument(
             "source_name", None, "is required for a DataFrame that reads no files (the ledger "

@@ -99,12 +99,15 @@ def reference(tree: Tree, codes: np.ndarray, seed: int, options: dict[str, Any])
     # the root is noised with add_remove, and with a privacy unit (its rows per unit private)
     noised_root = neighbours == "add_remove" or (
         "privacy_unit" in options and not options.get("rows_per_unit_public"))
+    sizes = [len(v) for v in tree.values]
+    target = options.get("auto_target")  # a column's name: its level (c0 is level 1)
+    target = int(target[1:]) + 1 if target else None
     plan = plan_budget(depth, rho=options["rho"], neighbours=neighbours,
                        level_weights=options.get("level_weights"),
                        max_rows_per_unit=options.get("max_rows_per_unit", 1),
-                       noised_root=noised_root)
+                       noised_root=noised_root, auto_target=target,
+                       nodes=np.cumprod(sizes).tolist())  # the public cells (flat trees)
     leaves, counts = np.unique(codes, axis=0, return_counts=True)
-    sizes = [len(v) for v in tree.values]
     values = tree.values
     allowed = None
     if tree.nest is not None:
@@ -136,6 +139,8 @@ CASES = {
     "add_remove, level weights": (15, 3, {"neighbours": "add_remove",
                                           "level_weights": [1, 2, 3, 4]}, {}),
     "rows output": (16, 2, {"output": "rows"}, {}),
+    "auto level weights, a target level": (20, 3, {"level_weights": "auto",
+                                                   "auto_target": "c1"}, {}),
     "tiny batches and chunks": (17, 4, {"partitions": 7},
                                 {"spark.sql.execution.arrow.maxRecordsPerBatch": "3",
                                  CHUNK_SETTING: "16"}),

@@ -335,3 +335,60 @@ def test_command_line(spark: Any, tmp_path: Path, capsys: Any) -> None:
                      "--domain", "hour=0..23"]) == 0
     printed = capsys.readouterr().out
     assert "origin" in printed and "hour" in printed
+
+
+def test_a_long_range_is_previewed_by_its_ends_as_on_duckdb(spark: Any) -> None:
+    con = _with_trips(duckdb.connect())
+    frame = spark.createDataFrame(trips_table())
+    options: dict[str, Any] = {"rho": 1, "domains": {**DOMAINS, "hour": range(0, 10**7)}}
+    duck = extension.preview(con, "trips", COLUMNS, **options)
+    sparked = preview(frame, COLUMNS, **options)
+    assert sparked.to_pylist() == duck.to_pylist()
+    assert sparked.column("domain_size").to_pylist() == [3, 7, 10**7]
+    # an end that is not an INT: the same error on both engines (types named by each)
+    options["domains"]["hour"] = range(0, 2**40, 2**20)
+    with pytest.raises(InputError) as duck_error:
+        extension.preview(con, "trips", COLUMNS, **options)
+    with pytest.raises(InputError) as spark_error:
+        preview(frame, COLUMNS, **options)
+    assert "1099510579200" in str(spark_error.value)
+    assert str(spark_error.value) == str(duck_error.value).replace("INTEGER", "INT")
+    con.close()
+
+
+def test_the_cell_limit_refuses_as_on_duckdb_and_charges_nothing(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frame = spark.createDataFrame(trips_table())
+    monkeypatch.setenv("INFTDA_MAX_CELLS", "100")
+    for domains, match in [
+        (DOMAINS, r"up to 504 cells at level 3 \(column 'hour': 21 parents x 24 values\)"),
+        ({**DOMAINS, "hour": range(1000)}, r"column 'hour': its domain alone has 1,000 values"),
+    ]:
+        con = _with_trips(duckdb.connect())
+        with pytest.raises(InputError) as duck:
+            extension.release(con, "trips", COLUMNS, rho=1, domains=domains)
+        with pytest.raises(InputError, match=match) as sparked:
+            release(frame, COLUMNS, rho=1, domains=domains, ledger=con, source_name="trips")
+        assert str(sparked.value) == str(duck.value)
+        assert "nothing was charged" in str(sparked.value) and charges(con) == []
+        con.close()
+
+
+def test_catalog_tables_as_source_and_domain_table(spark: Any, ledger: Any) -> None:
+    table = trips_table()
+    pairs = sorted({(r["origin"], r["dest"]) for r in table.select(["origin", "dest"]).to_pylist()})
+    pairs.append(("EWR", "zz"))  # a public combination absent from the data
+    spark.createDataFrame(table).createOrReplaceTempView("spark_trips")
+    geo = pa.table({"origin": [p[0] for p in pairs], "dest": [p[1] for p in pairs]})
+    spark.createDataFrame(geo).createOrReplaceTempView("spark_geo")
+    try:
+        out = release("spark_trips", COLUMNS, rho=1, domain_tables=["spark_geo"], seed=2,
+                      domains={"hour": range(24)}, ledger=ledger)
+        got = rows(out)
+    finally:
+        spark.catalog.dropTempView("spark_trips")
+        spark.catalog.dropTempView("spark_geo")
+    assert {(r[0], r[1]) for r in got} <= set(pairs)
+    assert sum(r[3] for r in got) == table.num_rows  # substitute: n is public
+    assert charges(ledger)[0][0] == "spark_trips"
