@@ -220,7 +220,7 @@ def test_a_recomputed_partition_gives_the_same_rows(
 def test_written_not_collected_under_max_result_size_1m(
     spark: Any, ledger: Any, tmp_path: Path
 ) -> None:
-    n = 300_000
+    n = 150_000
     frame = spark.range(n).select(
         (F.col("id") % 97).cast("int").alias("a"),
         (F.col("id") * 7 % 101).cast("int").alias("b"),
@@ -232,7 +232,7 @@ def test_written_not_collected_under_max_result_size_1m(
     out.write.parquet(str(tmp_path / "out.parquet"))
     written = spark.read.parquet(str(tmp_path / "out.parquet"))
     total, cells = written.agg(F.sum("count"), F.count("*")).collect()[0]
-    assert total == n and cells > 100_000  # several MB of rows
+    assert total == n and cells > 100_000  # a few MB of rows
     with pytest.raises(Exception, match="maxResultSize"):  # negative control: collecting fails
         written.toArrow()
 
