@@ -28,7 +28,8 @@ from ..core.errors import InputError, InternalError, bad_argument, opt, render
 from ..core.identifiers import quote_qualified
 from ..core.request import Labels, ReleaseRequest
 from ..core.topdown import MAX_KEY_SPAN
-from ..ledger.store import resolve_source, source_key
+from ..ledger.sources import fold, label
+from .catalog import resolve_release
 
 KINDS = ("list", "table", "enum", "data")
 
@@ -133,9 +134,9 @@ def plan_domains(
     names the SQL reads and the ledger charges. A name ``con`` cannot see resolves to
     ``temp.main.<name>``. A domain table that is the source itself is refused.
     """
-    resolved = resolve_source(con, request.source, context)
+    resolved = resolve_release(con, request.source, context)
     shadow = None
-    if len(request.source_parts) == 1 and resolved[0].lower() != "temp":
+    if len(request.source_parts) == 1 and fold(resolved[0]) != "temp":
         shadow = resolved[2]
     source = table_columns(con, resolved)
     if source is None and strict:
@@ -146,12 +147,12 @@ def plan_domains(
         _check_columns(request, source)
     nestings: list[Nesting] = []
     for given in request.domain_tables:
-        parts = resolve_source(con, quote_qualified(given), context)
-        if tuple(p.lower() for p in parts) == tuple(p.lower() for p in resolved):
+        parts = resolve_release(con, quote_qualified(given), context)
+        if tuple(fold(p) for p in parts) == tuple(fold(p) for p in resolved):
             raise bad_argument(
                 "domain_tables",
                 ".".join(given),
-                f"names the private source {source_key(resolved)} itself: its values and "
+                f"names the private source {label(resolved)} itself: its values and "
                 "combinations would be read from the private data, and the release would not "
                 "be private",
                 "pass a public table that is not derived from the data, or declare the values "
@@ -168,10 +169,10 @@ def plan_domains(
                 "create it as a regular table, or call inftda_duckdb.release from Python",
             )
         nestings.append(nesting(request, parts, [name for name, _ in cols]))
-    types = {name.lower(): typ for name, typ in source or []}
+    types = {fold(name): typ for name, typ in source or []}
 
     def enum(col: str) -> ColumnDomain:
-        typ = types.get(col.lower())
+        typ = types.get(fold(col))
         if typ is not None and not typ.startswith("ENUM("):
             raise no_domain(col, typ)
         size = None if typ is None else len(_ENUM_LABEL.findall(typ))
@@ -186,8 +187,8 @@ def plan_domains(
 
 def nesting(request: ReleaseRequest, table: tuple[str, ...], names: list[str]) -> Nesting:
     """The hierarchy levels a domain table lists: its columns named like hierarchy columns."""
-    by_lower = {name.lower(): name for name in names}
-    levels = [k for k, c in enumerate(request.columns) if c.lower() in by_lower]
+    by_lower = {fold(name): name for name in names}
+    levels = [k for k, c in enumerate(request.columns) if fold(c) in by_lower]
     if not levels:
         raise bad_argument(
             "domain_tables",
@@ -195,7 +196,7 @@ def nesting(request: ReleaseRequest, table: tuple[str, ...], names: list[str]) -
             f"has no column named like a hierarchy column {list(request.columns)}",
             "name the table's columns like the hierarchy columns",
         )
-    return Nesting(table, tuple(levels), tuple(by_lower[request.columns[k].lower()]
+    return Nesting(table, tuple(levels), tuple(by_lower[fold(request.columns[k])]
                                                for k in levels))
 
 
@@ -252,12 +253,12 @@ def frame_enums(con: Any, plan: DomainPlan) -> tuple[str, ...]:
     if not enums or db.lower() != "temp":
         return ()
     try:
-        rows = con.execute(
-            "SELECT sql FROM duckdb_views() WHERE temporary AND lower(schema_name) = lower(?) "
-            "AND lower(view_name) = lower(?)", [schema, name]).fetchall()
+        rows = con.execute("SELECT schema_name, view_name, sql FROM duckdb_views() "
+                           "WHERE temporary").fetchall()
     except Exception:  # a connection that cannot run it: nothing to say
         return ()
-    registered = any(FRAME_SCAN in str(sql) or not str(sql or "").strip() for (sql,) in rows)
+    registered = any(FRAME_SCAN in str(sql) or not str(sql or "").strip()
+                     for s, v, sql in rows if (fold(s), fold(v)) == (fold(schema), fold(name)))
     return enums if registered else ()
 
 
@@ -284,11 +285,11 @@ def _source_fix() -> str:
 
 
 def _check_columns(request: ReleaseRequest, source: list[tuple[str, str]]) -> None:
-    names = {name.lower() for name, _ in source}
+    names = {fold(name) for name, _ in source}
     wanted = list(request.columns)
     if request.privacy_unit is not None:
         wanted.append(request.privacy_unit)
-    missing = [c for c in wanted if c.lower() not in names]
+    missing = [c for c in wanted if fold(c) not in names]
     if missing:
         raise bad_argument(
             "columns",

@@ -35,6 +35,7 @@ from ..core.errors import (
     BudgetExceededError,
     InftdaError,
     InputError,
+    LedgerError,
     bad_argument,
     speaking,
 )
@@ -70,6 +71,9 @@ examples:
       --columns origin,dest --rho 0.5 --domain-file dest=airports.csv --db budget.duckdb \
       --output trips_dp.parquet
   inftda-duckdb shell trips.duckdb -c "SELECT * FROM inftda_budget()"
+  inftda-duckdb budget trips.duckdb --ledger budget.duckdb --set trips \
+      --set file:trips.parquet --name "trip riders" --rho 2
+  inftda-duckdb ledger --ledger budget.duckdb --verify
 
 """ + EXIT_STATUS
 
@@ -242,6 +246,19 @@ def _add_budget_options(p: argparse.ArgumentParser, delta_help: str) -> None:
     g.add_argument("--delta", type=_fraction("--delta", "1e-6"), help=delta_help)
 
 
+def _add_database_and_ledger(p: argparse.ArgumentParser,
+                             what: str = "DuckDB database file") -> None:
+    p.add_argument("database", nargs="?", metavar="DATABASE", help=what)
+    _add_ledger_option(p)
+
+
+def _add_ledger_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ledger", metavar="FILE",
+                   help="keep budgets and charges in this ledger file, shared by every tool, "
+                   "process and data file that names it (':memory:' for a throwaway ledger); "
+                   "default: $INFTDA_LEDGER, else the ledger inside the database")
+
+
 def _add_source_options(p: argparse.ArgumentParser, need: bool) -> None:
     g = p.add_argument_group("source (--table in --db, or --input)")
     g.add_argument("--db", metavar="DATABASE",
@@ -314,8 +331,11 @@ def build_parser() -> Parser:
     p = sub.add_parser("release", help="release a DP table from a table or a Parquet/CSV file",
                        description="Release a differentially private contingency table of "
                        "--columns (a hierarchy, coarsest first) with InfTDA, and write it to a "
-                       "table or a file. The ledger in --db is charged (in memory without --db).")
+                       "table or a file. The ledger of the source is charged: --ledger, else "
+                       "the one in --db; a file released with neither is refused (its charge "
+                       "would be lost) unless --ledger :memory: is given.")
     _add_source_options(p, need=True)
+    _add_ledger_option(p)
     d = p.add_argument_group("destination (exactly one)")
     d.add_argument("--into-table", metavar="NAME", help="create this table in --db")
     d.add_argument("--output", metavar="FILE", help="write a .parquet/.pq or .csv file")
@@ -346,6 +366,7 @@ def build_parser() -> Parser:
                    metavar="SQL", help="run SQL (statements or a dot command) and exit; "
                    "repeatable")
     _add_format_option(p)
+    _add_ledger_option(p)
 
     p = sub.add_parser("preview", help="per-level noise and Theorem 1 error bounds",
                        description="Print, per level, the budget share rho_k, the noise standard "
@@ -361,21 +382,37 @@ def build_parser() -> Parser:
     _add_release_options(p)
     _add_format_option(p)
 
-    p = sub.add_parser("ledger", help="list the releases charged in a database",
-                       description="Print the ledger (table inftda_ledger) of DATABASE: one "
-                       "row per release, with its source, columns, rho (exact, and as a "
-                       "decimal) and whether it was private.")
-    p.add_argument("database", metavar="DATABASE", help="DuckDB database file")
+    p = sub.add_parser("ledger", help="list, verify or upgrade a ledger of releases",
+                       description="Print the ledger of DATABASE (or of --ledger): one row per "
+                       "release, with its source, columns, rho and whether it was private. "
+                       "--verify checks the whole hash chain (exit status 2 if broken); "
+                       "--upgrade moves a ledger written by inftda_duckdb 0.1 into the chained "
+                       "format (the old tables are kept); --move-to FILE moves the ledger kept "
+                       "inside DATABASE to a shared ledger file.")
+    _add_database_and_ledger(p)
+    p.add_argument("--verify", action="store_true", help="check the hash chain of the ledger")
+    p.add_argument("--upgrade", action="store_true",
+                   help="upgrade a ledger of inftda_duckdb 0.1 (no hash chain)")
+    p.add_argument("--move-to", metavar="FILE",
+                   help="move the budgets and charges kept inside DATABASE to the shared ledger "
+                   "FILE (once); use --ledger FILE from then on")
     _add_format_option(p)
 
     p = sub.add_parser("budget", help="show or set privacy budgets",
-                       description="Without --set: print each source's budget, spent and "
-                       "remaining rho (and epsilon at --delta). With --set SOURCE: set the total "
-                       "budget of SOURCE to --rho R or --epsilon E --delta D; releases beyond it "
-                       "are refused.")
-    p.add_argument("database", metavar="DATABASE", help="DuckDB database file")
-    p.add_argument("--set", metavar="SOURCE", dest="set_source",
-                   help="table or view whose budget to set")
+                       description="Without --set: print each budget, spent and remaining rho "
+                       "(and epsilon at --delta). With --set SOURCE (repeatable: one budget for "
+                       "the people behind several sources): set the total budget to --rho R or "
+                       "--epsilon E --delta D; releases beyond it are refused. A SOURCE is a "
+                       "table or view of DATABASE, file:PATH (a file released with --input) or "
+                       "name:NAME (an in-memory object released under that name).")
+    _add_database_and_ledger(p, "DuckDB database file (holds the tables named by --set)")
+    p.add_argument("--set", metavar="SOURCE", dest="set_source", action="append",
+                   help="table, view, file:PATH or name:NAME the budget covers (repeatable)")
+    p.add_argument("--name", help="the budget's name (required with several --set)")
+    p.add_argument("--missing-ok", action="store_true",
+                   help="allow a table that does not exist yet")
+    p.add_argument("--require-budget", choices=("on", "off"),
+                   help="on: refuse every release of a source no budget covers")
     g = p.add_argument_group("budget")
     g.add_argument("--rho", type=_fraction("--rho", "1"), help="total zCDP budget")
     g.add_argument("--epsilon", type=_fraction("--epsilon", "1"), help="total epsilon")
@@ -388,6 +425,7 @@ def build_parser() -> Parser:
                        "private): per-level error metrics of RELEASED (a counts table) against "
                        "TRUE, beside the Theorem 1 bound when the release's budget is given.")
     p.add_argument("database", metavar="DATABASE", help="DuckDB database file")
+    _add_ledger_option(p)
     p.add_argument("true_table", metavar="TRUE", help="the private source table")
     p.add_argument("released_table", metavar="RELEASED", help="a released counts table")
     p.add_argument("--columns", metavar="A,B,C", required=True, help="hierarchy columns")
@@ -430,21 +468,30 @@ def build_parser() -> Parser:
 
 
 def _connect(database: str | None, must_exist: bool, read_only: bool = False,
-             ) -> duckdb.DuckDBPyConnection:
-    """Open a database (in memory if None) and load the package; refuse a missing file."""
+             ledger: str | None = None) -> duckdb.DuckDBPyConnection:
+    """Open a database (in memory if None) and load the package with ``ledger`` (None: the
+    default); refuse a missing file."""
+    from ..duckdb import catalog
     from ..duckdb.extension import load
 
     if database and must_exist and not os.path.isfile(database):
         raise bad_argument("DATABASE", database, "must be an existing DuckDB file",
                            "check the path (nothing was created)")
     con = duckdb.connect(database or ":memory:", read_only=read_only)
-    if not read_only:
-        load(con)
+    try:
+        if not read_only:
+            load(con, ledger=ledger)
+        elif ledger is not None:
+            catalog.choose(con, ledger)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
-def _source(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> str:
-    """The name of the source relation: --table, or a TEMP view over --input."""
+def _source(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> tuple[Any, str]:
+    """The source and its name for messages: --table, or a relation reading --input (charged
+    as the file itself: see :func:`_charge_as`)."""
     if (args.table is None) == (args.input is None):
         raise bad_argument("--table", args.table, "or --input is required (exactly one)",
                            "pass --db DB --table T, or --input FILE.parquet")
@@ -452,14 +499,17 @@ def _source(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> str:
         if not args.db:
             raise bad_argument("--table", args.table, "needs --db", "pass --db DATABASE")
         parse_qualified(args.table, "--table")
-        return str(args.table)
+        return str(args.table), str(args.table)
     if len(args.input) > 1:
         raise bad_argument("--input", args.input, "must be one file with the DuckDB engine",
                            "pass one file, or --engine spark to read several")
-    name = os.path.splitext(os.path.basename(args.input[0]))[0] or "input"
-    con.execute(f"CREATE TEMP VIEW {quote(name)} AS SELECT * FROM "
-                f"{_reader(args.input[0], '--input')}")
-    return quote(name)
+    return con.sql(f"SELECT * FROM {_reader(args.input[0], '--input')}"), str(args.input[0])
+
+
+def _charge_as(args: argparse.Namespace) -> str | None:
+    """A file given with --input is charged as that file (its absolute path), whatever its
+    name: the same file released from Python or SQL as 'file:PATH' is the same source."""
+    return None if args.input is None else "file:" + os.path.abspath(args.input[0])
 
 
 def _release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> dict[str, Any]:
@@ -617,13 +667,13 @@ def cmd_release(args: argparse.Namespace) -> int:
     else:
         kind = output_kind(args)
     created = bool(args.db) and not os.path.exists(args.db)
-    con = _connect(args.db, must_exist=args.table is not None)
+    con = _connect(args.db, must_exist=args.table is not None, ledger=args.ledger)
     progress = Progress(args.quiet)
     try:
         if args.into_table is not None and not args.overwrite and _exists(con, target):
             raise bad_argument("--into-table", args.into_table, "already exists",
                                "pass --overwrite, or choose another name")
-        source = _source(con, args)
+        source, label = _source(con, args)
         options = _release_options(con, args)
         if args.seed is not None:
             sys.stderr.write(
@@ -631,7 +681,7 @@ def cmd_release(args: argparse.Namespace) -> int:
                 "reproduce the noise and remove it. Use it for tests and demos only.\n")
             options["seed"] = args.seed
         options.update(budget, output=args.output_kind, unknown=args.unknown)
-        progress.say(f"release of {source} ({', '.join(columns)}) started: one pass over the "
+        progress.say(f"release of {label} ({', '.join(columns)}) started: one pass over the "
                      "data, then the levels")
         statement: Callable[[str], str] | None = None
         if args.into_table is not None:  # the table keeps the source's types (ENUMs included)
@@ -641,8 +691,8 @@ def cmd_release(args: argparse.Namespace) -> int:
             def statement(sql: str) -> str:
                 return f"{verb} {target} AS {sql}"
         with relay_warnings(skip="seed"), progress.watch(con, "reading the data"):
-            done = run_release(con, source, columns, options, progress=progress.report,
-                               origin="cli", statement=statement)
+            done = run_release(con, source, columns, options, source_name=_charge_as(args),
+                               progress=progress.report, origin="cli", statement=statement)
         record = done.provenance
         verdict = "" if record["private"] == "true" else " (NOT PRIVATE)"
         if args.into_table is not None:
@@ -699,7 +749,8 @@ def cmd_shell(args: argparse.Namespace) -> int:
     """Run the interactive shell (or -c statements)."""
     from .shell import main as shell_main
 
-    return shell_main(args.database, commands=args.commands, mode=args.format)
+    return shell_main(args.database, commands=args.commands, mode=args.format,
+                      ledger=args.ledger)
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -725,7 +776,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
             raise bad_argument("--columns", None, "is required with a table",
                                "pass --columns A,B,C, or --domain-sizes N1,N2,...")
         con = _connect(args.db, must_exist=True)
-        source = _source(con, args)
+        source, _ = _source(con, args)
         with relay_warnings():
             table = preview(con, source, _names(args.columns), **budget, beta=float(args.beta),
                             **_release_options(con, args))
@@ -738,10 +789,11 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 LEDGER_COLUMNS = ("id", "started_at", "source", "columns", "neighbours", "privacy_unit",
                   "max_rows_per_unit", "rho", "rho_decimal", "epsilon", "delta", "output",
-                  "private", "origin")
-BUDGET_COLUMNS = ("source", "budget_rho_exact", "budget_rho", "spent_rho_exact", "spent_rho",
-                  "remaining_rho_exact", "remaining_rho", "releases", "non_private_releases",
-                  "delta", "budget_epsilon", "spent_epsilon", "remaining_epsilon")
+                  "private", "origin", "conversion")
+BUDGET_COLUMNS = ("budget", "sources", "budget_rho_exact", "budget_rho", "spent_rho_exact",
+                  "spent_rho", "remaining_rho_exact", "remaining_rho", "releases",
+                  "non_private_releases", "delta", "budget_epsilon", "spent_epsilon",
+                  "remaining_epsilon")
 
 
 def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
@@ -768,17 +820,48 @@ def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
     return pa.Table.from_pylist(shown)
 
 
+def _ledger_connection(args: argparse.Namespace, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """DATABASE (opened with the package loaded unless ``read_only``) and/or --ledger."""
+    if args.database is None and args.ledger is None and not os.environ.get("INFTDA_LEDGER"):
+        raise bad_argument("DATABASE", None, "or --ledger is required",
+                           "pass a database file, or --ledger budget.duckdb")
+    return _connect(args.database, must_exist=True, ledger=args.ledger,
+                    read_only=read_only and args.database is not None)  # memory: read-write
+
+
 def cmd_ledger(args: argparse.Namespace) -> int:
-    """Print the ledger of a database (rho exact, and as a readable decimal)."""
-    con = _connect(args.database, must_exist=True, read_only=True)
+    """Print, verify or upgrade the ledger of a database (or --ledger)."""
+    from ..duckdb.budgets import ledger_rows, move_ledger, upgrade_ledger, verify_ledger
+
+    con = _ledger_connection(args, read_only=not (args.upgrade or args.move_to))
     try:
-        try:
-            table = con.sql("SELECT *, printf('%.6g', rho_approx) AS rho_decimal "
-                            "FROM inftda_ledger ORDER BY id").to_arrow_table()
-        except duckdb.CatalogException:
-            table = None
-        if (table is None or table.num_rows == 0) and args.format == "table":
-            print(f"No releases recorded in {args.database}.")
+        where = args.ledger or args.database
+        if args.move_to:
+            moved = move_ledger(con, args.move_to)
+            print(f"Moved {moved} rows of the ledger in {args.database} to {args.move_to}; "
+                  f"use --ledger {args.move_to} from now on.")
+            return 0
+        if args.upgrade:
+            moved = upgrade_ledger(con)
+            print(f"Upgraded the ledger of {where}: {moved} rows in the hash chain "
+                  "(old tables kept as inftda_ledger_v1 and inftda_budgets_v1)." if moved else
+                  f"Nothing to upgrade in {where}.")
+            return 0
+        if args.verify:
+            reports = verify_ledger(con).to_pylist()
+            if not reports:
+                print(f"No ledger in {where}.")
+            for r in reports:
+                if not r["ok"]:
+                    raise LedgerError(r["problem"])
+                print(f"The ledger in {r['location']} is intact: {r['rows']} rows, hash chain "
+                      f"{'keyed' if r['keyed'] else 'not keyed'}, id {r['ledger_id']}.")
+            return 0
+        table = ledger_rows(con)
+        table = table.append_column("rho_decimal", pa.array(
+            [f"{x:.6g}" for x in table.column("rho_approx").to_pylist()], pa.string()))
+        if table.num_rows == 0 and args.format == "table":
+            print(f"No releases recorded in {where}.")
         else:
             emit(con, table if table is not None else pa.table({}), args.format, LEDGER_COLUMNS)
     finally:
@@ -787,19 +870,22 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
-    """Show budgets, or set one with --set."""
-    from ..ledger import store as ledger
+    """Show budgets, set one with --set, or switch --require-budget."""
+    from ..duckdb import budgets
 
-    con = _connect(args.database, must_exist=True)
+    con = _ledger_connection(args, read_only=False)
     try:
-        if args.set_source is not None:
+        if args.set_source:
             budget = _budget(args)
-            ledger.set_budget(con, args.set_source, **budget)
+            budgets.set_budget(con, args.set_source, **budget, name=args.name,
+                               missing_ok=args.missing_ok)
         elif args.rho is not None or args.epsilon is not None:
             raise bad_argument("--rho/--epsilon", args.rho or args.epsilon, "needs --set SOURCE",
                                "pass --set TABLE --rho R to set a budget")
+        if args.require_budget is not None:
+            budgets.require_budget(con, args.require_budget == "on")
         delta = float(args.delta) if args.delta is not None else 1e-6
-        emit(con, ledger.budget(con, delta=delta), args.format, BUDGET_COLUMNS)
+        emit(con, budgets.budget(con, delta=delta), args.format, BUDGET_COLUMNS)
     finally:
         con.close()
     return EXIT_OK
@@ -809,7 +895,7 @@ def _check_plot_runs(con: duckdb.DuckDBPyConnection, args: argparse.Namespace,
                      plan: Any) -> None:
     """Before any release of ``evaluate --plot --runs N``: the plot can be drawn, and the
     source's budget pays for all N runs (else nothing is spent)."""
-    from ..ledger import store as ledger
+    from ..duckdb.budgets import remaining
 
     try:
         import matplotlib  # noqa: F401
@@ -818,15 +904,14 @@ def _check_plot_runs(con: duckdb.DuckDBPyConnection, args: argparse.Namespace,
                          "charged. Fix: pip install 'inftda-duckdb[plot]'") from None
     if not args.runs:
         return
-    key = ledger.canonical_source(con, args.true_table).lower()
-    row = next((r for r in ledger.budget(con).to_pylist() if r["source"].lower() == key), None)
-    if row is None or row["remaining_rho_exact"] is None:
+    found = remaining(con, args.true_table)
+    if found is None:
         return
-    need, left = plan.rho * args.runs, Fraction(row["remaining_rho_exact"])
+    need, (left, budget_label) = plan.rho * args.runs, found
     if need > left:
         raise BudgetExceededError(
             f"--runs {args.runs} at rho {plan.rho} each needs rho {need} (~{float(need):.6g}) "
-            f"but only {left} (~{float(left):.6g}) of the budget of {row['source']} remains; "
+            f"but only {left} (~{float(left):.6g}) of the budget {budget_label} remains; "
             "nothing was run or charged. Fix: "
             + (f"pass --runs {int(left // plan.rho)} or fewer, or raise" if left >= plan.rho
                else "raise")
@@ -852,7 +937,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     budget = _budget(args, delta_default=True) if has_budget else {}
     if "epsilon" in budget and budget["delta"] is None:
         budget["delta"] = Fraction(1, 10**6)
-    con = _connect(args.database, must_exist=True)
+    con = _connect(args.database, must_exist=True, ledger=args.ledger)
     try:
         options = _release_options(con, args)
         scope = {k: options[k] for k in ("domains", "domain_tables") if k in options}
