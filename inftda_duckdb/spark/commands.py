@@ -2,11 +2,12 @@
 
 The options are the DuckDB path's (:mod:`inftda_duckdb.tools.cli`); the differences: ``--input``
 takes Parquet/CSV files, folders or globs read by Spark, ``--table`` names a table in Spark's
-catalog, ``--db`` is the ledger (a DuckDB file on the driver, required), and the result is
-written by Spark: ``--output x.parquet`` is a folder of part files (Spark's format; written by
-its commit protocol, so a failed job leaves no output) with the provenance record beside it
-(``x.parquet.provenance.json``; each column's metadata holds it too), ``--into-table`` a table in
-Spark's catalog. The CLI starts a session on ``--master`` (stopped at the end) unless one is active.
+catalog, ``--ledger`` (else ``--db``, else ``INFTDA_LEDGER``) is the ledger file on the driver
+(required), and the result is written by Spark: ``--output x.parquet`` is a folder of part
+files (Spark's format; written by its commit protocol, so a failed job leaves no output) with
+the provenance record beside it (``x.parquet.provenance.json``; each column's metadata holds it
+too), ``--into-table`` a table in Spark's catalog. The CLI starts a session on ``--master``
+(stopped at the end) unless one is active.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..tools import cli
 from ..tools.output import emit, sidecar
 from ..tools.status import EXIT_OK
 from .driver import preview, release
+from .ledger import LEDGER_VARIABLE
 
 KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
@@ -83,9 +85,11 @@ def spark_release(args: argparse.Namespace) -> int:
     if (args.into_table is None) == (args.output is None):
         raise bad_argument("--output", args.output, "or --into-table is required (exactly one)",
                            "pass --output FOLDER.parquet, or --into-table NAME")
-    if not args.db:
-        raise bad_argument("--db", None, "is required with --engine spark (the ledger every "
-                           "release is charged to)", "pass --db budget.duckdb")
+    ledger = getattr(args, "ledger", None) or args.db or os.environ.get(LEDGER_VARIABLE)
+    if not ledger:
+        raise bad_argument("--ledger", None, "is required with --engine spark (the ledger file "
+                           "every release is charged to)",
+                           f"pass --ledger budget.duckdb, or set {LEDGER_VARIABLE}")
     budget = cli._budget(args)
     columns = cli._names(args.columns)
     kind = cli.output_kind(args) if args.output is not None else ""
@@ -103,10 +107,10 @@ def spark_release(args: argparse.Namespace) -> int:
                      f"on Spark ({spark.sparkContext.master}) started")
         with cli.relay_warnings(skip="seed"):
             result = release(frame, columns, **budget, **options, output=args.output_kind,
-                             unknown=args.unknown, ledger=args.db, origin="cli")
+                             unknown=args.unknown, ledger=ledger, origin="cli")
         record = json.loads(result.schema[0].metadata["inftda"])
         progress.say(f"charged rho {record['rho']} (~{record['rho_decimal']}) to the ledger in "
-                     f"{args.db} (id {record['ledger_id']}); releasing the subtrees")
+                     f"{ledger} (id {record['ledger_id']}); releasing the subtrees")
         mode = "overwrite" if args.overwrite else "errorifexists"
         if args.into_table is not None:
             result.write.mode(mode).saveAsTable(args.into_table)

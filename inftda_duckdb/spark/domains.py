@@ -141,8 +141,8 @@ def plan(
 
 def _refuse_private_table(source: Source, name: str, table: DataFrame) -> None:
     """A domain table that is the source itself, or reads the source's files, is private."""
-    files = set(_input_files(source.frame))
-    same = table.sameSemantics(source.frame) or bool(files & set(_input_files(table)))
+    files = set(input_files(source.frame))
+    same = table.sameSemantics(source.frame) or bool(files & set(input_files(table)))
     if same:
         raise bad_argument(
             "domain_tables",
@@ -156,7 +156,7 @@ def _refuse_private_table(source: Source, name: str, table: DataFrame) -> None:
         )
 
 
-def _input_files(frame: DataFrame) -> list[str]:
+def input_files(frame: DataFrame) -> list[str]:
     try:
         return list(frame.inputFiles())
     except Exception:  # a plan Spark cannot list files for: no files

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.parse
 import warnings
 from collections.abc import Sequence
-from fractions import Fraction
 from typing import Any
 
 import duckdb
@@ -44,6 +42,7 @@ from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, parse_request
 from ..core.topdown import check_total, release_below, release_root
 from ..core.tree import Levels, Nodes, mixed_radix
+from ..duckdb import capabilities
 from ..duckdb.domain import raise_for_checks
 from ..duckdb.extension import (
     _PREVIEW_TYPE,
@@ -55,9 +54,10 @@ from ..duckdb.extension import (
     _warn_not_private,
     budget_plan,
 )
-from ..ledger import store
+from ..ledger import Ledger
 from . import domains as dom
 from . import leaves as lv
+from . import ledger as charges
 from .subtrees import CHUNK_CELLS, SubtreeJob, choose_cut, export_below
 from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
 
@@ -71,7 +71,7 @@ def release(
     source: DataFrame | str,
     columns: Sequence[str],
     *,
-    ledger: str | os.PathLike[str] | duckdb.DuckDBPyConnection | None = None,
+    ledger: str | os.PathLike[str] | Ledger | duckdb.DuckDBPyConnection | None = None,
     source_name: str | None = None,
     partitions: int | None = None,
     origin: str = "python",
@@ -83,9 +83,11 @@ def release(
     OPTIONS`: ``rho`` or ``epsilon``/``delta``, ``domains``, ``domain_tables`` (DataFrames or
     table names here), ``domain_from_data``, ``level_weights``, ``auto_target``, ``output``,
     ``neighbours``, ``privacy_unit``, ``max_rows_per_unit``, ``unknown``, ``seed``), checked as
-    DuckDB checks them. ``ledger`` (a DuckDB file on the driver, or a DuckDB connection) is
-    charged once, before any noise is drawn; ``source_name`` is the source's name in the ledger
-    (default: the table name, or the files a DataFrame reads). ``partitions`` sets the number of
+    DuckDB checks them. ``ledger`` (a ledger file on the driver, ``':memory:'``, a ``Ledger`` or
+    a DuckDB connection; default ``INFTDA_LEDGER``) is charged once, before any noise is drawn;
+    ``source_name`` is the source's identity in the ledger (``'file:PATH'``, ``'name:NAME'`` or
+    a plain name; default: a catalog table's identity, or the files a DataFrame reads: see
+    :mod:`.ledger`). ``partitions`` sets the number of
     subtree partitions. Returns a lazy, deterministic DataFrame: the columns (their own names and
     types) and ``count``, or one row per synthetic record with ``output='rows'``.
     """
@@ -100,8 +102,8 @@ def release(
     spark, request, src, tables = _prepare(source, columns, source_name, domain_tables,
                                            options)
     chunk = _chunk_cells(spark)
-    _ledger_location(ledger)
-    key = _ledger_source(spark, source, source_name)
+    book = charges.ledger_of(ledger)
+    sid = charges.source_of(spark, source, source_name)
     _warn_transit(spark)
     dplan, frames = dom.plan(request, src, tables)
     dplan.check_sizes()  # a declared domain above the cell limit: refused before any job
@@ -128,12 +130,12 @@ def release(
     # the cell limit from public information: the domains, and n when it is published as it is
     fits = limits.check_cells(request.columns, sizes, nodes,
                               None if request.noised_root else n)
-    ledger_id = _charge(ledger, key, request, plan.rho, origin)  # refused: no noise drawn
+    ledger_id = charges.charge(book, sid, request, plan.rho, origin)  # refused: no noise
     secret = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
     root = release_root(n, plan, secret)
     if not fits:  # only the noised root can decide: after the charge, and the error says so
         limits.check_cells(request.columns, sizes, nodes, root,
-                           charged=f"rho {plan.rho} on {key}")
+                           charged=f"rho {plan.rho} on {sid.label}")
     allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
     levels = Levels.build(sizes, plan, secret, allowed)
     cut_nodes = Nodes.root(root)
@@ -150,7 +152,7 @@ def release(
     _warn_not_private(request)
     record = provenance(
         rho=plan.rho, columns=request.columns, neighbours=request.neighbours,
-        output=request.output, source=key, seed=request.seed,
+        output=request.output, source=sid.label, seed=request.seed,
         domain_from_data=request.domain_from_data, epsilon=request.epsilon, delta=request.delta,
         privacy_unit=request.privacy_unit, max_rows_per_unit=request.max_rows_per_unit,
         rows_per_unit_public=request.rows_per_unit_public, ledger_id=ledger_id, engine="spark",
@@ -224,74 +226,6 @@ def _table(spark: SparkSession, name: str, argument: str) -> DataFrame:
     except AnalysisException:
         raise bad_argument(argument, name, "was not found (no such table or view)",
                            "check the name, or pass a DataFrame") from None
-
-
-def _ledger_location(ledger: object) -> None:
-    """Refuse, before anything runs, a ledger that is neither a DuckDB file nor a connection."""
-    if isinstance(ledger, duckdb.DuckDBPyConnection) or (
-            isinstance(ledger, str | os.PathLike) and str(ledger)):
-        return
-    raise bad_argument(
-        "ledger", ledger, "must be a DuckDB database file (on the driver) or a DuckDB connection:"
-        " every Spark release is charged to a ledger",
-        f"pass {opt('ledger', 'budget.duckdb')} (the file DuckDB releases of the same data use)",
-    )
-
-
-def _charge(ledger: Any, key: str, request: ReleaseRequest, rho: Fraction, origin: str) -> int:
-    """Charge the release to the ledger (opened only for the charge, so the file stays free for
-    other processes during the scan); returns its ledger row id, or raises
-    BudgetExceededError."""
-    con = ledger if isinstance(ledger, duckdb.DuckDBPyConnection) else duckdb.connect(
-        os.fspath(ledger))
-    try:
-        store.ensure_tables(con)
-        return store.charge(con, store.Charge(
-            source=key, columns=request.columns, neighbours=request.neighbours, rho=rho,
-            privacy_unit=request.privacy_unit, max_rows_per_unit=request.max_rows_per_unit,
-            output=request.output, seeded=request.seed is not None,
-            data_domain=request.domain_from_data, origin=origin,
-            delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
-        ))
-    finally:
-        if con is not ledger:
-            con.close()
-
-
-def _ledger_source(spark: SparkSession, source: object, source_name: str | None) -> str:
-    """What the ledger charges: ``source_name``; a catalog table's identity (catalog, namespace,
-    name); or the files a DataFrame or temporary view reads (one file: its path; several: their
-    common folder), else a temporary view's name."""
-    if source_name is not None:
-        if not isinstance(source_name, str) or not source_name.strip():
-            raise bad_argument("source_name", source_name, "must be a non-empty name",
-                               f"pass e.g. {opt('source_name', 'trips')}")
-        return source_name
-    view = None
-    if isinstance(source, str):
-        table = spark.catalog.getTable(source)
-        if not table.isTemporary:
-            parts = [table.catalog or "spark_catalog", *(table.namespace or []), table.name]
-            return ".".join(p for p in parts if p)
-        view, source = table.name, spark.table(source)
-    assert isinstance(source, DataFrame)
-    files = sorted(_local(f) for f in dom._input_files(source))
-    if not files and view is not None:
-        return view
-    if not files:
-        raise bad_argument(
-            "source_name", None, "is required for a DataFrame that reads no files (the ledger "
-            "charges its releases to this name, and a budget caps them)",
-            f"pass {opt('source_name', 'trips')}")
-    return files[0] if len(files) == 1 else os.path.commonpath(files)
-
-
-def _local(uri: str) -> str:
-    """A ``file:`` URI as a plain path (other schemes, e.g. ``s3a://``, stay URIs)."""
-    parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme != "file":
-        return uri
-    return urllib.parse.unquote(parsed.path)
 
 
 def _warn_transit(spark: SparkSession) -> None:
@@ -377,7 +311,13 @@ def preview(
     values = dom.resolve(spark, request, src, dplan, frames, raw, preview=True)
     spec = {"request": request.to_json(), "domains": values.plan.to_json(), "origin": "preview",
             "interface": "python", "beta": beta, "delta": report}
-    rows = _preview_rows(json.dumps(spec), json.dumps(values.checks))
+    token = capabilities.new()  # DuckDB's preview step runs only for a spec minted for it
+    text = json.dumps({**spec, "token": token})
+    capabilities.mint(token, text, None)
+    try:
+        rows = _preview_rows("inftda_duckdb.spark.preview", text, json.dumps(values.checks))
+    finally:
+        capabilities.forget(token)
     if request.domain_from_data:
         warnings.warn("preview with domain_from_data read the domain sizes from the private data",
                       UserWarning, stacklevel=2)

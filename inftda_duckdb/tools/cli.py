@@ -272,7 +272,7 @@ def _add_source_options(p: argparse.ArgumentParser, need: bool) -> None:
     e = p.add_argument_group("engine")
     e.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
                    help="duckdb (default), or spark: the same release on Apache Spark (needs "
-                   "the spark extra; the ledger in --db is charged)")
+                   "the spark extra; the ledger file --ledger, or --db, is charged)")
     e.add_argument("--master", metavar="URL", default="local[*]",
                    help="with --engine spark: the Spark master (default local[*])")
 

@@ -22,13 +22,15 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import functions as F
 
+import inftda_duckdb
 from inftda_duckdb.core.errors import BudgetExceededError, InputError
 from inftda_duckdb.core.provenance import MARKER
 from inftda_duckdb.duckdb import extension
 from inftda_duckdb.duckdb.extension import NotPrivateWarning
-from inftda_duckdb.ledger.store import ensure_tables, set_budget
+from inftda_duckdb.ledger import REQUIRE_BUDGET, Ledger, SourceId, exact_cap
 from inftda_duckdb.spark import UnencryptedTransitWarning, preview, release
 from inftda_duckdb.spark.driver import _warn_transit
+from inftda_duckdb.spark.ledger import ledger_of
 from inftda_duckdb.spark.subtrees import FAIL_FIRST_ATTEMPT
 from inftda_duckdb.spark.transit import is_local, unencrypted_settings
 from inftda_duckdb.tools import cli
@@ -62,16 +64,15 @@ def trips_table(rows: int = 3000, **nulls: int) -> pa.Table:
 
 
 @pytest.fixture
-def ledger() -> Any:
-    con = duckdb.connect()
-    ensure_tables(con)
-    yield con
-    con.close()
+def ledger(tmp_path: Path) -> Ledger:
+    return Ledger.open(str(tmp_path / "budget.duckdb"))
 
 
-def charges(con: Any) -> list[tuple]:
-    query = "SELECT source, rho, origin, seeded FROM inftda_ledger ORDER BY id"
-    return con.execute(query).fetchall()
+def charges(ledger: Any) -> list[tuple]:
+    """(source key, rho, origin, seeded) of each charge (a DuckDB connection: its ledger)."""
+    table = ledger_of(ledger).rows()
+    return list(zip(*(table.column(c).to_pylist()
+                      for c in ("source_key", "rho", "origin", "seeded")), strict=True))
 
 
 def rows(frame: Any) -> list[tuple]:
@@ -100,7 +101,7 @@ def test_names_types_and_provenance(spark: Any, ledger: Any) -> None:
         "false", "3", "spark", "1")
     assert meta["source"] == "trips" and meta["ledger_id"] == "1"
     assert {r[-1] for r in got} == {meta["why"]}  # every row says why it is not private
-    assert charges(ledger) == [("trips", "1", "python", True)]
+    assert charges(ledger) == [("name:trips", "1", "spark-python", True)]
 
 
 def both_errors(spark: Any, table: pa.Table, **options: Any) -> tuple[str, str, int]:
@@ -114,7 +115,7 @@ def both_errors(spark: Any, table: pa.Table, **options: Any) -> tuple[str, str, 
     with pytest.raises(InputError) as sparked:
         release(spark.createDataFrame(table), COLUMNS, rho=1, ledger=con, source_name="trips",
                 **options)
-    count = con.execute("SELECT count(*) FROM inftda_ledger").fetchall()[0][0]
+    count = len(charges(con))
     con.close()
     return str(duck.value), str(sparked.value), count
 
@@ -159,17 +160,51 @@ def test_unknown_drop_and_missing_domains(spark: Any, ledger: Any) -> None:
     assert len(charges(ledger)) == 1
 
 
-def test_budget_is_shared_with_duckdb_and_refused_before_noise(spark: Any, ledger: Any) -> None:
+def test_one_budget_for_a_file_on_both_engines(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DuckDB release and a Spark release of the same Parquet file, charged to one ledger
+    file, draw from one budget: the release that would overspend is refused (nothing charged,
+    no noise drawn), on either engine. INFTDA_LEDGER names the ledger for both."""
+    path = tmp_path / "trips.parquet"
+    pq.write_table(trips_table(), path)
+    book = tmp_path / "budget.duckdb"
+    monkeypatch.setenv("INFTDA_LEDGER", str(book))
+    duck = duckdb.connect()
+    extension.load(duck)  # the ledger of INFTDA_LEDGER
+    inftda_duckdb.set_budget(duck, f"file:{path}", rho=1)
+
+    def on_duckdb(rho: float) -> None:
+        extension.release(duck, duck.read_parquet(str(path)), COLUMNS, rho=rho, domains=DOMAINS,
+                          source_name=f"file:{path}")
+
+    def on_spark(rho: float) -> None:  # no ledger=: INFTDA_LEDGER; the file is the source
+        release(spark.read.parquet(str(path)), COLUMNS, rho=rho, domains=DOMAINS)
+
+    on_spark(0.5)
+    with pytest.raises(BudgetExceededError, match=r"requests rho 3/5 .* only 1/2"):
+        on_duckdb(0.6)  # DuckDB sees what Spark spent
+    on_duckdb(0.3)
+    with pytest.raises(BudgetExceededError, match=r"requests rho 1/2 .* only 1/5"):
+        on_spark(0.5)  # and Spark what DuckDB spent
+    key = SourceId.file(str(path)).key
+    assert [(c[0], c[1], c[2]) for c in charges(str(book))] == [
+        (key, "1/2", "spark-python"), (key, "3/10", "python")]
+    duck.close()
+
+
+def test_budgets_over_several_sources_and_require_budget(spark: Any, ledger: Ledger) -> None:
     frame = spark.createDataFrame(trips_table())
-    duck = _with_trips(ledger)
-    set_budget(duck, "trips", rho=1)  # resolves to temp.main.trips
-    key = "temp.main.trips"
-    release(frame, COLUMNS, rho=0.6, domains=DOMAINS, ledger=ledger, source_name=key)
-    with pytest.raises(BudgetExceededError, match=r"requests rho 3/5 .* only 2/5"):
-        release(frame, COLUMNS, rho=0.6, domains=DOMAINS, ledger=ledger, source_name=key)
-    with pytest.raises(BudgetExceededError):  # the DuckDB engine sees the same spent budget
-        extension.release(duck, "trips", COLUMNS, rho=0.6, domains=DOMAINS)
-    assert [r[:3] for r in charges(ledger)] == [("temp.main.trips", "3/5", "python")]
+    ledger.set_budget([SourceId.named("riders"), SourceId.named("drivers")], exact_cap(rho=1),
+                      name="trip people")
+    release(frame, COLUMNS, rho=0.75, domains=DOMAINS, ledger=ledger, source_name="riders")
+    with pytest.raises(BudgetExceededError, match="trip people"):
+        release(frame, COLUMNS, rho=0.5, domains=DOMAINS, ledger=ledger,
+                source_name="name:drivers")  # another source, the same budget
+    ledger.set_setting(REQUIRE_BUDGET, "true")
+    with pytest.raises(BudgetExceededError, match="no budget covers it"):
+        release(frame, COLUMNS, rho=0.1, domains=DOMAINS, ledger=ledger, source_name="other")
+    assert [c[0] for c in charges(ledger)] == ["name:riders"]
 
 
 def _with_trips(con: Any) -> Any:
@@ -192,7 +227,7 @@ def test_reevaluation_same_rows_no_charge_even_after_the_data_changed(
     spark.catalog.clearCache()
     assert rows(out) == first  # still the pinned leaves, the same noise
     assert out.agg(F.sum("count")).collect()[0][0] == 2727
-    assert len(charges(ledger)) == 1 and charges(ledger)[0][0] == str(path)
+    assert len(charges(ledger)) == 1 and charges(ledger)[0][0] == SourceId.file(str(path)).key
     # negative controls: a new release reads the new data and draws fresh noise
     fresh = rows(release(spark.read.parquet(str(path)), COLUMNS, rho=2, domains=DOMAINS,
                          ledger=ledger))
@@ -207,12 +242,14 @@ def test_a_recomputed_partition_gives_the_same_rows(
     out = release(frame, COLUMNS, rho=2, domains=DOMAINS, ledger=ledger, source_name="t",
                   partitions=2)
     first = rows(out)
-    spark.sparkContext.setLocalProperty(FAIL_FIRST_ATTEMPT, str(tmp_path))
+    marks = tmp_path / "failed"
+    marks.mkdir()
+    spark.sparkContext.setLocalProperty(FAIL_FIRST_ATTEMPT, str(marks))
     try:
         again = rows(out)
     finally:
         spark.sparkContext.setLocalProperty(FAIL_FIRST_ATTEMPT, None)
-    assert len(os.listdir(tmp_path)) == 2  # both subtree tasks failed once and were rerun
+    assert len(os.listdir(marks)) == 2  # both subtree tasks failed once and were rerun
     assert again == first
     assert len(charges(ledger)) == 1
 
@@ -288,7 +325,7 @@ def test_preview_equals_duckdbs(spark: Any) -> None:
 
 def test_argument_errors(spark: Any, ledger: Any) -> None:
     frame = spark.createDataFrame(trips_table())
-    with pytest.raises(InputError, match="ledger must be a DuckDB database file"):
+    with pytest.raises(InputError, match="ledger must be a ledger file on the driver"):
         release(frame, COLUMNS, rho=1, domains=DOMAINS, source_name="t")
     with pytest.raises(InputError, match="source_name is required for a DataFrame that reads no"):
         release(frame, COLUMNS, rho=1, domains=DOMAINS, ledger=ledger)
@@ -314,7 +351,7 @@ def test_command_line(spark: Any, tmp_path: Path, capsys: Any) -> None:
     args = ["release", "--engine", "spark", "--master", "local[2]", "--input",
             str(data / "part-1.parquet"), str(data / "part-2.parquet"), "--columns",
             "origin,dest,hour", "--rho", "1", "--domain", "origin=EWR,JFK,LGA",
-            "--domain", "dest=" + ",".join(DEST), "--domain", "hour=0..23", "--db", str(ledger),
+            "--domain", "dest=" + ",".join(DEST), "--domain", "hour=0..23", "--ledger", str(ledger),
             "--output", str(out), "--seed", "4"]
     assert cli.main(args) == 0
     assert "NOT PRIVATE" in capsys.readouterr().err
@@ -322,14 +359,13 @@ def test_command_line(spark: Any, tmp_path: Path, capsys: Any) -> None:
     assert written.agg(F.sum("count")).collect()[0][0] == table.num_rows
     record = json.loads((tmp_path / "trips_dp.parquet.provenance.json").read_text())
     assert (record["private"], record["engine"], record["seed"]) == ("false", "spark", "4")
-    with duckdb.connect(str(ledger)) as con:
-        assert con.execute("SELECT source, origin FROM inftda_ledger").fetchall() == [
-            (str(data), "cli")]
+    assert [c[::2] for c in charges(str(ledger))] == [(SourceId.file(str(data)).key,
+                                                       "spark-cli")]
     assert cli.main(args) == 2  # the output exists: an input error
     assert "already exists" in capsys.readouterr().err
-    at = args.index("--db")
+    at = args.index("--ledger")
     assert cli.main([*args[:at], *args[at + 2:-4], "--output", str(tmp_path / "x.parquet")]) == 2
-    assert "--db is required with --engine spark" in capsys.readouterr().err
+    assert "--ledger is required with --engine spark" in capsys.readouterr().err
     assert cli.main(["preview", "--engine", "spark", "--input", str(data / "part-1.parquet"),
                      "--columns", "origin,hour", "--rho", "1", "--domain", "origin=EWR,JFK,LGA",
                      "--domain", "hour=0..23"]) == 0
@@ -391,4 +427,4 @@ def test_catalog_tables_as_source_and_domain_table(spark: Any, ledger: Any) -> N
         spark.catalog.dropTempView("spark_geo")
     assert {(r[0], r[1]) for r in got} <= set(pairs)
     assert sum(r[3] for r in got) == table.num_rows  # substitute: n is public
-    assert charges(ledger)[0][0] == "spark_trips"
+    assert charges(ledger)[0][0] == "name:spark_trips"
