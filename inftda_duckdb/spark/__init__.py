@@ -13,6 +13,7 @@ Modules, in the order a release runs them:
 - ``leaves``    the leaf GROUP BY in Spark, coded by the domains, pinned; the data checks
 - ``subtrees``  the cut, levels 1..c on the driver, levels c+1..d per subtree on executors
 - ``transit``   which Spark settings encrypt the keys and counts between machines
+- ``ledger``    which ledger a release is charged to (shared with DuckDB), and as which source
 - ``driver``    ``release`` and ``preview``: request, checks, ledger charge, result DataFrame
 
 A seeded Spark release equals the seeded DuckDB release and ``core.topdown.release_tree``.
