@@ -30,6 +30,9 @@ Map of the package (the folder listing reads like the algorithm):
   run), ``domain`` (public domains in the catalog), ``sqlgen`` (renders sql/), ``evaluation``
   (per-level metrics, curator only), ``disclosure`` (curator and public-facing modes),
   ``connections``
+- ``spark/``     the Spark engine (extra ``spark``; not imported here): ``driver`` (release()/
+  preview()), ``domains``, ``leaves`` (the leaf GROUP BY), ``subtrees`` (levels below the cut on
+  executors), ``ledger`` (which ledger and source), ``transit``, ``commands`` (--engine spark)
 - ``tools/``     ``cli``, ``shell``, ``demo`` (sample data) and ``workloads`` (the paper's)
 """
 

@@ -19,6 +19,7 @@ import json
 import math
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,17 +168,44 @@ def plan_domains(
                 "non-TEMP table or view)",
                 "create it as a regular table, or call inftda_duckdb.release from Python",
             )
-        by_lower = {fold(name): name for name, _ in cols}
-        levels = [k for k, c in enumerate(request.columns) if fold(c) in by_lower]
-        if not levels:
-            raise bad_argument(
-                "domain_tables",
-                ".".join(parts),
-                f"has no column named like a hierarchy column {list(request.columns)}",
-                "name the table's columns like the hierarchy columns",
-            )
-        names = tuple(by_lower[fold(request.columns[k])] for k in levels)
-        nestings.append(Nesting(parts, tuple(levels), names))
+        nestings.append(nesting(request, parts, [name for name, _ in cols]))
+    types = {fold(name): typ for name, typ in source or []}
+
+    def enum(col: str) -> ColumnDomain:
+        typ = types.get(fold(col))
+        if typ is not None and not typ.startswith("ENUM("):
+            raise no_domain(col, typ)
+        size = None if typ is None else len(_ENUM_LABEL.findall(typ))
+        return ColumnDomain(col, "enum", known_enum=typ is not None, size=size)
+
+    columns = column_domains(request, nestings, enum)
+    result = DomainPlan(columns, tuple(nestings), resolved, shadow)
+    if strict:  # the caller's own connection sees its TEMP views (SQL: the checks do it)
+        warn_frame_enums(request.source, frame_enums(con, result))
+    return result
+
+
+def nesting(request: ReleaseRequest, table: tuple[str, ...], names: list[str]) -> Nesting:
+    """The hierarchy levels a domain table lists: its columns named like hierarchy columns."""
+    by_lower = {fold(name): name for name in names}
+    levels = [k for k, c in enumerate(request.columns) if fold(c) in by_lower]
+    if not levels:
+        raise bad_argument(
+            "domain_tables",
+            ".".join(table),
+            f"has no column named like a hierarchy column {list(request.columns)}",
+            "name the table's columns like the hierarchy columns",
+        )
+    return Nesting(table, tuple(levels), tuple(by_lower[fold(request.columns[k])]
+                                               for k in levels))
+
+
+def column_domains(
+    request: ReleaseRequest, nestings: list[Nesting], otherwise: Callable[[str], ColumnDomain]
+) -> tuple[ColumnDomain, ...]:
+    """Every level's domain by precedence: an explicit list, the domain table listing the
+    column, the data (opt-in, not private), else ``otherwise(column)`` (DuckDB: the column's
+    ENUM labels; Spark, which has no ENUM: an error). A column in two tables is refused."""
     owner: dict[int, int] = {}
     for t, nest in enumerate(nestings):
         for k in nest.levels:
@@ -189,7 +217,6 @@ def plan_domains(
                     "give each hierarchy column at most one domain table",
                 )
             owner[k] = t
-    types = {fold(name): typ for name, typ in source or []}
     columns = []
     for k, col in enumerate(request.columns):
         if col in request.domains:
@@ -202,15 +229,8 @@ def plan_domains(
         elif request.domain_from_data:
             columns.append(ColumnDomain(col, "data"))
         else:
-            typ = types.get(fold(col))
-            if typ is not None and not typ.startswith("ENUM("):
-                raise no_domain(col, typ)
-            size = None if typ is None else len(_ENUM_LABEL.findall(typ))
-            columns.append(ColumnDomain(col, "enum", known_enum=typ is not None, size=size))
-    result = DomainPlan(tuple(columns), tuple(nestings), resolved, shadow)
-    if strict:  # the caller's own connection sees its TEMP views (SQL: the checks do it)
-        warn_frame_enums(request.source, frame_enums(con, result))
-    return result
+            columns.append(otherwise(col))
+    return tuple(columns)
 
 
 _ENUM_LABEL = re.compile(r"'((?:[^']|'')*)'")  # one label of an ENUM type's name (as in SQL)
@@ -285,10 +305,12 @@ def _check_columns(request: ReleaseRequest, source: list[tuple[str, str]]) -> No
         )
 
 
-def no_domain(column: str, type_name: str) -> InputError:
+def no_domain(column: str, type_name: str, enums: bool = True) -> InputError:
+    """A column without a public domain (``enums``: the engine has ENUM types; Spark has not)."""
+    enum = "make it an ENUM, " if enums else ""
     return InputError(
         f"column {column!r} ({type_name}) has no public domain. Fix: declare its values with "
-        f"{opt('domains', {column: '...'})}, make it an ENUM, list it in a domain table "
+        f"{opt('domains', {column: '...'})}, {enum}list it in a domain table "
         f"({opt('domain_tables', ['...'])}), or (exploration only, not private) pass "
         f"{opt('domain_from_data', True)}"
     )

@@ -67,6 +67,9 @@ examples:
   inftda-duckdb release --input trips.parquet --columns origin,dest --epsilon 1 --delta 1e-6 \\
       --domain origin=EWR,JFK,LGA --domain-file dest=airports.csv --output trips_dp.parquet
   inftda-duckdb preview --domain-sizes 50,20,24 --rho 0.5
+  inftda-duckdb release --engine spark --master 'local[2]' --input 'data/*.parquet' \
+      --columns origin,dest --rho 0.5 --domain-file dest=airports.csv --db budget.duckdb \
+      --output trips_dp.parquet
   inftda-duckdb shell trips.duckdb -c "SELECT * FROM inftda_budget()"
   inftda-duckdb budget trips.duckdb --ledger budget.duckdb --set trips \
       --set file:trips.parquet --name "trip riders" --rho 2
@@ -261,10 +264,17 @@ def _add_source_options(p: argparse.ArgumentParser, need: bool) -> None:
     g.add_argument("--db", metavar="DATABASE",
                    help="DuckDB database file: holds --table, --into-table and the ledger")
     g.add_argument("--table", metavar="T", help="table or view to release (in --db)")
-    g.add_argument("--input", metavar="FILE",
-                   help="Parquet (.parquet/.pq) or CSV (.csv) file to release, read by DuckDB")
+    g.add_argument("--input", metavar="FILE", nargs="+",
+                   help="Parquet (.parquet/.pq) or CSV (.csv) file to release, read by DuckDB "
+                   "(one file); with --engine spark: files, folders or globs, read by Spark")
     g.add_argument("--columns", metavar="A,B,C", required=need,
                    help="hierarchy columns, coarsest first (e.g. origin,dest,hour)")
+    e = p.add_argument_group("engine")
+    e.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
+                   help="duckdb (default), or spark: the same release on Apache Spark (needs "
+                   "the spark extra; the ledger file --ledger, or --db, is charged)")
+    e.add_argument("--master", metavar="URL", default="local[*]",
+                   help="with --engine spark: the Spark master (default local[*])")
 
 
 def _add_release_options(p: argparse.ArgumentParser) -> None:
@@ -524,13 +534,16 @@ def _source(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> tuple[A
             raise bad_argument("--table", args.table, "needs --db", "pass --db DATABASE")
         parse_qualified(args.table, "--table")
         return str(args.table), str(args.table)
-    return con.sql(f"SELECT * FROM {_reader(args.input, '--input')}"), str(args.input)
+    if len(args.input) > 1:
+        raise bad_argument("--input", args.input, "must be one file with the DuckDB engine",
+                           "pass one file, or --engine spark to read several")
+    return con.sql(f"SELECT * FROM {_reader(args.input[0], '--input')}"), str(args.input[0])
 
 
 def _charge_as(args: argparse.Namespace) -> str | None:
     """A file given with --input is charged as that file (its absolute path), whatever its
     name: the same file released from Python or SQL as 'file:PATH' is the same source."""
-    return None if args.input is None else "file:" + os.path.abspath(args.input)
+    return None if args.input is None else "file:" + os.path.abspath(args.input[0])
 
 
 def _release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> dict[str, Any]:
@@ -654,7 +667,7 @@ class Progress:
 @contextlib.contextmanager
 def relay_warnings(skip: str | None = None) -> Iterator[None]:
     """Print the package's warnings as ``WARNING: ...`` lines on stderr (others are dropped)."""
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # inftda_duckdb/
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield
@@ -671,6 +684,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     """Release --columns of the source into --into-table or --output."""
     from ..duckdb.extension import run_release
 
+    if args.engine == "spark":
+        from ..spark.commands import spark_release
+
+        return spark_release(args)
     if (args.into_table is None) == (args.output is None):
         raise bad_argument("--output", args.output, "or --into-table is required (exactly one)",
                            "pass --output FILE.parquet, or --into-table NAME with --db")
@@ -682,14 +699,7 @@ def cmd_release(args: argparse.Namespace) -> int:
                                "pass --db DATABASE (the table is created there)")
         target = quote_qualified(parse_qualified(args.into_table, "--into-table"))
     else:
-        kind = _file_kind(args.output, "--output")
-        folder = os.path.dirname(os.path.abspath(args.output))
-        if not os.path.isdir(folder):
-            raise bad_argument("--output", args.output, "must be in an existing folder",
-                               "create the folder first")
-        if os.path.exists(args.output) and not args.overwrite:
-            raise bad_argument("--output", args.output, "already exists",
-                               "pass --overwrite, or choose another file")
+        kind = output_kind(args)
     created = bool(args.db) and not os.path.exists(args.db)
     con = _connect(args.db, must_exist=args.table is not None, ledger=args.ledger)
     progress = Progress(args.quiet)
@@ -748,6 +758,20 @@ def cmd_release(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def output_kind(args: argparse.Namespace) -> str:
+    """The kind of the --output file ('parquet' or 'csv'), once its folder exists and the file
+    does not (unless --overwrite)."""
+    kind = _file_kind(args.output, "--output")
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        raise bad_argument("--output", args.output, "must be in an existing folder",
+                           "create the folder first")
+    if os.path.exists(args.output) and not args.overwrite:
+        raise bad_argument("--output", args.output, "already exists",
+                           "pass --overwrite, or choose another file")
+    return kind
+
+
 def _exists(con: duckdb.DuckDBPyConnection, relation: str) -> bool:
     try:
         con.execute(f"SELECT * FROM {relation} LIMIT 0")
@@ -776,6 +800,10 @@ def cmd_preview(args: argparse.Namespace) -> int:
                                "give either the sizes or a table")
         table = preview_sizes(args, budget)
         con = duckdb.connect()
+    elif args.engine == "spark":
+        from ..spark.commands import spark_preview
+
+        return spark_preview(args)
     else:
         from ..duckdb.extension import preview
 
