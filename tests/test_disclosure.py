@@ -447,3 +447,18 @@ def test_curator_mode_require_budget_refuses_first(connect: Any) -> None:
         assert "require_budget" in text and _charges(con) == 0
         seen.append((kind, text))
     assert seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("command", ["release", "preview"])
+def test_cli_public_is_refused_with_the_spark_engine(tmp_path: Any, capsys: Any,
+                                                     command: str) -> None:
+    """--public with --engine spark is an input error (not a release without the mode), refused
+    before Spark starts."""
+    from inftda_duckdb.tools.cli import main
+
+    args = [command, "--public", "--engine", "spark", "--input", str(tmp_path / "x.parquet"),
+            "--columns", "dx", "--rho", "1", "--domain", "dx=flu,cold"]
+    if command == "release":
+        args += ["--output", str(tmp_path / "out.parquet")]
+    assert main(args) == 2
+    assert "--public" in capsys.readouterr().err

@@ -324,6 +324,15 @@ def _add_public_options(p: argparse.ArgumentParser) -> None:
                    "repeatable")
 
 
+def _not_public_on_spark(args: argparse.Namespace) -> None:
+    """The public-facing mode is a DuckDB connection's; with Spark it would be silently absent."""
+    if getattr(args, "public", False):
+        raise bad_argument("--public", True, "is a mode of the DuckDB engine (analysts calling "
+                           "its SQL functions); the Spark engine has no such surface",
+                           "drop --public (the curator runs Spark releases), or use "
+                           "--engine duckdb")
+
+
 def _public(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> None:
     """``--public`` and its declarations on a loaded connection."""
     from ..duckdb import disclosure
@@ -687,6 +696,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         from ..spark.commands import spark_release
 
+        _not_public_on_spark(args)
         return spark_release(args)
     if (args.into_table is None) == (args.output is None):
         raise bad_argument("--output", args.output, "or --into-table is required (exactly one)",
@@ -803,6 +813,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     elif args.engine == "spark":
         from ..spark.commands import spark_preview
 
+        _not_public_on_spark(args)
         return spark_preview(args)
     else:
         from ..duckdb.extension import preview
