@@ -315,7 +315,8 @@ def preview(
     text = json.dumps({**spec, "token": token})
     capabilities.mint(token, text, None)
     try:
-        rows = _preview_rows("inftda_duckdb.spark.preview", text, json.dumps(values.checks))
+        rows = _preview_rows(lambda: None, "inftda_duckdb.spark.preview", text,  # no DuckDB mode
+                             json.dumps(values.checks))
     finally:
         capabilities.forget(token)
     if request.domain_from_data:
