@@ -694,9 +694,9 @@ def cmd_release(args: argparse.Namespace) -> int:
     from ..duckdb.extension import run_release
 
     if args.engine == "spark":
+        _not_public_on_spark(args)  # before Spark is imported (the extra may be absent)
         from ..spark.commands import spark_release
 
-        _not_public_on_spark(args)
         return spark_release(args)
     if (args.into_table is None) == (args.output is None):
         raise bad_argument("--output", args.output, "or --into-table is required (exactly one)",
@@ -811,9 +811,9 @@ def cmd_preview(args: argparse.Namespace) -> int:
         table = preview_sizes(args, budget)
         con = duckdb.connect()
     elif args.engine == "spark":
+        _not_public_on_spark(args)  # before Spark is imported (the extra may be absent)
         from ..spark.commands import spark_preview
 
-        _not_public_on_spark(args)
         return spark_preview(args)
     else:
         from ..duckdb.extension import preview
