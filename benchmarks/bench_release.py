@@ -45,7 +45,7 @@ from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import LevelProgress, release_below
 from inftda_duckdb.core.tree import Levels, Nodes
 from inftda_duckdb.duckdb.extension import _prepare, load, memory_limit
-from inftda_duckdb.duckdb.sqlgen import _prefix_lists, render_release
+from inftda_duckdb.duckdb.sqlgen import leaf_lists, render_release
 from inftda_duckdb.tools.workloads import italy_like
 
 HERE = Path(__file__).resolve().parent
@@ -153,7 +153,7 @@ def stages(con: duckdb.DuckDBPyConnection, columns: list[str], repeat: int) -> l
         "+ coded leaves, data checks": before + "\nSELECT * FROM datastats",
         "+ public checks, ledger charge, key (inftda_begin)": before + "\nSELECT b FROM inftda_b",
         "+ the leaves as one list each": before + "\nSELECT len(l.n) FROM (SELECT "
-        f"{_prefix_lists(plan, len(columns))} AS l FROM leaf)",
+        f"{leaf_lists(request, plan)} AS l FROM leaf)",
         "+ every level (one call: sort, noise, IntOpt)": levels
         + "\nSELECT len(e.e.n) FROM inftda_e AS e",
         "+ leaves to SQL, decode (whole release)": one_row(sql),
