@@ -152,8 +152,8 @@ def stages(con: duckdb.DuckDBPyConnection, columns: list[str], repeat: int) -> l
         "leaf GROUP BY alone": one_row(queries("t", columns)[0]),
         "+ coded leaves, data checks": before + "\nSELECT * FROM datastats",
         "+ public checks, ledger charge, key (inftda_begin)": before + "\nSELECT b FROM inftda_b",
-        "+ the leaves as one list each": before + "\nSELECT len(l.n) FROM (SELECT "
-        f"{leaf_lists(request, plan)} AS l FROM leaf)",
+        "+ the leaves as lists": before + f"\nSELECT len(l.key) FROM (SELECT "
+        f"{leaf_lists(request, plan)} AS l)",
         "+ every level (one call: sort, noise, IntOpt)": levels
         + "\nSELECT len(e.e.n) FROM inftda_e AS e",
         "+ leaves to SQL, decode (whole release)": one_row(sql),

@@ -233,6 +233,15 @@ leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 -- @prefix_keys
 {'k': NULL::INTEGER[], 'key': list($key), 'n': list(n)}
 
+-- @leaf_pairs
+-- the leaves as ONE list of key * (r + 1) + n, r = the rows kept (more than any count;
+-- inftda_begin read it from the checks), 'n' NULL: half the lists and half their Arrow copy.
+-- Keys and counts as two lists instead when (r + 1) times the key span would pass 2**62.
+(SELECT {'k': NULL::INTEGER[], 'key': list(CASE WHEN p.r <= $cap THEN $key * (p.r + 1) + n
+                                                ELSE $key END),
+         'n': list(n) FILTER (p.r > $cap)}
+ FROM leaf CROSS JOIN (SELECT kept AS r FROM datastats) AS p)
+
 -- @allowed
 (SELECT {'k': $klists, 'key': NULL::BIGINT[], 'n': []::BIGINT[]}
  FROM (SELECT DISTINCT $keys FROM nest$t WHERE NOT defect))

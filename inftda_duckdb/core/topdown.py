@@ -99,12 +99,13 @@ def release_below(
     levels: Levels,
     nodes: Nodes,
     truth: npt.ArrayLike,
-    counts: npt.ArrayLike,
+    counts: npt.ArrayLike | None,
     *,
     upto: int | None = None,
     workers: int = 1,
     progress: ProgressHook | None = None,
     cancel: CancelHook | None = None,
+    radix: int | None = None,
 ) -> Nodes:
     """Algorithm 1, lines 2-9, below a cut: release levels ``c+1..upto`` of a batch of subtrees.
 
@@ -119,7 +120,10 @@ def release_below(
     The result for a subtree depends only on its root, the truth below it and ``levels``: any
     split of a level's nodes into batches (run anywhere, in any order) gives the same nodes.
     ``workers`` threads release the blocks of each level; ``progress`` and ``cancel`` are the
-    hooks of :data:`ProgressHook` and :data:`CancelHook`.
+    hooks of :data:`ProgressHook` and :data:`CancelHook`. With ``radix`` (> every count, and
+    the domain product up to ``upto`` times ``radix`` below 2**62), ``truth`` holds each prefix
+    as one int64 ``key * radix + count`` and ``counts`` is ignored: half the memory of keys and
+    counts, as DuckDB sends the leaves.
     """
     top, depth = int(nodes.codes.shape[0]), levels.depth
     upto = depth if upto is None else int(upto)
@@ -127,15 +131,15 @@ def release_below(
         raise InternalError(f"release_below from level {top} to {upto} of a {depth}-level tree")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise bad_argument("workers", workers, "must be a positive integer", "pass e.g. 4")
-    counts_arr = np.asarray(counts, dtype=np.int64)
-    if counts_arr.size and counts_arr.min() < 0:
+    counts_arr = None if radix is not None else np.asarray(counts, dtype=np.int64)
+    if counts_arr is not None and counts_arr.size and counts_arr.min() < 0:
         raise bad_argument("counts", int(counts_arr.min()), "must be >= 0",
                            "pass the true (non-negative) counts")
     truth_arr = np.asarray(truth)
     t = truth_arr.shape[0] if truth_arr.ndim == 2 else upto
     if not upto <= t <= depth:
         raise InternalError(f"true counts of level {t} to release down to level {upto}")
-    truth_t = _Truth.build(truth_arr, counts_arr, levels.sizes[:t], top)
+    truth_t = _Truth.build(truth_arr, counts_arr, levels.sizes[:t], top, radix)
     nodes = _sorted(nodes, levels.sizes[:top])
     parent_truth = truth_t.match(nodes.codes)
     runner = _Runner(depth, workers, progress, cancel)
@@ -206,8 +210,14 @@ class _Truth:
         self._keys, self._codes, self._sizes = top_keys, top_codes, sizes
 
     @classmethod
-    def build(cls, truth: np.ndarray, counts: IntArray, sizes: Sizes, top: int) -> _Truth:
+    def build(cls, truth: np.ndarray, counts: IntArray | None, sizes: Sizes, top: int,
+              radix: int | None = None) -> _Truth:
         u = len(sizes)
+        if radix is not None:  # one int64 per prefix: key * radix + count
+            if truth.ndim != 1 or radix < 1 or math.prod(sizes) * radix >= MAX_KEY_SPAN:
+                raise InternalError("prefix pairs need keys and counts within 2**62")
+            return cls._from_keys(truth.astype(np.int64, copy=False), None, sizes, top, radix)
+        assert counts is not None
         if truth.ndim == 1 and u > 1:  # mixed-radix keys
             if math.prod(sizes) >= MAX_KEY_SPAN:
                 raise InternalError("prefix keys for domains whose product passes 2**62")
@@ -224,13 +234,17 @@ class _Truth:
         return cls._from_keys(keys, counts, sizes, top)
 
     @classmethod
-    def _from_keys(cls, keys: IntArray, counts: IntArray, sizes: Sizes, top: int) -> _Truth:
+    def _from_keys(cls, keys: IntArray, counts: IntArray | None, sizes: Sizes, top: int,
+                   radix: int = 1) -> _Truth:
         span, u = math.prod(sizes), len(sizes)
-        if keys.size and (int(keys.min()) < 0 or int(keys.max()) >= span):
+        if keys.size and (int(keys.min()) < 0 or int(keys.max()) >= span * radix):
             raise InternalError("a prefix key outside its domain")
-        if counts.size and not counts.all():
-            keys, counts = keys[counts > 0], counts[counts > 0]
-        pairs, bits, sorted_counts = _sort_by_key(keys, counts, span)
+        if counts is None:  # pairs key * radix + count
+            pairs, bits, sorted_counts = _sort_pairs(keys, radix, span)
+        else:
+            if counts.size and not counts.all():
+                keys, counts = keys[counts > 0], counts[counts > 0]
+            pairs, bits, sorted_counts = _sort_by_key(keys, counts, span)
         n = pairs.shape[0]
         chunk: Callable[[int, int], tuple[IntArray, IntArray]]
         leaves: _Level | None = None
@@ -297,6 +311,32 @@ class _Truth:
 
 
 _CHUNK = 1 << 16  # elements per pass over a sorted truth level (cache-sized temporaries)
+
+
+def _sort_pairs(pairs: IntArray, radix: int,
+                span: int) -> tuple[IntArray, int, IntArray | None]:
+    """:func:`_sort_by_key` of prefixes given as ``key * radix + count`` (one array, as an
+    engine sends them: half the memory of keys and counts): repacked as ``(key << bits) |
+    count`` into the one array that is sorted, zero counts dropped."""
+    n = pairs.shape[0]
+    bits = max(1, (radix - 1).bit_length())
+    if max(1, (span - 1).bit_length()) + bits > 62:  # too wide to repack: keys and counts
+        keys = pairs // radix
+        counts = pairs - keys * radix
+        return _sort_by_key(keys[counts > 0], counts[counts > 0], span)
+    packed = memory.empty(n, np.int64)
+    zeros = False
+    for a in range(0, n, _CHUNK):
+        b = min(a + _CHUNK, n)
+        key = np.floor_divide(pairs[a:b], radix, out=packed[a:b])
+        count = pairs[a:b] - key * radix
+        zeros = zeros or not count.all()
+        key <<= bits
+        key |= count
+    if zeros:
+        packed = packed[packed & ((1 << bits) - 1) > 0]
+    packed.sort()  # in place
+    return packed, bits, None
 
 
 def _sort_by_key(keys: IntArray, counts: IntArray,

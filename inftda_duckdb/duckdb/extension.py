@@ -105,6 +105,7 @@ class _Release:
     charged: str | None = None  #: what the release spent ('rho 1/2 on memory.main.t')
     tree: Levels | None = None  # a release in parts: its levels, and which parts are done
     parts: _Parts | None = None
+    kept: int = 0  #: the rows kept (the checks): more than any leaf's count
 
 
 _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
@@ -265,7 +266,8 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading
         _log_frame_enums(request, domains, data)
     with _LOCK:
         state = _Release(levels, root, Nodes.root(root), token,
-                         _PROGRESS.get(token) if token else None, flag, id(con), charged)
+                         _PROGRESS.get(token) if token else None, flag, id(con), charged,
+                         kept=n)
         _RELEASES[rid] = state
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
@@ -360,11 +362,15 @@ def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any,
         raise InternalError("a one-call release got a part other than 0")
     levels = _tree(state, _plain(allowed).flatten())
     upto = cut_level or levels.depth
-    codes, counts = _prefixes(leaves, upto), _counts(leaves)
-    if codes.shape[-1] != counts.shape[0]:
-        raise InternalError("the leaves came with different numbers of prefixes and counts")
+    row, radix = _plain(leaves), None
+    if row.field("n").null_count and not row.field("key").null_count:  # @leaf_pairs
+        codes, counts, radix = _prefixes(leaves, upto), None, state.kept + 1
+    else:
+        codes, counts = _prefixes(leaves, upto), _counts(leaves)
+        if codes.shape[-1] != counts.shape[0]:
+            raise InternalError("the leaves came with different numbers of prefixes and counts")
     nodes = release_below(levels, state.nodes, codes, counts, upto=upto, workers=workers,
-                          progress=state.progress, cancel=state.cancelled.is_set)
+                          progress=state.progress, cancel=state.cancelled.is_set, radix=radix)
     check_total(nodes, state.root, upto)
     if not cut_level:
         return _rows([nodes])

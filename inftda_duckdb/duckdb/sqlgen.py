@@ -258,19 +258,23 @@ def _lists(columns: list[str]) -> str:
     return " || ".join(f"list({c})" for c in columns)
 
 
-def _prefix_lists(plan: DomainPlan, i: int, keyed: bool = False) -> str:
+def _prefix_lists(plan: DomainPlan, i: int) -> str:
     """The true counts of level i's prefixes as one struct of lists: mixed-radix keys when the
-    plan knows the sizes (:meth:`DomainPlan.key_sizes`; ``keyed``: the leaves' column ``key``),
-    else the codes column after column."""
+    plan knows the sizes (:meth:`DomainPlan.key_sizes`), else the codes column after column."""
     sizes = plan.key_sizes(i)
     if sizes is None:
         return _f("prefix_lists", klists=_lists([f"k{j}" for j in range(1, i + 1)]))
-    return _f("prefix_keys", key="key" if keyed else _key(sizes, i))
+    return _f("prefix_keys", key=_key(sizes, i))
 
 
 def leaf_lists(request: ReleaseRequest, plan: DomainPlan) -> str:
-    """The struct of lists the levels call gets from the CTE ``leaf`` (one call)."""
-    return _prefix_lists(plan, request.depth, _keyed(request, plan) is not None)
+    """The leaves as the one-call levels UDF gets them from the CTE ``leaf``: one list of
+    ``key * (r + 1) + n`` (``@leaf_pairs``) when the plan knows the sizes, else the codes."""
+    sizes = plan.key_sizes(request.depth)
+    if sizes is None:
+        return f"(SELECT {_prefix_lists(plan, request.depth)} FROM leaf)"
+    key = "key" if _keyed(request, plan) is not None else _key(sizes, request.depth)
+    return _f("leaf_pairs", key=key, cap=(MAX_KEY_SPAN - 1) // math.prod(sizes) - 1)
 
 
 def _key(sizes: list[int], i: int, codes: list[str] | None = None) -> str:
@@ -374,7 +378,7 @@ def render_release(
     grouping = _grouping(plan, d, memory_limit)
     if grouping is None:
         ctes.append(_f("levels", levels=names.levels,
-                       leaf=f"(SELECT {_prefix_lists(plan, d, keyed is not None)} FROM leaf)",
+                       leaf=leaf_lists(request, plan),
                        allowed=", ".join(allowed), ptype=PREFIXES, lists=lists, unnest=unnest))
     else:
         cut, group, parts = grouping
