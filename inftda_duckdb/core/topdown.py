@@ -145,6 +145,7 @@ def release_below(
     runner = _Runner(depth, workers, progress, cancel)
     for k in range(top + 1, upto + 1):
         nodes, parent_truth = _level(levels, k, nodes, parent_truth, truth_t, runner, k == upto)
+        truth_t.done(k)
     return nodes
 
 
@@ -269,7 +270,7 @@ class _Truth:
                 leaves = _Level(code, current)
             levels.append(leaves)
             leaves, current = None, up
-            first.append(np.append(starts, n))
+            first.append(starts)
             n = keys.shape[0]
             chunk = _slicer(keys, up)
         assert current is not None
@@ -300,6 +301,12 @@ class _Truth:
                        for k in range(top, u)]
         return cls(top, [_Level(c, n_) for c, n_ in zip(level_codes, level_counts, strict=True)],
                    level_first, None, codes[:top, starts[top]], sizes)
+
+    def done(self, k: int) -> None:
+        """Level ``k`` is released: its prefixes and the links to them are no longer needed."""
+        j = k - self.top
+        self.levels[j] = _Level(None, np.zeros(0, np.int64))
+        self.first[j - 1] = np.zeros(0, np.int64)
 
     def match(self, node_codes: np.ndarray) -> IntArray:
         """Index of each node (columns of ``node_codes``, level ``top``) among the true
@@ -378,13 +385,12 @@ def _up(n: int, chunk: Callable[[int, int], tuple[IntArray, IntArray]], m: int,
         keep: bool) -> tuple[np.ndarray | None, IntArray, IntArray, IntArray]:
     """One level up a sorted truth level of ``n`` prefixes (read by ``chunk(a, b)``: keys
     ascending and distinct, counts): each key's last code (if ``keep``), where each parent's
-    run of children starts, the parents' keys and their counts. In cache-sized chunks: no
-    temporary of the level's size."""
+    run of children starts (and ``n`` after the last), the parents' keys and their counts. In
+    cache-sized chunks, written into buffers of ``n`` entries whose untouched tail costs no
+    memory: no temporary of the level's size."""
     codes = memory.empty(n, code_type) if keep else None
-    starts: list[IntArray] = []
-    parents: list[IntArray] = []
-    sums: list[IntArray] = []
-    previous, last = None, None
+    starts, parents, sums = (memory.empty(n + 1, np.int64) for _ in range(3))
+    filled, last = 0, None
     for a in range(0, n, _CHUNK):
         b = min(a + _CHUNK, n)
         part, cnt = chunk(a, b)
@@ -396,22 +402,18 @@ def _up(n: int, chunk: Callable[[int, int], tuple[IntArray, IntArray]], m: int,
         last = part[-1]
         new = np.flatnonzero(parent[1:] != parent[:-1])
         new += 1
-        head = previous is None or parent[0] != previous
         segments = np.concatenate([[0], new])
         total = np.add.reduceat(cnt, segments)
-        if head:
-            new = segments
-        else:  # the chunk continues the previous chunk's last parent
-            sums[-1][-1] += total[0]
-            total = total[1:]
-        starts.append(new + a)
-        parents.append(parent[new])
-        sums.append(total)
-        previous = parent[-1]
-    if not starts:
-        empty = np.zeros(0, np.int64)
-        return codes, empty, empty, empty
-    return codes, _cat(starts), _cat(parents), _cat(sums)
+        if filled and parent[0] == parents[filled - 1]:  # continues the last chunk's parent
+            sums[filled - 1] += total[0]
+            segments, total = new, total[1:]
+        f = filled + segments.shape[0]
+        np.add(segments, a, out=starts[filled:f])
+        parents[filled:f] = parent[segments]
+        sums[filled:f] = total
+        filled = f
+    starts[filled] = n
+    return codes, starts[: filled + 1], parents[:filled], sums[:filled]
 
 
 def _sorted(nodes: Nodes, sizes: Sizes) -> Nodes:
@@ -458,10 +460,7 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         parent_truth = parent_truth[live]
     n_par, m = parents.counts.shape[0], levels.sizes[k - 1]
     j = k - truth.top
-    first, has = truth.first[j - 1], parent_truth >= 0
-    t = np.where(has, parent_truth, 0)
-    lo = np.where(has, first[t], 0) if first.shape[0] > 1 else np.zeros(n_par, np.int64)
-    hi = np.where(has, first[t + 1], 0) if first.shape[0] > 1 else lo
+    first = truth.first[j - 1]
     children = levels.children[k - 1]
     order: IntArray | None = None
     if children is None:
@@ -481,7 +480,8 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     def work(p0: int, p1: int, w: int) -> tuple[np.ndarray, ...] | tuple[Any, ...]:
         rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
         kids = None if order is None else a_lo[rows]
-        out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo[rows], hi[rows],
+        lo, hi = _true_children(first, parent_truth[rows])
+        out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo, hi,
                      truth.levels[j], kids, w, not last)
         glob = out[0] + p0 if order is None else order[p0:p1][out[0]]
         return (glob, *out[1:])
@@ -490,7 +490,8 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     # the parents' counts (children > 0 add up to their parent), so that bounds the arrays
     # (untouched pages take no memory)
     cap = int(parents.counts.sum())
-    codes = memory.empty((k, cap), _code_type(levels.sizes[:k]))
+    code_type = _code_type(levels.sizes[:k])
+    codes = [memory.empty(cap, code_type) for _ in range(k)]  # one buffer per level's codes
     counts = memory.empty(cap, np.int64)
     tidx = memory.empty(cap, np.int64) if last is False else None
     prow = memory.empty(cap, np.int64) if order is not None else None
@@ -500,11 +501,12 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         nonlocal filled
         rows, kid, count, tix = result
         a, b = filled, filled + count.shape[0]
-        if parents.codes.dtype == codes.dtype:
-            np.take(parents.codes, rows, axis=1, out=codes[:-1, a:b], mode="clip")
-        else:
-            codes[:-1, a:b] = parents.codes[:, rows]
-        codes[-1, a:b] = kid
+        for r in range(k - 1):
+            if parents.codes.dtype == code_type:
+                np.take(parents.codes[r], rows, out=codes[r][a:b], mode="clip")
+            else:
+                codes[r][a:b] = parents.codes[r, rows]
+        codes[-1][a:b] = kid
         counts[a:b] = count
         if tidx is not None:
             tidx[a:b] = tix
@@ -513,16 +515,30 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         filled = b
 
     runner.run(k, n_par, planned, tasks, [(b - a) * w for a, b, w in tasks], work, sink)
-    flat = codes.reshape(-1)
-    for r in range(1, k):  # rows packed to the filled length: (k, filled) contiguous
-        flat[r * filled:(r + 1) * filled] = codes[r, :filled]
-    out_codes, out_counts = flat[: k * filled].reshape(k, filled), counts[:filled]
+    # each level's codes moved to one (k, filled) matrix, buffer after buffer (each freed as it
+    # is moved: the pages a buffer never touched cost nothing, and at most one is copied twice)
+    out_codes = memory.empty((k, filled), code_type)
+    for r in range(k):
+        out_codes[r] = codes[r][:filled]
+        codes[r] = out_codes[r, :0]
+    out_counts = counts[:filled]
     out_truth = tidx[:filled] if tidx is not None else np.zeros(0, np.int64)
     if prow is not None:  # back in parent order, codes ascending within a parent
         back = np.argsort(prow[:filled] * m + out_codes[-1], kind="stable")  # merges the runs
         out_codes, out_counts = out_codes[:, back], out_counts[back]
         out_truth = out_truth[back] if tidx is not None else out_truth
     return Nodes(out_codes, out_counts, planned), out_truth
+
+
+def _true_children(first: IntArray, parent_truth: IntArray) -> tuple[IntArray, IntArray]:
+    """The run ``lo .. hi - 1`` of each parent's true children at the level below (empty for a
+    parent with no true prefix, ``-1``); per block, so no array of the level's parents."""
+    if first.shape[0] <= 1:
+        lo = np.zeros(parent_truth.shape[0], np.int64)
+        return lo, lo
+    has = parent_truth >= 0
+    t = np.where(has, parent_truth, 0)
+    return np.where(has, first[t], 0), np.where(has, first[t + 1], 0)
 
 
 def _code_type(sizes: Sizes) -> type[np.signedinteger]:
