@@ -249,8 +249,9 @@ leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 -- @levels
 -- Algorithm 1, lines 2-9, in ONE UDF call over the true leaf counts (the non-zero ones, as one
 -- struct of lists: when the domain sizes were known when planned, product < 2**62, each leaf
--- travels as one mixed-radix key ((k1 * s2 + k2) * s3 + ...), else as one list of codes per
--- column) and each nested level's allowed children (NULL: not nested). The call sorts the leaves,
+-- travels as one BIGINT, its mixed-radix key ((k1 * s2 + k2) * s3 + ...) and count (@leaf_pairs),
+-- else as one list of codes per column and one of counts) and each nested level's allowed
+-- children (NULL: not nested). The call sorts the leaves,
 -- derives every level's prefix counts from them and releases level after level: every child of
 -- every released parent noised (tree-addressed), IntOpt, children > 0 kept, in blocks of cells run
 -- on DuckDB's `threads` worker threads. Returns the released leaves as one row of lists.

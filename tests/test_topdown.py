@@ -142,6 +142,36 @@ def test_keys_and_codes_give_the_same_release():
         release_below(levels, root, np.array([7, 7]), np.array([2, 3]))
 
 
+def test_pairs_of_key_and_count_give_the_same_release():
+    # DuckDB sends each leaf as one int64 key * radix + count (radix > every count): the same
+    # release as keys and counts, zero counts dropped, repeats refused, and the same when the
+    # repacked (key << bits) | count would not fit one int64 (keys and counts then)
+    rng = np.random.default_rng(9)
+    sizes = [4, 3, 5]
+    leaves, counts = random_leaves(rng, sizes, 60)
+    levels = levels_for(sizes, rho=2)
+    root = Nodes.root(int(counts.sum()))
+    keys = mixed_radix(leaves.T, sizes, np.int64)
+    want = as_tuples(release_below(levels, root, keys, counts))
+    for radix in (20, 1000, 2**40):
+        pairs = np.append(keys * radix + counts, 59 * radix)[::-1]  # a zero count, any order
+        assert as_tuples(release_below(levels, root, pairs, None, radix=radix)) == want
+    with pytest.raises(InputError, match="each prefix at most once"):
+        release_below(levels, root, np.array([7 * 20 + 2, 7 * 20 + 3]), None, radix=20)
+    with pytest.raises(InternalError, match="prefix key outside its domain"):
+        release_below(levels, root, np.array([60 * 20 + 1]), None, radix=20)
+    with pytest.raises(InternalError, match="within 2\\*\\*62"):
+        release_below(levels, root, np.array([1]), None, radix=2**60)
+    wide = [2**20, 2**11 + 1]  # 32 key bits + 31 count bits: keys and counts after all
+    levels = levels_for(wide, rho=2)
+    nodes = Nodes(np.array([[3, 9]], np.int32), np.array([5, 2**30]))
+    keys = np.array([3 * wide[1] + 7, 9 * wide[1], 9 * wide[1] + 2048])
+    counts = np.array([5, 2**30 - 4, 4])
+    want = as_tuples(release_below(levels, nodes, keys, counts))
+    got = release_below(levels, nodes, keys * (2**30 + 1) + counts, None, radix=2**30 + 1)
+    assert as_tuples(got) == want
+
+
 def test_cell_addresses_are_the_tree_positions():
     # narrow levels: the mixed-radix position of the cell; wide ones: greedy limbs <= 2**64
     parents = np.array([[1, 2], [0, 4]], dtype=np.int32)  # two parents (1, 0) and (2, 4)
