@@ -121,15 +121,18 @@ def test_same_release_for_any_batching_block_size_and_workers(sizes, monkeypatch
     assert as_tuples(other) != as_tuples(reference)
 
 
+def small_tree(seed: int) -> tuple[Levels, Nodes, np.ndarray, np.ndarray, np.ndarray]:
+    """Levels of 4 x 3 x 5, the root, and random leaves: codes (N, 3), keys, counts."""
+    sizes = [4, 3, 5]
+    leaves, counts = random_leaves(np.random.default_rng(seed), sizes, 60)
+    return (levels_for(sizes, rho=2), Nodes.root(int(counts.sum())), leaves,
+            mixed_radix(leaves.T, sizes, np.int64), counts)
+
+
 def test_keys_and_codes_give_the_same_release():
     # the SQL sends the leaves as mixed-radix keys when the domain sizes are known
-    rng = np.random.default_rng(8)
-    sizes = [4, 3, 5]
-    leaves, counts = random_leaves(rng, sizes, 60)
-    levels = levels_for(sizes, rho=2)
-    root = Nodes.root(int(counts.sum()))
+    levels, root, leaves, keys, counts = small_tree(8)
     by_codes = release_below(levels, root, leaves.T, counts)
-    keys = mixed_radix(leaves.T, sizes, np.int64)
     by_keys = release_below(levels, root, keys[::-1], counts[::-1])
     assert as_tuples(by_codes) == as_tuples(by_keys)
     with pytest.raises(InternalError, match="prefix key outside its domain"):
@@ -146,12 +149,7 @@ def test_pairs_of_key_and_count_give_the_same_release():
     # DuckDB sends each leaf as one int64 key * radix + count (radix > every count): the same
     # release as keys and counts, zero counts dropped, repeats refused, and the same when the
     # repacked (key << bits) | count would not fit one int64 (keys and counts then)
-    rng = np.random.default_rng(9)
-    sizes = [4, 3, 5]
-    leaves, counts = random_leaves(rng, sizes, 60)
-    levels = levels_for(sizes, rho=2)
-    root = Nodes.root(int(counts.sum()))
-    keys = mixed_radix(leaves.T, sizes, np.int64)
+    levels, root, _, keys, counts = small_tree(9)
     want = as_tuples(release_below(levels, root, keys, counts))
     for radix in (20, 1000, 2**40):
         pairs = np.append(keys * radix + counts, 59 * radix)[::-1]  # a zero count, any order
