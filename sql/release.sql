@@ -24,14 +24,15 @@ leaf_raw AS $materialized(
 )
 
 -- @leaf_keyed
--- every column an ENUM seen in the catalog (its code is free: enum_code), no nesting: the only
--- scan of the private data counts the leaves under one BIGINT each, kz = the leaf's mixed-radix
--- key ((k1 * s2 + k2) * s3 + ...) >= 0, or, for a leaf with a NULL, -1 - its key over the sizes
--- s_i + 1 with NULL as code s_i (datastats counts each column's NULLs from it). 16 bytes a leaf
--- (the raw and coded columns were ~34), and the key the levels call reads is already there.
+-- every column an ENUM seen in the catalog (its code is free: enum_code), no nesting: the raw
+-- leaves are kept under one BIGINT each, kz = the leaf's mixed-radix key ((k1 * s2 + k2) * s3
+-- + ...) >= 0, or, for a leaf with a NULL, -1 - its key over the sizes s_i + 1 with NULL as code
+-- s_i (datastats counts each column's NULLs from it). 16 bytes a leaf (the raw and coded columns
+-- were ~34), and the key the levels call reads is already there. The GROUP BY stays on the raw
+-- columns (DuckDB's perfect hash aggregate takes small ENUM domains; a computed key it cannot).
 leaf_coded AS MATERIALIZED (
-    SELECT CASE WHEN $all_set THEN $key ELSE -1 - $null_key END AS kz, $count::BIGINT AS n$unit_nulls
-    FROM $source_rows GROUP BY ALL
+    SELECT CASE WHEN $all_set THEN $key ELSE -1 - $null_key END AS kz, * EXCLUDE ($raw)
+    FROM leaf_raw
 )
 
 -- @unit_source

@@ -164,7 +164,18 @@ def _keyed(request: ReleaseRequest, plan: DomainPlan) -> list[int] | None:
     return sizes
 
 
-def _leaf_raw(request: ReleaseRequest, plan: DomainPlan, keyed: list[int] | None = None) -> str:
+def _leaf_keyed(request: ReleaseRequest, keyed: list[int]) -> str:
+    """``@leaf_keyed``: the raw leaves of an all-ENUM source under one BIGINT each."""
+    raw = [f"r{i}" for i in range(1, request.depth + 1)]
+    code = [f"enum_code({r})" for r in raw]
+    return _f("leaf_keyed", raw=", ".join(raw),
+              all_set=" AND ".join(f"{r} IS NOT NULL" for r in raw),
+              key=_key(keyed, request.depth, code),
+              null_key=_key([s + 1 for s in keyed], request.depth,
+                            [f"coalesce({k}, {s})" for k, s in zip(code, keyed, strict=True)]))
+
+
+def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
     src = quote_qualified(plan.source)
     cols = ", ".join(quote(c) for c in request.columns)
     rows, unit_nulls, count = src, "", "count(*)"
@@ -193,13 +204,6 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan, keyed: list[int] | None
             m=m,
             keep_null=keep,
         )
-    if keyed is not None:
-        code = [f"enum_code({quote(c)})" for c in request.columns]
-        return _f("leaf_keyed", source_rows=rows, unit_nulls=unit_nulls, count=count,
-                  all_set=" AND ".join(f"{quote(c)} IS NOT NULL" for c in request.columns),
-                  key=_key(keyed, request.depth, code),
-                  null_key=_key([s + 1 for s in keyed], request.depth,
-                                [f"coalesce({k}, {s})" for k, s in zip(code, keyed, strict=True)]))
     raw = ", ".join(f"{quote(c)} AS r{i}" for i, c in enumerate(request.columns, 1))
     # materialised only when domain_from_data reads it twice (domains and counts)
     materialized = "MATERIALIZED " if request.domain_from_data else ""
@@ -319,7 +323,7 @@ def render_release(
     ctes = _ctes_public(request, plan, names)
     keyed = _keyed(request, plan)
     if not request.domain_from_data:
-        ctes.append(_leaf_raw(request, plan, keyed))
+        ctes.append(_leaf_raw(request, plan))
     # an ENUM column seen in the catalog is coded by its label position (no join needed)
     enum = {i for i, c in enumerate(plan.columns, 1) if c.known_enum}
     code = {
@@ -333,8 +337,8 @@ def render_release(
         on = " AND ".join(f"nk{t}.k{k + 1} = {code[k + 1]}" for k in nest.levels)
         joins += f" LEFT JOIN nestok{t} AS nk{t} ON {on}"
         code_cols += f", nk{t}.ok AS nok{t}"
-    if keyed is None:
-        ctes.append(_f("leaf_coded", code_cols=code_cols, code_joins=joins))
+    ctes.append(_f("leaf_coded", code_cols=code_cols, code_joins=joins) if keyed is None
+                else _leaf_keyed(request, keyed))
     keep = "kz >= 0" if keyed is not None else " AND ".join(
         [f"k{i} IS NOT NULL" for i in range(1, d + 1)]
         + [f"nok{t} IS NOT NULL" for t in range(1, len(plan.nestings) + 1)]
