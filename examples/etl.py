@@ -35,10 +35,12 @@ def run(input_path: str, output_path: str, ledger_path: str) -> int:
     con = duckdb.connect(ledger_path)  # holds the view, the budget and the ledger of releases
     try:
         load(con)
-        # A view, so each run reads the current file. The ledger charges the view by name.
+        # A view, so each run reads the current file. One budget, over all runs, covers the
+        # view and the file itself (what `inftda-duckdb release --input` charges).
         source = f"read_parquet({literal(input_path)})"
         con.execute(f"CREATE OR REPLACE VIEW trips AS SELECT * FROM {source}")
-        con.execute("SELECT inftda_set_budget('trips', rho := 2)").fetchall()  # cap over all runs
+        con.execute(f"SELECT inftda_set_budget(['trips', {literal('file:' + input_path)}], "
+                    "name := 'trip riders', rho := 2)").fetchall()
         # Write under a temporary name and rename at the end: a failed run leaves no output.
         temporary = output_path + ".tmp"
         con.execute(f"""
@@ -48,7 +50,8 @@ def run(input_path: str, output_path: str, ledger_path: str) -> int:
         """)  # one execution of the statement = one release, charged once
         os.replace(temporary, output_path)
         cells = con.execute(f"SELECT count(*) FROM read_parquet({literal(output_path)})").fetchall()
-        con.sql("SELECT source, spent_rho, remaining_rho, releases FROM inftda_budget()").show()
+        con.sql("SELECT budget, sources, spent_rho, remaining_rho, releases "
+                "FROM inftda_budget()").show()
         return int(cells[0][0])
     finally:
         con.close()

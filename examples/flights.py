@@ -72,7 +72,7 @@ def main() -> None:
     con.sql("SELECT tzone, sum(count) AS flights FROM tz_dp GROUP BY tzone "
             "ORDER BY flights DESC").show()
     report(con, "tz_dp", "flights_tz", nested, 1.0, domain_tables=["geo"], domains=MONTHS)
-    con.sql("SELECT source, spent_rho, releases FROM inftda_budget()").show()
+    con.sql("SELECT budget, sources, spent_rho, releases FROM inftda_budget()").show()
 
 
 if __name__ == "__main__":

@@ -58,5 +58,5 @@ con.sql("SELECT dest::VARCHAR AS dest, sum(count) AS trips FROM trips_dp "
 # The ledger: one release so far, however often the cells above were re-run.
 
 # %%
-con.sql("SELECT source, spent_rho, remaining_rho, releases FROM inftda_budget()").show()
+con.sql("SELECT budget, spent_rho, remaining_rho, releases FROM inftda_budget()").show()
 assert con.sql("SELECT count(*) FROM inftda_ledger").fetchall() == [(1,)]

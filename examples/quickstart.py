@@ -43,4 +43,5 @@ table = release(con, "trips", ["origin", "hour"], rho=0.25, domains={"hour": ran
 print(table.num_rows, "cells released; private:", table.schema.metadata[b"private"].decode())
 
 # 5. What was spent: 0.75 of the budget of 1.
-con.sql("SELECT source, budget_rho, spent_rho, remaining_rho, releases FROM inftda_budget()").show()
+con.sql("SELECT budget, sources, budget_rho, spent_rho, remaining_rho, releases "
+        "FROM inftda_budget()").show()

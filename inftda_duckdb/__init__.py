@@ -5,8 +5,11 @@ Public API::
     load(con)                                  register the SQL functions on a DuckDB connection
     release(con, source, columns, rho=...)     one InfTDA release -> pyarrow.Table (charged)
     preview(con, source, columns, rho=...)     per-level noise and error bound (spends nothing)
-    set_budget(con, source, rho=...)           cap what may be spent on a source table
-    budget(con)                                budgets, spent and remaining per source
+    load(con, ledger='budget.duckdb')          ... keeping budgets in a ledger file shared by all
+    set_budget(con, source, rho=...)           cap what may be spent on a source (or several)
+    budget(con)                                budgets, spent and remaining
+    require_budget(con)                        refuse releases of sources no budget covers
+    verify_ledger(con)                         check the ledger's hash chain now
     evaluate(con, true, released, columns)     per-level errors vs the truth (curator only)
     interrupt(con)                             stop the releases running on con (another thread)
 
@@ -19,19 +22,33 @@ Map of the package (the folder listing reads like the algorithm):
   level at a time), ``request`` (every release argument validated), ``units`` (which rows of a
   privacy unit are kept), ``limits`` (the cell limit), ``interrupts`` (stopping a release),
   ``identifiers``, ``memory``, ``errors``
-- ``ledger/``    budgets and the ledger of releases, exact and atomic, shared by every engine
+- ``ledger/``    budgets and the ledger of releases, exact, atomic and hash-chained, shared by every
+  engine: ``sources`` (what a budget covers), ``chain`` (tables and hashes), ``store``
 - ``duckdb/``    the DuckDB engine: ``extension`` (UDFs, table macros, release()/preview()),
-  ``domain`` (public domains in the catalog), ``sqlgen`` (renders sql/), ``evaluation``
-  (per-level metrics, curator only), ``connections``
+  ``catalog`` (names as DuckDB resolves them, database identity, which ledger), ``budgets``
+  (budgets and charges from DuckDB), ``capabilities`` (internal steps only their statement can
+  run), ``domain`` (public domains in the catalog), ``sqlgen`` (renders sql/), ``evaluation``
+  (per-level metrics, curator only), ``disclosure`` (curator and public-facing modes),
+  ``connections``
+- ``spark/``     the Spark engine (extra ``spark``; not imported here): ``driver`` (release()/
+  preview()), ``domains``, ``leaves`` (the leaf GROUP BY), ``subtrees`` (levels below the cut on
+  executors), ``ledger`` (which ledger and source), ``transit``, ``commands`` (--engine spark)
 - ``tools/``     ``cli``, ``shell``, ``demo`` (sample data) and ``workloads`` (the paper's)
 """
 
-from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError
+from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError, LedgerError
 from .core.interrupts import ReleaseInterrupted  # raised where a release is stopped
 from .core.limits import ReleaseAbortedError  # raised past the cell limit, after the charge
+from .duckdb.budgets import (
+    budget,
+    move_ledger,
+    require_budget,
+    set_budget,
+    upgrade_ledger,
+    verify_ledger,
+)
 from .duckdb.evaluation import evaluate
 from .duckdb.extension import NotPrivateWarning, interrupt, load, preview, release
-from .ledger.store import budget, set_budget
 
 __version__ = "0.1.0"
 
@@ -40,6 +57,7 @@ __all__ = [
     "InftdaError",
     "InputError",
     "InternalError",
+    "LedgerError",
     "NotPrivateWarning",
     "ReleaseAbortedError",
     "ReleaseInterrupted",
@@ -48,7 +66,11 @@ __all__ = [
     "evaluate",
     "interrupt",
     "load",
+    "move_ledger",
     "preview",
     "release",
+    "require_budget",
     "set_budget",
+    "upgrade_ledger",
+    "verify_ledger",
 ]

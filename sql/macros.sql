@@ -4,7 +4,8 @@
 -- DuckDB's Python API has no table functions, so each macro is SELECT * FROM query(<SQL text>)
 -- where the text is rendered at bind time by a side-effect-free Python UDF ($generator, one per
 -- connection) from the arguments passed as JSON. Rendering is cheap, deterministic and draws no
--- noise; DESCRIBE / EXPLAIN cost nothing.
+-- noise; DESCRIBE / EXPLAIN cost nothing. current_query_id() binds the capability token of the
+-- rendered statement to the statement being run (see inftda_duckdb/duckdb/capabilities.py).
 -- Cost of inftda_release: one full release per EXECUTION (fresh noise, charged to the ledger);
 -- use CREATE TABLE ... AS SELECT * FROM inftda_release(...) and query the table.
 -- Cost of inftda_preview: nothing (no budget; reads only public domains, except with
@@ -24,7 +25,8 @@ inftda_release(
     'max_rows_per_unit': max_rows_per_unit, 'rows_per_unit_public': rows_per_unit_public,
     'unknown': unknown, 'seed': seed,
     'current_database': current_database(), 'current_schema': current_schema(),
-    'search_path': current_setting('search_path')
+    'search_path': current_setting('search_path'), 'query_id': current_query_id(),
+    'session': {'profiling': current_setting('enable_profiling')}
 })::VARCHAR))
 
 -- @preview_macro
@@ -40,5 +42,6 @@ inftda_preview(
     'privacy_unit': privacy_unit, 'max_rows_per_unit': max_rows_per_unit,
     'rows_per_unit_public': rows_per_unit_public, 'beta': beta,
     'current_database': current_database(), 'current_schema': current_schema(),
-    'search_path': current_setting('search_path')
+    'search_path': current_setting('search_path'), 'query_id': current_query_id(),
+    'session': {'profiling': current_setting('enable_profiling')}
 })::VARCHAR))

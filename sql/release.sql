@@ -7,8 +7,10 @@
 -- per-connection UDF names.
 -- Cost: ONE scan of the source (the leaf-level GROUP BY; a privacy unit adds a window over it),
 -- then one UDF call for all levels over the distinct leaves (work proportional to the leaves plus
--- the noised cells: every child of every released parent). Privacy: each execution is a NEW release with fresh noise and is charged to the ledger
--- by inftda_begin (once per execution, before any noise is drawn).
+-- the noised cells: every child of every released parent). Privacy: each execution is a NEW
+-- release with fresh noise and is charged to the ledger by the levels step's first call (once per
+-- execution, before any noise is drawn; inftda_begin has checked the statement's capability
+-- token and the data first).
 
 -- @typed
 -- one row of typed NULLs, one per hierarchy column: gives cast_to_type() and typeof() the
@@ -138,26 +140,31 @@ leaf_coded AS MATERIALIZED (
 )
 
 -- @checks
--- the public/data checks inftda_begin turns into errors BEFORE charging anything
+-- the public/data checks inftda_begin turns into errors BEFORE charging anything; 'session':
+-- the statement and profiling setting of the caller (the public-facing mode refuses EXPLAIN
+-- ANALYZE and profiling: they would print the data's row counts)
 checks AS (SELECT to_json({$totals
+    'session': {'query': current_query(), 'profiling': current_setting('enable_profiling')},
     'columns': (SELECT [$column_checks] FROM typed),
     'nestings': [$nest_checks]
 })::VARCHAR AS j)
 
 -- @shadow_check
 -- the source was given unqualified and resolved outside TEMP at bind time (which cannot see
--- TEMP objects): at execution, does a TEMP table or view of that name shadow it?
+-- TEMP objects): at execution, does a TEMP table or view of that name shadow it? (ASCII case
+-- folded, as DuckDB's binder compares names)
 'shadow': (SELECT count(*) FROM (
     SELECT table_name AS name FROM duckdb_tables() WHERE temporary
     UNION ALL SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal
-) WHERE lower(name) = $name),
+) WHERE translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name),
 
 -- @frame_check
 -- the source is a TEMP view over a registered pandas DataFrame (catalog only): its ENUM columns
 -- are Categoricals, whose categories pandas may have taken from the data (a warning); DuckDB
 -- 1.5.0 gives such a view an empty SQL text (no CREATE VIEW can)
 'frame': (SELECT count(*) FROM duckdb_views()
-          WHERE temporary AND lower(view_name) = $name
+          WHERE temporary
+            AND translate(view_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name
             AND (sql LIKE '%pandas_scan(%' OR trim(coalesce(sql, '')) = '')),
 
 -- @column_check
@@ -219,9 +226,10 @@ coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
  'nodes': [$nest_nodes]}
 
 -- @begin
--- ONE call per execution (MATERIALIZED): validates the checks, charges the ledger, draws the
--- key, releases the root (Algorithm 1, line 1).
-inftda_b AS MATERIALIZED (SELECT $begin($spec, j) AS b FROM checks)
+-- ONE call per execution (MATERIALIZED, so every call of the statement is done before the
+-- levels step): accepts the spec only with the capability token minted for this statement
+-- (current_query_id()), turns the checks into errors; nothing is charged or drawn yet.
+inftda_b AS MATERIALIZED (SELECT $begin($spec, j, current_query_id()) AS b FROM checks)
 
 -- @leaf
 -- true leaf counts on codes (one row per leaf: values and codes correspond one to one; rows

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 
 import duckdb
 import pytest
 
 from inftda_duckdb.duckdb.extension import load
+
+# A developer's own shared ledger or ledger key must never see the tests' charges (subprocesses
+# inherit this environment too); tests that need them set them explicitly.
+for _variable in ("INFTDA_LEDGER", "INFTDA_LEDGER_KEY_FILE"):
+    os.environ.pop(_variable, None)
 
 
 @pytest.fixture

@@ -157,15 +157,18 @@ def test_release_table_into_table(work: Path) -> None:
 
 
 def test_release_parquet_to_parquet_leaves_no_temporary_file(work: Path) -> None:
-    out = work / "out.parquet"
+    out, ledger = work / "out.parquet", work / "budget.duckdb"
     result = cli("release", "--input", work / "trips.parquet", "--columns", "origin,hour",
                  "--rho", "1/2", "--domain", "hour=0..23", "--domain", ORIGINS, "--output", out,
-                 "--quiet")
+                 "--quiet", "--ledger", ledger)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     with duckdb.connect() as con:
         assert con.execute(f"SELECT sum(count) FROM '{out}'").fetchall()[0][0] == ROWS
     assert not [n for n in os.listdir(work) if n.endswith(".tmp")]
+    # charged as the file itself, in the ledger file
+    assert query(ledger, "SELECT source, source_key, origin FROM inftda_ledger") == [
+        (str(work / "trips.parquet"), f"file:{work / 'trips.parquet'}", "cli")]
 
 
 def test_release_csv_with_list_and_file_domains(work: Path) -> None:
@@ -174,7 +177,7 @@ def test_release_csv_with_list_and_file_domains(work: Path) -> None:
                  "--epsilon", "2", "--delta", "1e-6",
                  "--domain-file", f"origin={work / 'boroughs.csv'}",
                  "--domain-file", f"dest={work / 'zones.csv'}", "--domain", "hour=0..23",
-                 "--output", out)
+                 "--output", out, "--ledger", ":memory:")
     assert result.returncode == 0, result.stderr
     with duckdb.connect() as con:
         rows = con.execute(f"SELECT origin, dest, count FROM read_csv('{out}')").fetchall()
@@ -389,6 +392,87 @@ def test_ledger_and_budget(work: Path) -> None:
     assert "trips" in set_eps.stdout and "budget_rho" in set_eps.stdout
 
 
+def test_budget_sources_names_files_and_require(work: Path) -> None:
+    db, ledger = work / "trips.duckdb", work / "budget.duckdb"
+    typo = cli("budget", db, "--set", "tripz", "--rho", "1", "--ledger", ledger)
+    assert_error(typo)
+    assert "'tripz'" in typo.stderr and "trips" in typo.stderr and "--missing-ok" in typo.stderr
+    assert cli("budget", db, "--set", "later", "--rho", "1", "--missing-ok",
+               "--ledger", ledger).returncode == 0
+    forgot = cli("budget", db, "--set", "trips", "--rho", "1")  # without the shared ledger
+    assert_error(forgot)
+    assert str(ledger) in forgot.stderr
+    both = cli("budget", db, "--ledger", ledger, "--set", "trips", "--set",
+               f"file:{work / 'trips.parquet'}", "--name", "riders", "--rho", "1")
+    assert both.returncode == 0, both.stderr
+    assert "riders" in both.stdout and "trips.parquet" in both.stdout
+    assert cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "3/4", "--into-table", "a",
+               "--ledger", ledger).returncode == 0
+    refused = cli("release", "--input", work / "trips.parquet", "--columns", "origin",
+                  "--domain", ORIGINS, "--rho", "1/2", "--output", work / "o.parquet",
+                  "--ledger", ledger)
+    assert_error(refused, 3)
+    assert "riders" in refused.stderr and not (work / "o.parquet").exists()
+    on = cli("budget", "--ledger", ledger, "--require-budget", "on")
+    assert on.returncode == 0, on.stderr
+    other = cli("release", "--input", work / "trips.csv", "--columns", "origin", "--domain",
+                ORIGINS, "--rho", "1/2", "--output", work / "o.parquet", "--ledger", ledger)
+    assert_error(other, 3)
+    assert "no budget covers it" in other.stderr
+
+
+def test_the_ledger_from_the_environment_and_in_the_shell(work: Path) -> None:
+    ledger = work / "env.duckdb"
+    env = {**os.environ, "INFTDA_LEDGER": str(ledger)}
+    out = cli("release", "--input", work / "trips.parquet", "--columns", "origin", "--domain",
+              ORIGINS, "--rho", "1/4", "--output", work / "o.parquet", "--quiet", env=env)
+    assert out.returncode == 0, out.stderr
+    shell = cli("shell", "--ledger", ledger, stdin=(
+        f"CREATE TABLE t AS SELECT * FROM '{work / 'trips.parquet'}';\n"
+        "SELECT count(*) FROM inftda_release('t', ['origin'], rho := 0.25, "
+        "domains := {'origin': ['Manhattan', 'Brooklyn', 'Queens', 'Bronx', "
+        "'Staten Island']});\n.ledger\n"))
+    assert shell.returncode == 0, shell.stderr
+    assert "trips.parquet" in shell.stdout and "memory.main.t" in shell.stdout
+    assert query(ledger, "SELECT origin, rho FROM inftda_ledger ORDER BY id") == [
+        ("cli", "1/4"), ("sql", "1/4")]
+
+
+def test_ledger_verify_and_upgrade(work: Path) -> None:
+    db = work / "trips.duckdb"
+    assert cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1/3",
+               "--into-table", "x").returncode == 0
+    ok = cli("ledger", db, "--verify")
+    assert ok.returncode == 0 and "intact: 1 rows" in ok.stdout, ok.stderr
+    with duckdb.connect(str(db)) as con:
+        con.execute("DELETE FROM inftda_ledger")
+    broken = cli("ledger", db, "--verify")
+    assert_error(broken)
+    assert "broken" in broken.stderr
+    shared = work / "shared.duckdb"
+    assert cli("budget", "--ledger", shared, "--set", "name:frame", "--rho", "1").returncode == 0
+    alone = cli("ledger", "--ledger", shared, "--verify")  # no DATABASE: the ledger file alone
+    assert alone.returncode == 0 and "intact: 1 rows" in alone.stdout, alone.stderr
+    assert "No releases" in cli("ledger", "--ledger", shared).stdout
+    assert cli("ledger", db, "--upgrade").stdout.startswith("Nothing to upgrade")
+    assert_error(cli("ledger"))  # neither DATABASE nor --ledger
+
+
+def test_ledger_move_to_a_shared_file(work: Path) -> None:
+    db, shared = work / "trips.duckdb", work / "budget.duckdb"
+    assert cli("budget", db, "--set", "trips", "--rho", "1").returncode == 0
+    release = [str(a).format(db=db) for a in RELEASE]
+    assert cli(*release, "--rho", "3/4", "--into-table", "a").returncode == 0
+    assert_error(cli(*release, "--rho", "1/2", "--into-table", "b", "--ledger", shared))
+    moved = cli("ledger", db, "--move-to", shared)
+    assert moved.returncode == 0 and "Moved 2 rows" in moved.stdout, moved.stderr
+    capped = cli(*release, "--rho", "1/2", "--into-table", "b", "--ledger", shared)
+    assert_error(capped, 3)
+    assert "refused" in capped.stderr
+    assert cli(*release, "--rho", "1/4", "--into-table", "b", "--ledger", shared).returncode == 0
+    assert_error(cli(*release, "--rho", "1/100", "--into-table", "c"))  # its own: closed
+
+
 def test_evaluate_and_plot(work: Path) -> None:
     db = work / "trips.duckdb"
     assert cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1",
@@ -499,7 +583,7 @@ def test_machine_readable_budget_and_ledger(work: Path, fmt: str) -> None:
     else:
         rows = list(csv.DictReader(io.StringIO(ledger.stdout)))
         assert rows[0]["rho"] == "1/3" and rows[0]["rho_decimal"] == "0.333333"
-        assert "─" not in budget.stdout and budget.stdout.startswith("source,")
+        assert "─" not in budget.stdout and budget.stdout.startswith("budget,sources,")
 
 
 def test_fix_texts_speak_cli(work: Path) -> None:

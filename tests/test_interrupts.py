@@ -20,7 +20,7 @@ import pytest
 from inftda_duckdb.core.errors import ReleaseInterrupted
 from inftda_duckdb.duckdb import extension
 from inftda_duckdb.duckdb.extension import interrupt, release, statement
-from inftda_duckdb.ledger import store as ledger
+from inftda_duckdb.ledger.store import Ledger
 
 DOMAINS = {"a": range(1000), "b": range(10000)}  # level 2: 1000 parents x 10000 = 1e7 cells
 LONG = "SELECT sum(hash(i)) FROM range(20000000000) r(i)"  # minutes of DuckDB's own work
@@ -134,10 +134,10 @@ def test_a_ctrl_c_inside_a_udf_says_what_was_charged(
     assert "ReleaseInterrupted: the release was interrupted after its budget was charged" in str(
         info.value)
 
-    def charge(*args: Any) -> int:  # Ctrl-C while the ledger row is being written
+    def charge(*args: Any, **kwargs: Any) -> int:  # Ctrl-C while the ledger row is written
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ledger, "charge", charge)
+    monkeypatch.setattr(Ledger, "charge", charge)
     with pytest.raises(ReleaseInterrupted, match="while its charge was being recorded") as rec:
         release(t, "t", ["a"], rho=1, domains={"a": range(1000)})
     assert rec.value.charged is None

@@ -9,7 +9,7 @@ import pytest
 
 from inftda_duckdb.core import topdown
 from inftda_duckdb.core.accounting import plan_budget
-from inftda_duckdb.core.errors import InternalError
+from inftda_duckdb.core.errors import InputError
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import LevelProgress, release_tree
 from inftda_duckdb.duckdb import extension, sqlgen
@@ -118,7 +118,7 @@ def test_a_part_cannot_be_released_twice(con, monkeypatch):
     monkeypatch.setattr(extension, "_parts", twice)
     with pytest.raises(duckdb.Error, match="came twice, too late or unknown"):
         con.execute(query()).fetchall()
-    with pytest.raises(InternalError, match="unknown or expired release id"):
+    with pytest.raises(InputError, match="unknown or expired release id"):  # by hand
         extension._live("nope")
 
 
@@ -180,7 +180,8 @@ def test_release_succeeds_under_a_memory_limit_where_group_by_does():
                          f"{names}, rho := 1)").fetchall()[0]
     assert total == ROWS and n > 0
     request, plan, udfs = extension._prepare(c, "big", names, {"rho": 1})
-    one_list = sqlgen.render_release(request, plan, udfs, "python")  # as if no limit
+    # as if no limit (minted like any rendered statement: a bare render is refused as hand-made)
+    one_list, _ = extension._rendered(request, plan, udfs, "python", None)
     with pytest.raises(duckdb.OutOfMemoryException):
         c.execute(f"SELECT count(*) FROM ({one_list})").fetchall()
     c.close()

@@ -22,7 +22,7 @@ from inftda_duckdb.core.accounting import (
 from inftda_duckdb.core.errors import BudgetExceededError, InputError
 from inftda_duckdb.core.noise import DiscreteGaussian
 from inftda_duckdb.duckdb import extension
-from inftda_duckdb.ledger.store import budget, set_budget
+from inftda_duckdb.duckdb.budgets import budget, set_budget
 
 RELEASE = "inftda_release('trips', ['origin', 'dest'], rho := {rho})"
 THIRD = RELEASE.format(rho="'1/3'")
@@ -133,7 +133,7 @@ def test_seeded_and_data_domain_releases_are_charged_but_not_private(
         ("memory.main.trips", True, False, False),
         ("memory.main.plain", False, True, False),
     ]
-    (row,) = [r for r in budget(con).to_pylist() if r["source"] == "memory.main.plain"]
+    (row,) = [r for r in budget(con).to_pylist() if r["sources"] == ["memory.main.plain"]]
     assert row["non_private_releases"] == 1 and row["spent_rho_exact"] == "1/10"
 
 
@@ -281,11 +281,24 @@ def _race(c: duckdb.DuckDBPyConnection, threads: int, per_thread: int, sql: bool
     return ok[0]
 
 
+@pytest.mark.parametrize("parts", [False, True], ids=["one_call", "in_parts"])
 @pytest.mark.parametrize("sql", [False, True], ids=["python", "sql"])
-def test_concurrent_releases_never_overspend(con: duckdb.DuckDBPyConnection, sql: bool) -> None:
+def test_concurrent_releases_never_overspend(con: duckdb.DuckDBPyConnection, sql: bool,
+                                             parts: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads on one connection's cursors; ``in_parts``: releases planned in parts (a tiny
+    memory_limit), charged by their first levels call."""
+    calls: list[int] = []
+    if parts:
+        from inftda_duckdb.duckdb import sqlgen
+
+        monkeypatch.setattr(extension, "memory_limit", lambda _: 1 << 6)
+        monkeypatch.setattr(sqlgen, "PARTS", 2)
+        original = extension._parts
+        monkeypatch.setattr(extension, "_parts", lambda *a: calls.append(1) or original(*a))
     set_budget(con, "trips", rho=1)
     assert _race(con, threads=4, per_thread=3, sql=sql) == 7  # floor(1 / (1/7))
     assert n_charges(con) == 7 and spent(con) == 1
+    assert bool(calls) == parts
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,8 +33,8 @@ from inftda_duckdb.core.noise import DiscreteGaussian, address_buffer
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import Nodes, release_below
 from inftda_duckdb.core.tree import Levels
+from inftda_duckdb.duckdb.budgets import set_budget
 from inftda_duckdb.duckdb.extension import load, release
-from inftda_duckdb.ledger.store import set_budget
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
 

@@ -19,9 +19,9 @@ from inftda_duckdb.core.noise import DiscreteGaussian
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import LevelProgress, Nodes, release_tree
 from inftda_duckdb.duckdb import extension
+from inftda_duckdb.duckdb.budgets import set_budget
 from inftda_duckdb.duckdb.connections import registered
 from inftda_duckdb.duckdb.extension import load, preview, release
-from inftda_duckdb.ledger.store import set_budget
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
 

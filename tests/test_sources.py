@@ -67,8 +67,8 @@ def test_in_memory_sources_are_released_and_charged_to_their_name(
     out = inftda_duckdb.release(con, source, ["a", "b"], rho=1, domains=DOMAINS,
                                 source_name="people")
     assert sum(out["count"].to_pylist()) == ROWS
-    assert out.schema.metadata[b"source"] == b"temp.main.people"
-    assert ledger(con) == [("temp.main.people", "python")]
+    assert out.schema.metadata[b"source"] == b"people"  # charged as name:people
+    assert ledger(con) == [("people", "python")]
     assert out.schema.metadata[b"ledger_id"] == b"1"
     plan = inftda_duckdb.preview(con, source, ["a", "b"], rho=1, domains=DOMAINS)
     assert plan.num_rows == 2 and len(ledger(con)) == 1  # preview spends nothing
@@ -78,7 +78,7 @@ def test_in_memory_sources_are_released_and_charged_to_their_name(
 
 
 def test_in_memory_source_under_a_budget(con: duckdb.DuckDBPyConnection) -> None:
-    inftda_duckdb.set_budget(con, "people", rho=1)
+    inftda_duckdb.set_budget(con, "name:people", rho=1)
     inftda_duckdb.release(con, frame(), ["a"], rho=1, domains={"a": ["x", "y"]},
                           source_name="people")
     with pytest.raises(inftda_duckdb.BudgetExceededError, match="refused"):
@@ -93,7 +93,7 @@ def test_messages_never_print_the_object(con: duckdb.DuckDBPyConnection) -> None
         inftda_duckdb.release(con, df, ["a"], rho=1, domains={"a": ["x", "y"]})
     text = str(info.value)
     assert "source_name is required" in text and "<a pandas DataFrame>" in text
-    assert "source_name='trips'" in text and "set_budget(con, 'trips', rho=1)" in text
+    assert "source_name='trips'" in text and "set_budget(con, 'name:trips', rho=1)" in text
     assert "x  0" not in text and len(text) < 600
     with pytest.raises(InputError, match=r"got <a builtins object>.*con.register"):
         inftda_duckdb.release(con, object(), ["a"], rho=1)

@@ -4,6 +4,9 @@
   the offending value, the rule it breaks and how to fix it. Nothing was charged or written.
 - :class:`BudgetExceededError`: the release would overspend a privacy budget. The message gives
   the requested, remaining and missing budget. Nothing was charged or written.
+- :class:`LedgerError`: the privacy ledger cannot be trusted or reached (edited rows, a missing
+  head, a wrong key, a read-only or locked file): every release is refused until it is fixed.
+  Nothing was charged or written.
 - :class:`InternalError`: an invariant of the mechanism failed. This is a bug; nothing is
   returned.
 - :class:`ReleaseAbortedError`: a release too large for the cell limit, found only after the
@@ -52,6 +55,10 @@ class InputError(InftdaError, ValueError):
 
 class BudgetExceededError(InftdaError):
     """A release was refused because it would exceed a privacy budget."""
+
+
+class LedgerError(InputError):
+    """The ledger is broken, unreachable or cannot record a charge durably: nothing is released."""
 
 
 class InternalError(InftdaError, AssertionError):

@@ -19,6 +19,7 @@ import json
 import math
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,8 @@ from ..core.errors import InputError, InternalError, bad_argument, opt, render
 from ..core.identifiers import quote_qualified
 from ..core.request import Labels, ReleaseRequest
 from ..core.topdown import MAX_KEY_SPAN
-from ..ledger.store import resolve_source, source_key
+from ..ledger.sources import fold, label
+from .catalog import resolve_release
 
 KINDS = ("list", "table", "enum", "data")
 
@@ -132,9 +134,9 @@ def plan_domains(
     names the SQL reads and the ledger charges. A name ``con`` cannot see resolves to
     ``temp.main.<name>``. A domain table that is the source itself is refused.
     """
-    resolved = resolve_source(con, request.source, context)
+    resolved = resolve_release(con, request.source, context)
     shadow = None
-    if len(request.source_parts) == 1 and resolved[0].lower() != "temp":
+    if len(request.source_parts) == 1 and fold(resolved[0]) != "temp":
         shadow = resolved[2]
     source = table_columns(con, resolved)
     if source is None and strict:
@@ -145,12 +147,12 @@ def plan_domains(
         _check_columns(request, source)
     nestings: list[Nesting] = []
     for given in request.domain_tables:
-        parts = resolve_source(con, quote_qualified(given), context)
-        if tuple(p.lower() for p in parts) == tuple(p.lower() for p in resolved):
+        parts = resolve_release(con, quote_qualified(given), context)
+        if tuple(fold(p) for p in parts) == tuple(fold(p) for p in resolved):
             raise bad_argument(
                 "domain_tables",
                 ".".join(given),
-                f"names the private source {source_key(resolved)} itself: its values and "
+                f"names the private source {label(resolved)} itself: its values and "
                 "combinations would be read from the private data, and the release would not "
                 "be private",
                 "pass a public table that is not derived from the data, or declare the values "
@@ -166,17 +168,44 @@ def plan_domains(
                 "non-TEMP table or view)",
                 "create it as a regular table, or call inftda_duckdb.release from Python",
             )
-        by_lower = {name.lower(): name for name, _ in cols}
-        levels = [k for k, c in enumerate(request.columns) if c.lower() in by_lower]
-        if not levels:
-            raise bad_argument(
-                "domain_tables",
-                ".".join(parts),
-                f"has no column named like a hierarchy column {list(request.columns)}",
-                "name the table's columns like the hierarchy columns",
-            )
-        names = tuple(by_lower[request.columns[k].lower()] for k in levels)
-        nestings.append(Nesting(parts, tuple(levels), names))
+        nestings.append(nesting(request, parts, [name for name, _ in cols]))
+    types = {fold(name): typ for name, typ in source or []}
+
+    def enum(col: str) -> ColumnDomain:
+        typ = types.get(fold(col))
+        if typ is not None and not typ.startswith("ENUM("):
+            raise no_domain(col, typ)
+        size = None if typ is None else len(_ENUM_LABEL.findall(typ))
+        return ColumnDomain(col, "enum", known_enum=typ is not None, size=size)
+
+    columns = column_domains(request, nestings, enum)
+    result = DomainPlan(columns, tuple(nestings), resolved, shadow)
+    if strict:  # the caller's own connection sees its TEMP views (SQL: the checks do it)
+        warn_frame_enums(request.source, frame_enums(con, result))
+    return result
+
+
+def nesting(request: ReleaseRequest, table: tuple[str, ...], names: list[str]) -> Nesting:
+    """The hierarchy levels a domain table lists: its columns named like hierarchy columns."""
+    by_lower = {fold(name): name for name in names}
+    levels = [k for k, c in enumerate(request.columns) if fold(c) in by_lower]
+    if not levels:
+        raise bad_argument(
+            "domain_tables",
+            ".".join(table),
+            f"has no column named like a hierarchy column {list(request.columns)}",
+            "name the table's columns like the hierarchy columns",
+        )
+    return Nesting(table, tuple(levels), tuple(by_lower[fold(request.columns[k])]
+                                               for k in levels))
+
+
+def column_domains(
+    request: ReleaseRequest, nestings: list[Nesting], otherwise: Callable[[str], ColumnDomain]
+) -> tuple[ColumnDomain, ...]:
+    """Every level's domain by precedence: an explicit list, the domain table listing the
+    column, the data (opt-in, not private), else ``otherwise(column)`` (DuckDB: the column's
+    ENUM labels; Spark, which has no ENUM: an error). A column in two tables is refused."""
     owner: dict[int, int] = {}
     for t, nest in enumerate(nestings):
         for k in nest.levels:
@@ -188,7 +217,6 @@ def plan_domains(
                     "give each hierarchy column at most one domain table",
                 )
             owner[k] = t
-    types = {name.lower(): typ for name, typ in source or []}
     columns = []
     for k, col in enumerate(request.columns):
         if col in request.domains:
@@ -201,18 +229,17 @@ def plan_domains(
         elif request.domain_from_data:
             columns.append(ColumnDomain(col, "data"))
         else:
-            typ = types.get(col.lower())
-            if typ is not None and not typ.startswith("ENUM("):
-                raise no_domain(col, typ)
-            size = None if typ is None else len(_ENUM_LABEL.findall(typ))
-            columns.append(ColumnDomain(col, "enum", known_enum=typ is not None, size=size))
-    result = DomainPlan(tuple(columns), tuple(nestings), resolved, shadow)
-    if strict:  # the caller's own connection sees its TEMP views (SQL: the checks do it)
-        warn_frame_enums(request.source, frame_enums(con, result))
-    return result
+            columns.append(otherwise(col))
+    return tuple(columns)
 
 
 _ENUM_LABEL = re.compile(r"'((?:[^']|'')*)'")  # one label of an ENUM type's name (as in SQL)
+
+
+def enum_labels(type_name: str) -> tuple[str, ...]:
+    """The labels of an ENUM type as DuckDB names it (``ENUM('a', 'it''s')``), in order."""
+    return tuple(label.replace("''", "'") for label in _ENUM_LABEL.findall(type_name))
+
 
 FRAME_SCAN = "pandas_scan("
 """In the SQL of the TEMP view DuckDB makes for a registered pandas DataFrame (DuckDB >= 1.5.1;
@@ -232,12 +259,12 @@ def frame_enums(con: Any, plan: DomainPlan) -> tuple[str, ...]:
     if not enums or db.lower() != "temp":
         return ()
     try:
-        rows = con.execute(
-            "SELECT sql FROM duckdb_views() WHERE temporary AND lower(schema_name) = lower(?) "
-            "AND lower(view_name) = lower(?)", [schema, name]).fetchall()
+        rows = con.execute("SELECT schema_name, view_name, sql FROM duckdb_views() "
+                           "WHERE temporary").fetchall()
     except Exception:  # a connection that cannot run it: nothing to say
         return ()
-    registered = any(FRAME_SCAN in str(sql) or not str(sql or "").strip() for (sql,) in rows)
+    registered = any(FRAME_SCAN in str(sql) or not str(sql or "").strip()
+                     for s, v, sql in rows if (fold(s), fold(v)) == (fold(schema), fold(name)))
     return enums if registered else ()
 
 
@@ -264,11 +291,11 @@ def _source_fix() -> str:
 
 
 def _check_columns(request: ReleaseRequest, source: list[tuple[str, str]]) -> None:
-    names = {name.lower() for name, _ in source}
+    names = {fold(name) for name, _ in source}
     wanted = list(request.columns)
     if request.privacy_unit is not None:
         wanted.append(request.privacy_unit)
-    missing = [c for c in wanted if c.lower() not in names]
+    missing = [c for c in wanted if fold(c) not in names]
     if missing:
         raise bad_argument(
             "columns",
@@ -278,10 +305,12 @@ def _check_columns(request: ReleaseRequest, source: list[tuple[str, str]]) -> No
         )
 
 
-def no_domain(column: str, type_name: str) -> InputError:
+def no_domain(column: str, type_name: str, enums: bool = True) -> InputError:
+    """A column without a public domain (``enums``: the engine has ENUM types; Spark has not)."""
+    enum = "make it an ENUM, " if enums else ""
     return InputError(
         f"column {column!r} ({type_name}) has no public domain. Fix: declare its values with "
-        f"{opt('domains', {column: '...'})}, make it an ENUM, list it in a domain table "
+        f"{opt('domains', {column: '...'})}, {enum}list it in a domain table "
         f"({opt('domain_tables', ['...'])}), or (exploration only, not private) pass "
         f"{opt('domain_from_data', True)}"
     )
@@ -303,20 +332,12 @@ def load_checks(checks_json: str) -> dict[str, Any]:
 def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str) -> int:
     """Turn the check row computed in SQL into an InputError; return n (rows kept).
 
-    Runs before anything is charged. Data problems (NULLs, values outside the declared domain)
-    are only errors with ``unknown := 'error'``; with 'drop' those rows were dropped in SQL.
+    Runs before anything is charged (curator mode; in public-facing mode after the charge, its
+    data errors hidden, see :mod:`.disclosure`), after the budget check. Data problems (NULLs,
+    values outside the declared domain) are only errors with ``unknown := 'error'``; with 'drop'
+    those rows were dropped in SQL.
     """
-    checks = load_checks(checks_json)
-    if not plan.columns:
-        raise InternalError("empty domain plan")
-    if checks.get("shadow"):
-        raise InputError(
-            f"source {request.source!r} names two objects: the TEMP table or view "
-            f"temp.main.{plan.shadow} (which the statement would read) and "
-            f"{'.'.join(plan.source)} (resolved when the release was planned); nothing was "
-            f"charged. Fix: qualify the name, e.g. 'temp.main.{plan.shadow}' or "
-            f"'{'.'.join(plan.source)}'"
-        )
+    checks = raise_for_public_checks(request, plan, checks_json)
     if request.unknown == "error" and checks.get("nulls_unit"):
         raise InputError(
             f"privacy_unit {request.privacy_unit!r} of {request.source} is NULL in "
@@ -324,10 +345,6 @@ def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str
             f"them out or fill them (e.g. one unit per row) in a view, or pass "
             f"{opt('unknown', 'drop')} with {opt('neighbours', 'add_remove')} to drop them"
         )
-    for col, dom, c in zip(request.columns, plan.columns, checks["columns"], strict=True):
-        _check_domain(col, dom, c)
-    for nest, c in zip(plan.nestings, checks["nestings"], strict=True):
-        _check_nesting(request, nest, c)
     if request.unknown == "error" and "n" in checks:
         for col, dom, c in zip(request.columns, plan.columns, checks["columns"], strict=True):
             _check_data(request, col, dom, c)
@@ -342,6 +359,29 @@ def raise_for_checks(request: ReleaseRequest, plan: DomainPlan, checks_json: str
                     f"{opt('unknown', 'drop')} with {opt('neighbours', 'add_remove')}"
                 )
     return int(checks.get("kept", 0))
+
+
+def raise_for_public_checks(request: ReleaseRequest, plan: DomainPlan,
+                            checks_json: str) -> dict[str, Any]:
+    """The checks of the check row that read only the request, the catalog and the public
+    domains (never the private data): a TEMP namesake, each level's declared domain, each
+    domain table. Returns the check row."""
+    checks = load_checks(checks_json)
+    if not plan.columns:
+        raise InternalError("empty domain plan")
+    if checks.get("shadow"):
+        raise InputError(
+            f"source {request.source!r} names two objects: the TEMP table or view "
+            f"temp.main.{plan.shadow} (which the statement would read) and "
+            f"{'.'.join(plan.source)} (resolved when the release was planned); nothing was "
+            f"charged. Fix: qualify the name, e.g. 'temp.main.{plan.shadow}' or "
+            f"'{'.'.join(plan.source)}'"
+        )
+    for col, dom, c in zip(request.columns, plan.columns, checks["columns"], strict=True):
+        _check_domain(col, dom, c)
+    for nest, c in zip(plan.nestings, checks["nestings"], strict=True):
+        _check_nesting(request, nest, c)
+    return checks
 
 
 def _check_domain(col: str, dom: ColumnDomain, c: dict[str, Any]) -> None:

@@ -40,6 +40,7 @@ import pyarrow as pa
 from ..core.accounting import BudgetPlan, error_bound, total_rho
 from ..core.errors import InputError, bad_argument, opt, speaks
 from ..core.identifiers import literal, parse_qualified, quote, quote_qualified
+from . import disclosure
 from .connections import create_macro, register_udfs
 
 #: Columns of the result, in order.
@@ -152,6 +153,11 @@ def _domain_table_specs(domain_tables: object) -> list[tuple[str, list[str], boo
     if isinstance(domain_tables, Sequence) and all(isinstance(t, str) for t in domain_tables):
         return [(t, [], False) for t in domain_tables]  # columns filled in by resolve_named
     raise bad_argument("domain_tables", domain_tables, "has an unsupported form", fix)
+
+
+def _table_names(domain_tables: object) -> list[str]:
+    """The tables ``domain_tables`` names (every one is read)."""
+    return [t for t, _, how in _domain_table_specs(domain_tables) if how is not None]
 
 
 def resolve_named(con: Any, domain_tables: object, columns: list[str]) -> object:
@@ -302,6 +308,7 @@ def evaluate(
     record. The budget (``rho``, or ``epsilon`` and ``delta``, or the release's ``plan``) only adds
     Theorem 1's bound at ``beta``. Returns one row per level with :data:`RESULT_COLUMNS`.
     """
+    disclosure.check_evaluate(con, true_table, released_table, *_table_names(domain_tables))
     if not 0 < beta < 1:
         raise bad_argument("beta", beta, "must be in (0, 1)", "pass e.g. beta=0.05")
     total = _rho(rho, epsilon, delta)
@@ -329,6 +336,7 @@ def _sql_from_json(
 ) -> str:
     opts = json.loads(options) if options else {}
     tables = opts.get("domain_tables")
+    disclosure.check_evaluate(con, true_table, released_table, *_table_names(tables))
     if tables is not None and not isinstance(tables, Mapping):  # named tables: read the catalog
         cursor = con.cursor()  # a fresh cursor: it cannot see TEMP tables (see duckdb-facts)
         try:

@@ -10,12 +10,16 @@
 
 Random UDFs are registered with ``side_effects=True``; each runs once per execution (begin in
 a one-row MATERIALIZED CTE; the levels' lists go straight to the unnest, and a second call
-would raise). ``inftda_begin`` turns the data checks into errors, charges the ledger, draws the
-key and keeps the release state in a small process registry, keyed by a fresh release id;
-``inftda_levels`` (one Arrow call) takes the true leaf counts as lists (mixed-radix keys, or
-codes column after column), releases every level through the engine-neutral
+would raise). ``inftda_begin`` accepts only the spec its statement was rendered with (a
+capability token, :mod:`.capabilities`), turns the data checks into errors and keeps what the
+release needs in a small process registry, keyed by a fresh release id: no key, no noise, no
+charge yet. ``inftda_levels`` (one Arrow call) takes the release from the registry, refuses it if
+its begin step ran more than once (a correlated subquery), charges the ledger, draws the keys,
+then takes the true leaf counts as lists (mixed-radix keys, or codes column after column),
+releases every level through the engine-neutral
 :func:`~inftda_duckdb.core.topdown.release_below` on DuckDB's ``threads`` worker threads, returns
-the released leaves as one row of lists and drops the state.
+the released leaves as one row of lists and drops the state (the keys go with it). A release in
+parts is charged by its first levels call, the one that releases the levels down to the cut.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from ..core.errors import (
     InftdaError,
     InputError,
     InternalError,
+    LedgerError,
     ReleaseAbortedError,
     ReleaseInterrupted,
     bad_argument,
@@ -56,7 +61,6 @@ from ..core.errors import (
     speaking,
     speaks,
 )
-from ..core.identifiers import parse_qualified
 from ..core.interrupts import GRACE, interruptible, stopped
 from ..core.noise import DiscreteGaussian
 from ..core.provenance import provenance
@@ -64,11 +68,29 @@ from ..core.randomness import RandomSource
 from ..core.request import ReleaseRequest, from_json, parse_request
 from ..core.topdown import Cancelled, LevelProgress, check_total, release_below, release_root
 from ..core.tree import Allowed, Levels, Nodes, mixed_radix
-from ..ledger import store as ledger
-from . import evaluation
+from ..ledger.sources import SourceId
+from ..ledger.sources import parse as parse_source
+from ..ledger.store import Ledger
+from . import budgets, capabilities, catalog, disclosure, evaluation
+from .catalog import Where
 from .connections import create_macro, register_udfs, registered
-from .domain import DomainPlan, frame_enum_text, load_checks, plan_domains, raise_for_checks
-from .sqlgen import PREFIXES, UdfNames, fragments, render_preview, render_release
+from .domain import (
+    DomainPlan,
+    frame_enum_text,
+    load_checks,
+    plan_domains,
+    raise_for_checks,
+    raise_for_public_checks,
+)
+from .sqlgen import (
+    PREFIXES,
+    UdfNames,
+    fragments,
+    preview_spec_json,
+    render_preview,
+    render_release,
+    spec_json,
+)
 
 T = TypeVar("T")
 MAX_LIVE_RELEASES = 64
@@ -90,10 +112,28 @@ _LOCK = threading.RLock()
 
 
 @dataclass
+class _Pending:
+    """What the levels step needs to charge a begun release and draw its keys."""
+
+    con_ref: Any
+    request: ReleaseRequest
+    plan: BudgetPlan
+    n: int
+    sizes: list[int]
+    nodes: list[int]  # cells per level (public)
+    fits: bool  # the cell limit held without the noised root
+    nests: list[tuple[int, ...] | None]  # per level: the earlier levels keying its children
+    where: Where
+    origin: str
+    hidden: InftdaError | None = None  # public-facing mode: a data problem, raised once charged
+
+
+@dataclass
 class _Release:
     """A release in progress: each level's random source, noise and domain size (and, for a
     nested level, the earlier levels keying its allowed children), and the nodes released at
-    the last level done."""
+    the last level done. Between the begin and the levels step only ``pending`` is set: the
+    registry never holds a key before the charge."""
 
     levels: list[tuple[RandomSource, DiscreteGaussian, int, tuple[int, ...] | None]]
     root: int
@@ -105,7 +145,8 @@ class _Release:
     charged: str | None = None  #: what the release spent ('rho 1/2 on memory.main.t')
     tree: Levels | None = None  # a release in parts: its levels, and which parts are done
     parts: _Parts | None = None
-    kept: int = 0  #: the rows kept (the checks): more than any leaf's count
+    pending: _Pending | None = None
+    kept: int = 0  #: the rows kept (the checks): more than any leaf's count (@leaf_pairs)
 
 
 _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
@@ -113,9 +154,7 @@ _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
 # exception a UDF raised (DuckDB only passes its text on)
 _PROGRESS: dict[str, Progress | None] = {}
 _ERRORS: dict[str, BaseException] = {}
-# ... what the call charges to when it releases an in-memory object (an explicit name; see
-# _source), and the ledger row its charge wrote (for the output's provenance)
-_CHARGE_AS: dict[str, str] = {}
+# ... and the ledger row its charge wrote (for the output's provenance)
 _LEDGER_IDS: dict[str, int] = {}
 # releases inside inftda_begin, not charged yet (owner, token, cancel flag), and the tokens
 # of Python calls interrupted before their begin ran
@@ -175,103 +214,147 @@ def _level_cells(domains: DomainPlan, data: dict[str, Any]) -> list[int]:
 # UDF bodies
 
 
-def _origin(con_ref: Any, spec_text: str, checks: str) -> str:
+def _language(origin: object) -> str:
+    """The interface a release was asked from, whose language its errors speak."""
+    return "python" if origin == "python" else "cli" if origin == "cli" else "sql"
+
+
+def _origin(con_ref: Any, step: str, spec_text: str, *rest: Any) -> str:
     """The interface a release was asked from (its errors speak its language)."""
     try:
-        return str(json.loads(spec_text).get("origin", "sql")).replace("preview", "sql")
-    except ValueError:
+        return _language(json.loads(spec_text).get("origin", "sql"))
+    except (ValueError, AttributeError):
         return "sql"
 
 
 @speaks(_origin)
-def _begin(con_ref: Any, spec_text: str, checks: str) -> dict[str, Any]:
-    """Once per execution: checks -> errors, charge, key, root (Algorithm 1, line 1)."""
+def _begin(con_ref: Any, step: str, spec_text: str, checks: str,
+           query_id: int | None = None) -> dict[str, Any]:
+    """Once per execution: the statement's own spec (capability token), checks -> errors."""
     spec = json.loads(spec_text)
-    flag, phase = threading.Event(), ["checks"]  # phase: checks, charging, charged
-    owner, token = id(con_ref()), spec.get("token")
+    token = spec.get("token") if isinstance(spec, dict) else None
+    flag = threading.Event()
+    con = con_ref()
+    owner = id(con)
     with _LOCK:
         _BEGINNING[id(flag)] = (owner, token, flag)
     try:
         with _active(owner, token):
-            return _begin_spec(con_ref, spec, checks, flag, phase)
-    except KeyboardInterrupt as exc:  # Ctrl-C landed in this UDF: say what was charged
-        err = exc if isinstance(exc, ReleaseInterrupted) else stopped(
-            phase[0] if phase[0] != "checks" else None, recording=phase[0] == "charging")
-        _keep_error(spec.get("token"), err)
+            capabilities.redeem(step, token, spec_text, query_id)
+            return _begin_spec(con_ref, spec, checks, flag)
+    except KeyboardInterrupt as exc:  # Ctrl-C landed in this UDF: nothing is charged here
+        err = exc if isinstance(exc, ReleaseInterrupted) else stopped(None)
+        _keep_error(token, err)
         raise err from None
     except InftdaError as exc:
-        _keep_error(spec.get("token"), exc)
+        _keep_error(token, exc)
         raise
     finally:
         with _LOCK:
             _BEGINNING.pop(id(flag), None)
 
 
-def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading.Event,
-                phase: list[str]) -> dict[str, Any]:
+def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str,
+                flag: threading.Event) -> dict[str, Any]:
+    """Budget first: the mode's refusals and the budget (request and catalog only), then the
+    data checks: in curator mode their errors raise here (nothing charged); in public-facing
+    mode one is kept and raised as one fixed message once charged (see :mod:`.disclosure`)."""
     request = from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
     plan = budget_plan(request, domains, checks)
-    n = raise_for_checks(request, domains, checks)  # data errors: nothing charged
     data = load_checks(checks)
     sizes = [int(c["size"]) for c in data["columns"]]
     nodes = _level_cells(domains, data)
-    # the cell limit from public information: the domains, and n when it is published as it is
-    fits = limits.check_cells(request.columns, sizes, nodes,
-                              None if request.noised_root else n)
-    token = spec.get("token")
-    with _LOCK:  # an in-memory object is charged to the name its caller gave (see _source)
-        key = _CHARGE_AS.get(token or "") or ledger.source_key(domains.source)
+    where = Where.from_json(spec.get("charge") or Where.of(domains.source).to_json())
     con = con_ref()
     if con is None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
+    disclosure.admit(con, request, domains, data)
+    # before any data check: refused, nothing charged, nothing said
+    disclosure.check_budget(con, where, charge_fields(request, plan.rho, spec["origin"]))
+    hidden: InftdaError | None = None
+    n, fits = 0, True
+    try:
+        n = raise_for_checks(request, domains, checks)  # curator: data errors, nothing charged
+        # the cell limit from public information: the domains, and n when published as it is
+        fits = limits.check_cells(request.columns, sizes, nodes,
+                                  None if request.noised_root else n)
+    except InftdaError as exc:
+        if not disclosure.is_public(con):
+            raise
+        raise_for_public_checks(request, domains, checks)  # those keep their messages
+        hidden = exc
+    nests = [None if (nest := domains.nested_parent(k)) is None else nest[1]
+             for k in range(request.depth)]
+    token = spec.get("token")
     if flag.is_set() or (token is not None and token in _CANCELLED):
         raise stopped(None)  # interrupted before the charge
-    with con.cursor() as cur:
-        charge = ledger.Charge(
-            source=key,
-            columns=request.columns,
-            neighbours=request.neighbours,
-            rho=plan.rho,
-            privacy_unit=request.privacy_unit,
-            max_rows_per_unit=request.max_rows_per_unit,
-            output=request.output,
-            seeded=request.seed is not None,
-            data_domain=request.domain_from_data,
-            origin=spec["origin"],
-            delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
-        )
-        phase[0] = "charging"
-        ledger_id = ledger.charge(cur, charge)  # refusal raises BudgetExceededError: nothing drawn
-        phase[0] = charged = f"rho {plan.rho} on {key}"
-    if token is not None:
-        with _LOCK:
-            if token in _PROGRESS:
-                _LEDGER_IDS[token] = ledger_id
-    source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
-    levels = [
-        (source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]), sizes[k],
-         None if (nest := domains.nested_parent(k)) is None else nest[1])
-        for k in range(request.depth)
-    ]
-    root = release_root(n, plan, source)
-    if not fits:  # only the noised root can decide: after the charge, and the error says so
-        limits.check_cells(request.columns, sizes, nodes, root, charged=charged)
-    if flag.is_set():
-        raise stopped(charged)
-    rid = uuid.uuid4().hex
-    if spec["origin"] == "sql" and not request.private:
-        _LOG.warning("%s", _not_private_text(request))  # visible on stderr, even under -W error
     if spec["origin"] == "sql":  # the Python API warned when it planned
         _log_frame_enums(request, domains, data)
+    rid = uuid.uuid4().hex
+    pending = _Pending(con_ref, request, plan, n, sizes, nodes, fits, nests, where, spec["origin"],
+                       hidden)
     with _LOCK:
-        state = _Release(levels, root, Nodes.root(root), token,
-                         _PROGRESS.get(token) if token else None, flag, id(con), charged,
-                         kept=n)
+        state = _Release([], 0, Nodes.root(0), token, _PROGRESS.get(token) if token else None,
+                         flag, id(con), pending=pending, kept=n)
         _RELEASES[rid] = state
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
-    return {"rid": rid, "root": root}
+    return {"rid": rid}
+
+
+def charge_fields(request: ReleaseRequest, rho: Fraction, origin: str) -> dict[str, Any]:
+    """What the ledger records of a release (its :class:`Charge` but the source)."""
+    return dict(
+        columns=request.columns,
+        neighbours=request.neighbours,
+        rho=rho,
+        privacy_unit=request.privacy_unit,
+        max_rows_per_unit=request.max_rows_per_unit,
+        output=request.output,
+        seeded=request.seed is not None,
+        data_domain=request.domain_from_data,
+        origin=origin,
+        delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
+    )
+
+
+def _claim(state: _Release) -> None:
+    """The levels step, first: refuse a duplicated begin, charge the ledger (a refusal raises:
+    nothing drawn), then draw the keys and release the root (Algorithm 1, line 1)."""
+    p = state.pending
+    if p is None:
+        return
+    state.pending = None
+    capabilities.claim(state.token)
+    con = p.con_ref()
+    if con is None:
+        raise InputError("the connection that loaded inftda_duckdb is closed")
+    if state.cancelled.is_set() or (state.token is not None and state.token in _CANCELLED):
+        raise stopped(None)  # interrupted before the charge
+    request = p.request
+    try:
+        # refusal raises BudgetExceededError: nothing drawn
+        ledger_id = budgets.charge(con, p.where, charge_fields(request, p.plan.rho, p.origin))
+    except KeyboardInterrupt:  # while the charge was being written
+        raise stopped(None, recording=True) from None
+    state.charged = charged = f"rho {p.plan.rho} on {p.where.label}"
+    if p.hidden is not None:
+        with disclosure.hidden(charged):  # charged: one fixed message, whatever failed
+            raise p.hidden
+    if state.token is not None:
+        with _LOCK:
+            if state.token in _PROGRESS:
+                _LEDGER_IDS[state.token] = ledger_id
+    source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
+    state.levels = [(source.derive(k + 1), DiscreteGaussian(p.plan.level_sigma2[k]), p.sizes[k],
+                     p.nests[k]) for k in range(request.depth)]
+    state.root = release_root(p.n, p.plan, source)
+    state.nodes = Nodes.root(state.root)
+    if not p.fits:  # only the noised root can decide: after the charge, and the error says so
+        limits.check_cells(request.columns, p.sizes, p.nodes, state.root, charged=charged)
+    if p.origin == "sql" and not request.private:
+        _LOG.warning("%s", _not_private_text(request))  # visible on stderr, even under -W error
 
 
 def _log_frame_enums(request: ReleaseRequest, plan: DomainPlan, checks: dict[str, Any]) -> None:
@@ -289,8 +372,14 @@ def _one(rid: Any) -> _Release:
     with _LOCK:
         state = _RELEASES.pop(str(rid[0].as_py()), None)
     if state is None:
-        raise InternalError("unknown or expired release id (more than 64 releases at once?)")
+        raise _unknown_release()
     return state
+
+
+def _unknown_release() -> InputError:
+    return InputError("unknown or expired release id: inftda_levels is an internal step of "
+                      "inftda_release and cannot be called by hand (or more than "
+                      f"{MAX_LIVE_RELEASES} releases were begun at once). Nothing was charged")
 
 
 def _prefixes(arr: Any, width: int) -> np.ndarray:
@@ -327,7 +416,7 @@ def _levels(rid: Any, part: Any, leaves: Any, allowed: Any, threads: Any, cut: A
         state = _live(_plain(rid)[0].as_py())
         return _stoppable(state, lambda: _parts(_plain(rid).to_pylist(), part_ids,
                                                 _plain(leaves), workers))
-    state = _one(rid) if not cut_level else _live(_plain(rid)[0].as_py())
+    state = _one(rid) if not cut_level else _live(_plain(rid)[0].as_py(), first=True)
     return _stoppable(state, lambda: _release_levels(state, rid, part_ids, leaves, allowed,
                                                      workers, cut_level, n_parts))
 
@@ -335,24 +424,40 @@ def _levels(rid: Any, part: Any, leaves: Any, allowed: Any, threads: Any, cut: A
 def _stoppable(state: _Release, run: Callable[[], pa.Array]) -> pa.Array:
     """``run()`` as the release's running levels UDF: a cancel flag, an interrupt or Ctrl-C
     inside it raise ReleaseInterrupted (saying what was charged); its errors are kept for the
-    Python caller."""
+    Python caller, in its language. On any error the release and its keys are dropped."""
+    language = None if state.pending is None else _language(state.pending.origin)
     with _LOCK:
         _LEVELS[id(state)] = state
     try:
         with _active(state.owner, state.token):
-            if state.cancelled.is_set():
+            if state.cancelled.is_set() and state.pending is None:
                 raise Cancelled("the release was cancelled before its levels")
             return run()
-    except (Cancelled, KeyboardInterrupt):  # cancel(), interrupt(con) or Ctrl-C in this UDF
-        err = stopped(state.charged)
+    except (Cancelled, KeyboardInterrupt) as exc:  # cancel(), interrupt(con) or Ctrl-C here
+        _drop(state)
+        err = exc if isinstance(exc, ReleaseInterrupted) else stopped(state.charged)
         _keep_error(state.token, err)
         raise err from None
     except InftdaError as exc:
+        _drop(state)
+        if exc.interface is None:
+            exc.interface = language  # DuckDB reads the message after the call: its language
         _keep_error(state.token, exc)
+        raise
+    except BaseException:
+        _drop(state)
         raise
     finally:
         with _LOCK:
             _LEVELS.pop(id(state), None)
+
+
+def _drop(state: _Release) -> None:
+    """A failed release: out of the registry, its keys gone (no later part can run)."""
+    with _LOCK:
+        for rid in [r for r, st in _RELEASES.items() if st is state]:
+            del _RELEASES[rid]
+    state.levels, state.tree, state.parts, state.pending = [], None, None, None
 
 
 def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any, allowed: Any,
@@ -360,6 +465,7 @@ def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any,
     """The one call (``cut_level`` 0), or the levels down to the cut of a release in parts."""
     if part_ids not in ([0], [-1]):
         raise InternalError("a one-call release got a part other than 0")
+    _claim(state)
     levels = _tree(state, _plain(allowed).flatten())
     upto = cut_level or levels.depth
     row, radix = _plain(leaves), None
@@ -373,6 +479,7 @@ def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any,
                           progress=state.progress, cancel=state.cancelled.is_set, radix=radix)
     check_total(nodes, state.root, upto)
     if not cut_level:
+        state.levels = []  # the keys go with the call
         return _rows([nodes])
     with _LOCK:  # the parts below the cut find these nodes
         state.nodes, state.tree, state.parts = nodes, levels, _Parts(n_parts, levels, nodes)
@@ -436,6 +543,7 @@ def _parts(rids: list[Any], part_ids: list[Any], leaves: Any, workers: int) -> p
         finished = len(book.done) == book.count
         if finished:
             _RELEASES.pop(rids[0], None)
+            state.levels, state.tree = [], None  # the keys go with the last part
     if finished and state.progress is not None:
         for level in sorted(book.cells):
             parents, cells, seconds = book.cells[level]
@@ -461,12 +569,13 @@ def memory_limit(con: Any) -> int | None:
     return int(float(m.group(1)) * _UNITS[m.group(2)])
 
 
-def _live(rid: Any) -> _Release:
-    """A release in parts (kept in the registry until its last part is done)."""
+def _live(rid: Any, first: bool = False) -> _Release:
+    """A release in parts (kept in the registry until its last part is done): its ``first``
+    call (the cut) finds it begun and not yet charged, each later part charged."""
     with _LOCK:
         state = _RELEASES.get(str(rid))
-    if state is None:
-        raise InternalError("unknown or expired release id (more than 64 releases at once?)")
+    if state is None or (state.pending is None) == first:  # a cut twice, a part before the cut
+        raise _unknown_release()
     return state
 
 
@@ -621,10 +730,15 @@ def _plain(arr: Any) -> Any:
     return arr
 
 
-def _preview_rows(spec_text: str, checks: str) -> list[dict[str, Any]]:
+def _preview_rows(con_ref: Any, step: str, spec_text: str, checks: str
+                  ) -> list[dict[str, Any]]:
     spec = json.loads(spec_text)
+    capabilities.redeem(step, spec.get("token") if isinstance(spec, dict) else None,
+                        spec_text, None, once=False)
     request = from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
+    if (con := con_ref()) is not None:
+        disclosure.admit(con, request, domains, load_checks(checks))
     raise_for_checks(request, domains, checks)
     plan = budget_plan(request, domains, checks)
     data = load_checks(checks)
@@ -697,11 +811,29 @@ def _nodes(sizes: list[int], domains: DomainPlan, nest_nodes: list[list[int]]) -
 # registration
 
 
-def load(con: Any) -> None:
-    """Register InfTDA on ``con`` (idempotent). Its cursors (``con.cursor()``, jupysql's
-    ``%sql``) see the functions too, except on a read-only database (then load each cursor)."""
-    ledger.ensure_tables(con)
-    ledger.register(con)
+def load(con: Any, ledger: str | Ledger | None = None, mode: str | None = None) -> None:
+    """Register InfTDA on ``con`` (idempotent; each connection or cursor needs its own load).
+
+    ``mode='public'``: the public-facing mode, for a connection whose functions analysts may
+    call (see :mod:`.disclosure`): it holds for every connection of the database instance and
+    cannot be turned off. Default: the mode in force (curator, the trusted data holder).
+
+    ``ledger``: where budgets and charges are kept: a ledger file any number of processes,
+    tools and data files can share (``'budget.duckdb'``, created on first use), or ``':memory:'``
+    for an in-memory ledger chosen on purpose. Default: the file named by ``INFTDA_LEDGER``,
+    else the ledger inside the database that holds each source (created in the default database
+    now, in another database the first time one of its tables is charged or budgeted).
+    """
+    disclosure.set_mode(con, mode)
+    if ledger is not None:
+        catalog.choose(con, ledger)
+    chosen = catalog.chosen(con)
+    with con.cursor() as cur:
+        home = catalog.home(cur, catalog.default_database(con))
+    store = catalog.ledger_for(con, home)
+    if chosen is not None or (not store.read_only and store.format() is None):
+        store.ledger_id()  # create it now (reports an unreachable ledger file at once)
+    budgets.register(con)
     evaluation.register(con)
     n = register_udfs(con, "release", lambda n: _register(con, n))
     macros = fragments("macros.sql")
@@ -749,6 +881,15 @@ def _context(data: dict[str, Any]) -> tuple[str, str, str] | None:
     return db, schema, str(path or "")
 
 
+def _public_first(con: Any, request: ReleaseRequest, plan: DomainPlan, session: Any) -> None:
+    """Public-facing mode, when a release is bound: its refusals and the budget come before
+    DuckDB reads any data (a refused release does not scan the source)."""
+    if con is not None and disclosure.is_public(con):
+        disclosure.admit(con, request, plan, session=session)
+        rho = total_rho(request.rho, request.epsilon, request.delta)
+        disclosure.check_budget(con, Where.of(plan.source), charge_fields(request, rho, "sql"))
+
+
 def _register(con: Any, n: int) -> None:
     names = UdfNames.numbered(n)
     ref = weakref.ref(con)
@@ -762,41 +903,68 @@ def _register(con: Any, n: int) -> None:
     @speaks("sql")
     def release_sql(options: str) -> str:
         data = json.loads(options)
-        context = _context(data)
-        request = from_json(json.dumps(data))
+        context, session = _context(data), data.pop("session", None)
+        query_id = data.pop("query_id", None)
+        request = from_json(json.dumps(disclosure.defaults(ref(), data)))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
             limit = memory_limit(cur)
+        _public_first(ref(), request, plan, session)
         plan.check_sizes()
-        return render_release(request, plan, names, "sql", memory_limit=limit)
+        return _rendered(request, plan, names, "sql", query_id, limit=limit)[0]
 
     @speaks("sql")
     def preview_sql(options: str) -> str:
         data = json.loads(options)
-        context = _context(data)
-        beta, report = data.pop("beta", 0.05), _report_delta(data)
-        request = from_json(json.dumps(data))
+        context, session = _context(data), data.pop("session", None)
+        data.pop("query_id", None)
+        beta, report = _beta(data.pop("beta", 0.05)), _report_delta(data)
+        request = from_json(json.dumps(disclosure.defaults(ref(), data)))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
-        return render_preview(request, plan, names, _beta(beta), report)
+        disclosure.admit(ref(), request, plan, session=session)
+        return _preview_rendered(request, plan, names, beta, report)
 
     fn = con.create_function
     fn(f"inftda_release_sql_{n}", release_sql, ["VARCHAR"], "VARCHAR", side_effects=False)
     fn(f"inftda_preview_sql_{n}", preview_sql, ["VARCHAR"], "VARCHAR", side_effects=False)
     fn(
         names.begin,
-        lambda spec, checks: _begin(ref, spec, checks),
-        ["VARCHAR", "VARCHAR"],
-        "STRUCT(rid VARCHAR, root BIGINT)",
+        lambda spec, checks, query_id: _begin(ref, names.begin, spec, checks, query_id),
+        ["VARCHAR", "VARCHAR", "UBIGINT"],
+        "STRUCT(rid VARCHAR)",
         side_effects=True,
+        null_handling="special",
     )
     fn(names.levels, _levels,
        ["VARCHAR", "BIGINT", PREFIXES, f"{PREFIXES}[]", "BIGINT", "BIGINT", "BIGINT"],
        "STRUCT(rid VARCHAR, k INTEGER[][], n BIGINT[])", type="arrow", side_effects=True,
        null_handling="special")
-    fn(names.preview, _preview_rows, ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
+    fn(names.preview, lambda spec, checks: _preview_rows(ref, names.preview, spec, checks),
+       ["VARCHAR", "VARCHAR"], _PREVIEW_TYPE, side_effects=False)
     fn(names.rowkey, lambda seed: units.row_key(seed), ["BIGINT"], "VARCHAR",
        side_effects=True, null_handling="special")
+
+
+def _preview_rendered(request: ReleaseRequest, plan: DomainPlan, names: UdfNames, beta: float,
+                      report: float, origin: str = "sql") -> str:
+    """The preview statement, with a capability token minted for it (``origin``: the interface
+    that asked, 'sql' or 'python')."""
+    token = capabilities.new()
+    capabilities.mint(token, preview_spec_json(request, plan, beta, report, token, origin), None)
+    return render_preview(request, plan, names, beta, report, origin, token)
+
+
+def _rendered(request: ReleaseRequest, plan: DomainPlan, names: UdfNames, origin: str,
+              query_id: int | None, charge: Where | None = None,
+              limit: int | None = None) -> tuple[str, str]:
+    """The release statement and its capability token, minted for it (and, from SQL, for the
+    statement ``query_id`` being bound); the statement names the source it charges. With
+    DuckDB's ``memory_limit`` (``limit``, bytes) it may come in parts."""
+    token = capabilities.new()
+    where = (charge or Where.of(plan.source)).to_json()
+    capabilities.mint(token, spec_json(request, plan, origin, token, where), query_id)
+    return render_release(request, plan, names, origin, token, where, limit), token
 
 
 # ---------------------------------------------------------------------------------------------
@@ -805,6 +973,7 @@ def _register(con: Any, n: int) -> None:
 
 _KINDS: dict[str, type[InftdaError]] = {
     "InputError": InputError,
+    "LedgerError": LedgerError,
     "BudgetExceededError": BudgetExceededError,
     "InternalError": InternalError,
     "ReleaseAbortedError": ReleaseAbortedError,
@@ -843,14 +1012,16 @@ def _is_object_source(source: object) -> bool:
 
 
 @contextlib.contextmanager
-def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str, str | None]]:
-    """(the name the SQL reads, the name it is charged to) for ``source``.
+def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str, Where | None]]:
+    """(the name the SQL reads, what it is charged to: None for the relation itself).
 
     A table or view name is read and charged as itself. An in-memory object (relation,
     DataFrame, Arrow) is registered on ``con`` under a fresh name for the duration of the call
     (DuckDB reads it in place) and charged to ``source_name``, which the caller must give: an
     object has no stable name of its own, and a budget must follow the data from call to call.
-    The object is never printed or executed here (a relation runs when the release does).
+    ``source_name`` is a name (``'trips'`` or ``'name:trips'``: budgeted as ``'name:trips'``)
+    or ``'file:PATH'`` (the file the object reads: the CLI's ``--input``). The object is never
+    printed or executed here (a relation runs when the release does).
     """
     if isinstance(source, str):
         if source_name is not None:
@@ -869,9 +1040,11 @@ def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str
         raise bad_argument("source_name", source_name,
                            f"is required with an in-memory source ({shown(source)}): it has no "
                            "stable name of its own, and the budget must follow the data",
-                           f"pass e.g. {opt('source_name', 'trips')}: the name whose budget "
-                           f"this release is charged to ({call('set_budget', 'trips', rho=1)})")
-    parse_qualified(source_name, "source_name")
+                           f"pass e.g. {opt('source_name', 'trips')}: the name this release "
+                           "is charged to, whatever object carries the data "
+                           f"({call('set_budget', 'name:trips', rho=1)} caps it)")
+    parsed = parse_source(source_name, "source_name")
+    charge = Where.of(parsed if isinstance(parsed, SourceId) else SourceId.named(parsed))
     name = f"inftda_source_{uuid.uuid4().hex[:16]}"
     try:
         con.register(name, source)
@@ -880,7 +1053,7 @@ def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str
                            "pass an object of this connection (a relation of another "
                            "database: materialise it as a table there)") from None
     try:
-        yield name, ledger.canonical_source(con, source_name)
+        yield name, charge
     finally:
         with contextlib.suppress(duckdb.Error):
             con.unregister(name)
@@ -890,7 +1063,7 @@ def _prepare(con: Any, source: str, columns: object, options: dict[str, Any]) ->
     if not isinstance(con, duckdb.DuckDBPyConnection):
         raise bad_argument("con", con, "must be a duckdb connection", "pass duckdb.connect()")
     request = parse_request(source, list(columns) if isinstance(columns, tuple) else columns,
-                            **options)
+                            **disclosure.defaults(con, options))
     plan = plan_domains(request, con, strict=True)
     n = registered(con, "release")
     if n is None:
@@ -929,19 +1102,17 @@ def run_release(
     if progress is not None and not callable(progress):
         raise bad_argument("progress", progress, "must be callable",
                            "pass a function progress(p) taking a LevelProgress")
-    with _source(con, source, source_name) as (name, charge_as):
+    with _source(con, source, source_name) as (name, charge):
         with _planning():
             request, plan, names = _prepare(con, name, columns, options)
             plan.check_sizes()
-        token = uuid.uuid4().hex
-        sql = render_release(request, plan, names, origin, token, memory_limit(con))
+        where = charge or Where.of(plan.source)
+        sql, token = _rendered(request, plan, names, origin, None, where, memory_limit(con))
         with _LOCK:
             _PROGRESS[token] = progress
-            if charge_as is not None:
-                _CHARGE_AS[token] = charge_as
         ledger_id = None
         rho = total_rho(request.rho, request.epsilon, request.delta)
-        spent = f"rho {rho} on {charge_as or ledger.source_key(plan.source)}"
+        spent = f"rho {rho} on {where.label}"
 
         def interrupted() -> ReleaseInterrupted:  # DuckDB stopped it, or Ctrl-C here
             _wait_idle(token)
@@ -965,12 +1136,14 @@ def run_release(
             try:  # on a helper thread: Ctrl-C reaches this one at once and stops the release
                 result = interruptible(execute, lambda: _stop(con, token=token), interrupted)
             finally:
+                capabilities.forget(token)
                 with _LOCK:
                     _PROGRESS.pop(token, None)
                     _ERRORS.pop(token, None)
-                    _CHARGE_AS.pop(token, None)
                     _CANCELLED.discard(token)
                     ledger_id = _LEDGER_IDS.pop(token, None)
+                    for rid in [r for r, st in _RELEASES.items() if st.token == token]:
+                        del _RELEASES[rid]  # begun but never finished: the statement failed
         except BaseException as exc:  # an interrupt, say: tell the caller what was charged
             if ledger_id is not None:
                 with contextlib.suppress(AttributeError, TypeError):
@@ -983,7 +1156,7 @@ def run_release(
             delta=request.delta, privacy_unit=request.privacy_unit,
             max_rows_per_unit=request.max_rows_per_unit, ledger_id=ledger_id,
             rows_per_unit_public=request.rows_per_unit_public,
-            source=charge_as or ledger.source_key(plan.source),
+            source=where.label,
         )
     return Released(request, record, result)
 
@@ -1002,11 +1175,11 @@ def release(
     level_weights: list[object] | str | None = None,
     auto_target: str | int | None = None,
     output: str = "counts",
-    neighbours: str = "substitute",
+    neighbours: str | None = None,
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
     rows_per_unit_public: bool = False,
-    unknown: str = "error",
+    unknown: str | None = None,
     seed: int | None = None,
     source_name: str | None = None,
     progress: Progress | None = None,
@@ -1015,7 +1188,8 @@ def release(
     """One InfTDA release of ``source`` over the hierarchy ``columns`` (same options as SQL).
 
     ``source``: a table or view name, or an in-memory object (a DuckDB relation, a pandas or
-    polars DataFrame, an Arrow table) with ``source_name``, the name it is charged to. Every call
+    polars DataFrame, an Arrow table) with ``source_name``, the identity it is charged to (a
+    name, ``'name:NAME'``, or ``'file:PATH'`` for a file read directly). Every call
     is a new release with fresh noise, charged to the ledger (recorded with ``origin``: 'python'
     or 'cli'). Returns the synthetic table; its schema metadata is the release's provenance
     (private or not and why, rho exact and decimal, epsilon/delta, neighbours, columns, ledger
@@ -1077,7 +1251,7 @@ def preview(
     domain_from_data: bool = False,
     level_weights: list[object] | str | None = None,
     auto_target: str | int | None = None,
-    neighbours: str = "substitute",
+    neighbours: str | None = None,
     max_rows_per_unit: int | None = None,
     privacy_unit: str | None = None,
     rows_per_unit_public: bool = False,
@@ -1101,7 +1275,7 @@ def preview(
     report = _report_delta(options)
     with _source(con, source, None if isinstance(source, str) else "preview") as (name, _):
         request, plan, names = _prepare(con, name, columns, options)
-        sql = render_preview(request, plan, names, _beta(beta), report, origin="python")
+        sql = _preview_rendered(request, plan, names, _beta(beta), report, origin="python")
         try:
             table = con.sql(sql).to_arrow_table()
         except duckdb.Error as exc:

@@ -19,6 +19,7 @@ from ..core.identifiers import literal, quote, quote_qualified
 from ..core.provenance import MARKER, not_private_reason
 from ..core.request import Labels, ReleaseRequest
 from ..core.tree import MAX_KEY_SPAN
+from ..ledger.sources import fold
 from .domain import DomainPlan
 
 FULL_CHECK = 1 << 16
@@ -67,13 +68,21 @@ def _f(fragment: str, /, **values: object) -> str:
 
 
 def spec_json(
-    request: ReleaseRequest, plan: DomainPlan, origin: str, token: str | None = None
+    request: ReleaseRequest,
+    plan: DomainPlan,
+    origin: str,
+    token: str | None = None,
+    charge: list[object] | None = None,
 ) -> str:
-    """What inftda_begin needs besides the data checks: the request, the domain plan, origin
-    and, for a Python call, the token under which it waits for progress and errors."""
-    spec = {"request": request.to_json(), "domains": plan.to_json(), "origin": origin}
+    """What inftda_begin needs besides the data checks: the request, the domain plan, origin,
+    the capability token (see :mod:`.capabilities`; a Python call also waits for progress and
+    errors under it) and the source to charge (``catalog.Where.to_json()``)."""
+    spec: dict[str, object] = {
+        "request": request.to_json(), "domains": plan.to_json(), "origin": origin}
     if token is not None:
         spec["token"] = token
+    if charge is not None:
+        spec["charge"] = charge
     return json.dumps(spec, sort_keys=True)
 
 
@@ -215,7 +224,7 @@ def _frame_check(plan: DomainPlan) -> str:
     """Whether a TEMP source with ENUM-domain columns is a registered pandas DataFrame."""
     if plan.source[0].lower() != "temp" or all(c.kind != "enum" for c in plan.columns):
         return ""
-    return _f("frame_check", name=literal(plan.source[2].lower()))
+    return _f("frame_check", name=literal(fold(plan.source[2])))
 
 
 def _column_checks(plan: DomainPlan, preview: bool = False) -> str:
@@ -315,6 +324,7 @@ def render_release(
     names: UdfNames,
     origin: str,
     token: str | None = None,
+    charge: list[object] | None = None,
     memory_limit: int | None = None,
 ) -> str:
     """The whole release as one statement (see the header of sql/release.sql); with DuckDB's
@@ -353,7 +363,7 @@ def render_release(
         stats += ",\n    coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit"
     totals = "'stats': (SELECT s FROM datastats AS s)," + _frame_check(plan)
     if plan.shadow is not None:
-        totals += _f("shadow_check", name=literal(plan.shadow.lower()))
+        totals += _f("shadow_check", name=literal(fold(plan.shadow)))
     ctes.append(_f("datastats", keep=keep, stats=stats))
     ctes.append(
         _f(
@@ -363,7 +373,7 @@ def render_release(
             nest_checks=_nest_checks(plan, True),
         )
     )
-    spec = literal(spec_json(request, plan, origin, token))
+    spec = literal(spec_json(request, plan, origin, token, charge))
     ctes.append(_f("begin", begin=names.begin, spec=spec))
     codes = "kz AS key" if keyed is not None else ", ".join(f"k{i}" for i in range(1, d + 1))
     ctes.append(_f("leaf", codes=codes, keep=keep))
@@ -411,6 +421,7 @@ def render_release(
 def render_preview(
     request: ReleaseRequest, plan: DomainPlan, names: UdfNames, beta: float, delta: float,
     origin: str = "sql",
+    token: str | None = None,
 ) -> str:
     """Domain sizes (public; private data only with domain_from_data) -> the preview UDF
     (``origin``: the interface that asked, 'sql' or 'python')."""
@@ -422,8 +433,18 @@ def render_preview(
         nest_checks=_nest_checks(plan, False),
     )
     ctes.append(checks)
-    spec = json.loads(spec_json(request, plan, "preview"))
-    spec.update(beta=beta, delta=delta, interface=origin)
-    call = f"{names.preview}({literal(json.dumps(spec, sort_keys=True))}, j)"
+    spec = preview_spec_json(request, plan, beta, delta, token, origin)
+    call = f"{names.preview}({literal(spec)}, j)"
     final = f"SELECT u.* FROM (SELECT unnest({call}) AS u FROM checks)"
     return "WITH\n" + ",\n".join(ctes) + "\n" + final
+
+
+def preview_spec_json(
+    request: ReleaseRequest, plan: DomainPlan, beta: float, delta: float,
+    token: str | None = None, origin: str = "sql",
+) -> str:
+    """The spec the preview UDF gets: the release's, with ``beta``, the reporting ``delta`` and
+    the interface that asked (``origin``)."""
+    spec = json.loads(spec_json(request, plan, "preview", token))
+    spec.update(beta=beta, delta=delta, interface=origin)
+    return json.dumps(spec, sort_keys=True)

@@ -1,1 +1,16 @@
-"""The privacy ledger and budgets, shared by every engine."""
+"""The privacy ledger, shared by every engine (it uses DuckDB as its store, never an engine).
+
+- ``sources``: :class:`SourceId`, what budgets cover and charges name (tables by their
+  database's stored id, files by path, in-memory objects by a name the caller gives);
+- ``chain``: the four tables and the hash chain (optionally keyed) that links their rows;
+- ``store``: :class:`Ledger` (in a database, a shared file, or in memory), :class:`Charge`,
+  :class:`Budget`; charge-or-refuse, budgets over several sources, settings, verification.
+
+How DuckDB uses it: :mod:`inftda_duckdb.duckdb.budgets`; another engine opens a ledger file with
+:meth:`Ledger.open` and charges :class:`SourceId` s of its own.
+"""
+
+from .sources import SourceId, fold
+from .store import REQUIRE_BUDGET, Budget, Charge, Ledger, exact_cap
+
+__all__ = ["REQUIRE_BUDGET", "Budget", "Charge", "Ledger", "SourceId", "exact_cap", "fold"]

@@ -1,88 +1,72 @@
-"""The privacy ledger: one row per executed release, budgets per source, exact refusal.
+"""The privacy ledger: budgets over sources, one chained row per executed release, exact refusal.
 
-Every execution of a release spends privacy budget (DuckDB re-runs the macro on every execution),
-so the release calls :func:`charge` once per execution, before any noise is drawn. Two tables live
-in the instance's default database (the database a fresh cursor starts in, whatever ``USE`` says):
+A :class:`Ledger` is four tables (:mod:`.chain`) in one DuckDB database, which is either
 
-- ``inftda_ledger``: one row per charged release (rho as an exact ``'p/q'`` string).
-- ``inftda_budgets``: one row per source with a cap on the total rho (exact ``'p/q'``).
+- inside a database an engine already has open (:meth:`Ledger.in_database`: DuckDB keeps each
+  database's ledger inside it by default), or
+- a ledger file shared by any number of processes, tools and data files (:meth:`Ledger.file`):
+  DuckDB lets one process write a file at a time, so the file is attached for each operation
+  and detached right after (a process waiting for another retries with back-off), or
+- an in-memory ledger chosen explicitly (:meth:`Ledger.memory`, one per process).
 
-Arithmetic is exact: the spent budget is the :class:`~fractions.Fraction` sum of the ledger's
-strings, so three releases of rho 1/3 under a budget of 1 succeed and a fourth is refused.
-A source without a budget is uncapped: releases proceed and are recorded.
+Every engine calls :meth:`Ledger.charge` once per executed release, before any noise is drawn:
+under a process-wide lock and one transaction it verifies the chain (incrementally: the rows
+appended since this process last looked; the whole chain the first time), finds every budget
+covering the source, refuses (:class:`BudgetExceededError`, nothing written) what would overspend
+any of them or, with the setting ``require_budget``, a source no budget covers, and appends the
+row. Arithmetic is exact: spent budgets are :class:`~fractions.Fraction` sums of ``'p/q'`` rows.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
+import dataclasses
+import datetime
+import functools
 import threading
 import time
-import weakref
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from ..core.accounting import epsilon_from_rho, rho_from_epsilon_delta
+from ..core import accounting
 from ..core.errors import (
     BudgetExceededError,
-    InputError,
     InternalError,
+    LedgerError,
     arg,
     bad_argument,
     call,
-    speaks,
+    opt,
 )
 from ..core.exact import to_fraction, to_positive_fraction
-from ..core.identifiers import literal, parse_qualified, quote
-from ..duckdb.connections import create_macro, register_udfs
+from ..core.identifiers import literal, quote
+from . import chain
+from .chain import BUDGETS, HEAD, LEDGER, ROWS, SETTINGS, Key
+from .sources import SourceId, fold
 
-LEDGER = "inftda_ledger"
-BUDGETS = "inftda_budgets"
 DEFAULT_DELTA = 1e-6
+REQUIRE_BUDGET = "require_budget"  # setting: refuse releases of sources no budget covers
+MOVED_TO = "moved_to"  # setting: this ledger's rows were moved to another ledger (see move_to)
+LOCK_WAIT = 30.0  # seconds a process waits for a ledger file another process holds
 _RETRIES = 5
 
-# One process-wide lock: read budget, sum spent, compare, insert and commit happen atomically with
-# respect to every other charge or budget change in this process (one process writes a database).
-_LOCK = threading.RLock()
-
-_LEDGER_DDL = """
-CREATE TABLE IF NOT EXISTS {t} (
-    id BIGINT PRIMARY KEY,
-    started_at TIMESTAMPTZ NOT NULL,
-    source VARCHAR NOT NULL,
-    columns VARCHAR[] NOT NULL,
-    neighbours VARCHAR NOT NULL,
-    privacy_unit VARCHAR,
-    max_rows_per_unit BIGINT NOT NULL,
-    rho VARCHAR NOT NULL,
-    rho_approx DOUBLE NOT NULL,
-    epsilon DOUBLE NOT NULL,
-    delta DOUBLE NOT NULL,
-    output VARCHAR NOT NULL,
-    seeded BOOLEAN NOT NULL,
-    data_domain BOOLEAN NOT NULL,
-    private BOOLEAN NOT NULL,
-    origin VARCHAR NOT NULL
-)"""
-
-_BUDGETS_DDL = """
-CREATE TABLE IF NOT EXISTS {t} (
-    source VARCHAR PRIMARY KEY,
-    rho VARCHAR NOT NULL,
-    rho_approx DOUBLE NOT NULL,
-    set_at TIMESTAMPTZ NOT NULL
-)"""
+# One process-wide lock: read, decide, append and commit happen atomically with respect to every
+# other operation on any ledger in this process (another process is kept out by DuckDB's lock).
+# Engines take it too around their own ledger-related writes (DuckDB: a database's identity).
+LOCK = _LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
 class Charge:
-    """What one executed release spends; written as one ledger row by :func:`charge`."""
+    """What one executed release spends; written as one ledger row by :meth:`Ledger.charge`."""
 
-    source: str  # canonical source name, see canonical_source
+    source: SourceId
     columns: tuple[str, ...]
     neighbours: str  # 'substitute' | 'add_remove'
     rho: Fraction  # exact total spent by this release
@@ -91,8 +75,9 @@ class Charge:
     output: str  # 'counts' | 'rows'
     seeded: bool  # a seed was given: not private
     data_domain: bool  # domain_from_data: not private
-    origin: str  # 'sql' | 'python' | 'cli'
+    origin: str  # 'sql' | 'python' | 'cli' | an engine's name
     delta: float = DEFAULT_DELTA  # the delta at which the ledger states the epsilon
+    conversion: str | None = None  # (epsilon, delta) <-> rho in force; None: accounting's now
 
     @property
     def private(self) -> bool:
@@ -100,143 +85,697 @@ class Charge:
         return not self.seeded and not self.data_domain
 
 
-def _epsilon(rho: Fraction, delta: object) -> float:
-    """epsilon at ``delta`` of a total ``rho`` (rounded up); 0 for nothing spent."""
-    return 0.0 if rho == 0 else epsilon_from_rho(rho, delta)
+@dataclass(frozen=True)
+class Budget:
+    """A cap on the total rho of every release of any of ``sources`` (keys, with labels)."""
+
+    name: str
+    label: str
+    sources: tuple[str, ...]
+    labels: tuple[str, ...]
+    cap: Fraction
+    set_at: datetime.datetime | None = None
 
 
-# ---------------------------------------------------------------------------------------------
-# tables
+@dataclass
+class _State:
+    """A verified ledger as of row ``seq``: what budget decisions need, kept per process."""
+
+    ledger_id: str
+    seq: int = 0
+    last: str = ""
+    counts: tuple[int, ...] = (0, 0, 0)
+    next_id: int = 1
+    spent: dict[str, Fraction] = field(default_factory=dict)
+    releases: dict[str, tuple[int, int]] = field(default_factory=dict)  # (all, not private)
+    labels: dict[str, str] = field(default_factory=dict)
+    budgets: dict[str, Budget] = field(default_factory=dict)
+    settings: dict[str, str] = field(default_factory=dict)
+
+    def copy(self) -> _State:
+        return dataclasses.replace(
+            self, spent=dict(self.spent), releases=dict(self.releases), labels=dict(self.labels),
+            budgets=dict(self.budgets), settings=dict(self.settings))
+
+    def covering(self, key: str) -> list[Budget]:
+        return [b for b in self.budgets.values() if key in b.sources]
+
+    def spent_by(self, b: Budget) -> Fraction:
+        return sum((self.spent.get(k, Fraction(0)) for k in b.sources), Fraction(0))
 
 
-def _default_database(con: Any) -> str:
-    """The instance's default database: where a fresh cursor starts (``USE`` does not move it)."""
-    with con.cursor() as cur:
-        return str(cur.execute("SELECT current_database()").fetchall()[0][0])
-
-
-def _tables(db: str) -> tuple[str, str]:
-    """The ledger's and the budgets' qualified names in database ``db``."""
-    return f"{quote(db)}.main.{LEDGER}", f"{quote(db)}.main.{BUDGETS}"
-
-
-def _missing_tables(cur: Any, db: str) -> list[str]:
-    rows = cur.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main'"
-        " AND table_name IN (?, ?)",
-        [db, LEDGER, BUDGETS],
-    ).fetchall()
-    return sorted({LEDGER, BUDGETS} - {r[0] for r in rows})
-
-
-def ensure_tables(con: Any) -> None:
-    """Create ``inftda_ledger`` and ``inftda_budgets`` in the default database if absent."""
-    db = _default_database(con)
-    with _LOCK, con.cursor() as cur:
-        missing = _missing_tables(cur, db)
-        if not missing:
-            return
-        ledger, budgets = _tables(db)
-        try:
-            if LEDGER in missing:
-                cur.execute(_LEDGER_DDL.format(t=ledger))
-            if BUDGETS in missing:
-                cur.execute(_BUDGETS_DDL.format(t=budgets))
-        except duckdb.Error as exc:
-            raise InputError(
-                f"the privacy ledger cannot be created in database {db!r} ({exc}); releases "
-                "need a writable ledger. Fix: open the database read-write (or ATTACH the data "
-                "read-only into a writable database file and make that the default)"
-            ) from None
-
-
-# ---------------------------------------------------------------------------------------------
-# source names
-
-
-def _key(parts: tuple[str, str, str]) -> str:
-    return ".".join(quote(p) if ("." in p or '"' in p) else p for p in parts)
-
-
-def canonical_source(
-    con: Any, source: str, context: tuple[str, str, str] | None = None
-) -> str:
-    """The ledger key of ``source``: :func:`resolve_source` joined as ``'db.schema.name'``."""
-    return _key(resolve_source(con, source, context))
-
-
-def source_key(parts: tuple[str, str, str]) -> str:
-    """The ledger key of an already resolved ``(db, schema, name)``."""
-    return _key(parts)
-
-
-def resolve_source(
-    con: Any, source: str, context: tuple[str, str, str] | None = None
-) -> tuple[str, str, str]:
-    """Resolve ``source`` through the catalog the way DuckDB does -> ``(db, schema, name)``.
-
-    ``context`` = (current database, current schema, search_path) of the caller when ``con`` is
-    a fresh cursor that does not share the caller's ``USE`` / ``SET search_path`` (the SQL path
-    resolves at bind time on such a cursor; the macro passes the caller's settings).
-
-    Identifiers are case-insensitive; the catalog's spelling is returned. An unqualified name
-    is looked up in ``temp.main``, then the current database and schema, then the search path.
-    A name the connection cannot see (e.g. another connection's TEMP table, invisible to a
-    cursor) is taken as a TEMP object: ``'temp.main.<name>'``. Ledger and budget lookups compare
-    keys case-insensitively, so the spelling of an unseen name does not matter.
-    """
-    parts = parse_qualified(source)
-    db, schema, path = context or con.execute(
-        "SELECT current_database(), current_schema(), current_setting('search_path')"
-    ).fetchall()[0]
-    rows = con.execute(
-        "SELECT database_name, schema_name, table_name FROM duckdb_tables() UNION ALL "
-        "SELECT database_name, schema_name, view_name FROM duckdb_views() WHERE NOT internal"
-    ).fetchall()
-    objects = {tuple(p.lower() for p in r): (r[0], r[1], r[2]) for r in rows}
-    catalogs = {
-        r[0].lower() for r in con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
-    }
-    searched = [("temp", "main"), (db, schema)]
-    for entry in str(path or "").split(","):
-        if entry.strip():
-            p = parse_qualified(entry.strip(), "search_path")
-            searched.append((p[0], p[1]) if len(p) == 2 else (db, p[0]))
-    low = tuple(p.lower() for p in parts)
-
-    def find(candidates: list[tuple[str, str, str]]) -> tuple[str, str, str] | None:
-        for c in candidates:
-            hit = objects.get(tuple(p.lower() for p in c))
-            if hit is not None:
-                return hit
-        return None
-
-    if len(parts) == 1:
-        hit = find([(d, s, parts[0]) for d, s in searched])
-        return hit or ("temp", "main", parts[0])
-    if len(parts) == 2:
-        as_schema = find([(d, parts[0], parts[1]) for d in dict.fromkeys(d for d, _ in searched)])
-        as_catalog = find([(parts[0], "main", parts[1])])
-        if as_schema and as_catalog and as_schema != as_catalog:
-            raise bad_argument(
-                "source",
-                source,
-                "is ambiguous (a database and a schema have that name)",
-                f"qualify it fully, e.g. '{_key(as_schema)}' or '{_key(as_catalog)}'",
-            )
-        hit = as_schema or as_catalog
-        if hit is None:
-            hit = (parts[0], "main", parts[1]) if low[0] in catalogs else ("temp", *parts)
-        return hit
-    return objects.get(low, (parts[0], parts[1], parts[2]))
-
-
-# ---------------------------------------------------------------------------------------------
-# charging
+_STATES: dict[tuple[str, str], _State] = {}  # (ledger id, where) -> verified state
 
 
 def _show(x: Fraction) -> str:
     return f"{x} (~{float(x):.6g})" if x.denominator != 1 else str(x)
+
+
+def _epsilon(rho: Fraction, delta: float) -> float:
+    """epsilon at ``delta`` of a total ``rho`` (rounded up) under the conversion in force; 0 for
+    nothing spent."""
+    return _epsilon_under(rho, float(delta), accounting.CONVERSION)
+
+
+@functools.lru_cache(maxsize=512)
+def _epsilon_under(rho: Fraction, delta: float, conversion: str) -> float:
+    # cached: the exact conversion costs ~0.2 ms, and releases repeat their budgets
+    return 0.0 if rho == 0 else accounting.epsilon_from_rho(rho, delta, conversion)
+
+
+# ---------------------------------------------------------------------------------------------
+# where a ledger lives
+
+
+_HOST: list[Any] = []  # the process's private in-memory DuckDB (attaches ledger files; memory)
+
+
+def _host() -> Any:
+    if not _HOST:
+        _HOST.append(duckdb.connect(":memory:"))
+    return _HOST[0]
+
+
+class Ledger:
+    """One ledger. Engines pick one per source (see :mod:`inftda_duckdb.duckdb.catalog`), then
+    call :meth:`charge`, :meth:`set_budget`, :meth:`set_setting`, :meth:`budgets`,
+    :meth:`verify`; all are atomic and safe from several threads and processes."""
+
+    def __init__(self, opener: Callable[[], contextlib.AbstractContextManager[Any]],
+                 database: str | None, location: str, where: str, *, durable: bool,
+                 explicit: bool, read_only: bool = False, key: Key | None = None) -> None:
+        self._open, self.database, self.location, self.where = opener, database, location, where
+        # tables are named in the database of the cursor the opener gives, or in ``database``
+        self.prefix = "main." if database is None else f"{quote(database)}.main."
+        self.durable, self.explicit, self.read_only = durable, explicit, read_only
+        self.key = key if key is not None else chain.key_from_environment()
+
+    def __repr__(self) -> str:
+        return f"Ledger({self.location!r})"
+
+    # -- constructors -------------------------------------------------------------------------
+
+    @classmethod
+    def in_database(cls, con: Any, database: str, *, path: str | None, read_only: bool,
+                    explicit: bool = False, key: Key | None = None,
+                    cursor: Any = None) -> Ledger:
+        """The ledger inside database ``database`` of the DuckDB instance of ``con`` (``path``:
+        its file, None in memory), reached through fresh cursors of ``con`` (or ``cursor``, a
+        connection of that instance the caller owns and keeps idle meanwhile)."""
+
+        @contextlib.contextmanager
+        def opener() -> Iterator[Any]:
+            if cursor is not None:
+                yield cursor
+                return
+            with con.cursor() as cur:
+                yield cur
+
+        where = path or f"memory:{database}"
+        location = path or f"the in-memory database {database!r}"
+        return cls(opener, database, location, where, durable=path is not None,
+                   explicit=explicit, read_only=read_only, key=key)
+
+    @classmethod
+    def file(cls, path: str, key: Key | None = None) -> Ledger:
+        """A ledger file (created on first use), attached per operation: shareable by processes."""
+        import os
+
+        real = os.path.realpath(os.path.expanduser(path))
+        return cls(lambda: _attached(real), None, real, real, durable=True, explicit=True,
+                   key=key)
+
+    @classmethod
+    def memory(cls, key: Key | None = None) -> Ledger:
+        """The process's in-memory ledger (explicitly chosen; lost when the process ends)."""
+
+        @contextlib.contextmanager
+        def opener() -> Iterator[Any]:
+            with _host().cursor() as cur:
+                yield cur
+
+        return cls(opener, None, "an in-memory ledger (this process only)", "process-memory",
+                   durable=False, explicit=True, key=key)
+
+    @classmethod
+    def open(cls, location: str) -> Ledger:
+        """``':memory:'`` -> :meth:`memory`; anything else is a ledger file path."""
+        if not isinstance(location, str) or not location.strip():
+            raise bad_argument("ledger", location, "must be a file path or ':memory:'",
+                               "pass e.g. ledger='budget.duckdb'")
+        return cls.memory() if location == ":memory:" else cls.file(location)
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def _run(self, body: Callable[[Any], Any], write: bool = True) -> Any:
+        """``body(cursor)`` in one transaction under the lock; conflicts retried; the ledger's
+        tables created on first use."""
+        if write and self.read_only:
+            raise LedgerError(
+                f"the ledger in {self.location} cannot record anything: the database is "
+                "read-only. Nothing was charged. Fix: open it read-write, or keep the budgets in "
+                "a ledger file shared by every tool: load(con, ledger='budget.duckdb') (CLI: "
+                "--ledger, or INFTDA_LEDGER)")
+        with _LOCK, self._open() as cur:
+            for attempt in range(_RETRIES):
+                cur.execute("BEGIN TRANSACTION")
+                try:
+                    result = body(cur)
+                    cur.execute("COMMIT")
+                    return result
+                except _Missing:
+                    _rollback(cur)
+                    present = self._tables(cur)
+                    if HEAD in present:
+                        raise self._broken("one of its tables is missing (dropped?)") from None
+                    if not write and not present:
+                        return body(None)
+                    self._create(cur)
+                except duckdb.TransactionException:
+                    _rollback(cur)
+                    if attempt == _RETRIES - 1:
+                        raise
+                    time.sleep(0.01 * 2**attempt)
+                except BaseException:
+                    _rollback(cur)
+                    raise
+        raise InternalError("the ledger transaction loop ended without a result")
+
+    def _create(self, cur: Any) -> None:
+        """Create the four tables and the head row (one transaction), unless an older format is
+        there: that needs an explicit :meth:`upgrade`."""
+        cur.execute("BEGIN TRANSACTION")
+        try:
+            present = self._tables(cur)
+            if HEAD in present:
+                cur.execute("ROLLBACK")  # another connection made them meanwhile
+                return
+            chained = cur.execute(
+                "SELECT count(*) FROM duckdb_columns() WHERE database_name = coalesce(?, "
+                "current_database()) AND schema_name = 'main' AND table_name = ? AND "
+                "column_name = 'seq'", [self.database, LEDGER]).fetchall()[0][0]
+            if chained or SETTINGS in present:
+                raise self._broken("its head table is missing (dropped?)")
+            if LEDGER in present or BUDGETS in present:
+                raise LedgerError(
+                    f"the ledger in {self.location} was written by inftda_duckdb 0.1 (no hash "
+                    "chain); it must be upgraded before anything is charged. Fix: "
+                    "inftda_duckdb.upgrade_ledger(con) or inftda-duckdb ledger DATABASE "
+                    "--upgrade (the old tables are kept as inftda_ledger_v1 and "
+                    "inftda_budgets_v1)")
+            self._new(cur)
+            cur.execute("COMMIT")
+        except duckdb.Error as exc:
+            _rollback(cur)
+            raise LedgerError(f"the privacy ledger cannot be created in {self.location} ({exc})."
+                              " Nothing was charged. Fix: open the database read-write, or "
+                              "pass a writable ledger file: load(con, ledger='budget.duckdb')"
+                              ) from None
+        except BaseException:
+            _rollback(cur)
+            raise
+
+    def _new(self, cur: Any) -> _State:
+        """Create the four tables and the head of a new, empty ledger (in ``cur``'s open
+        transaction); returns its state."""
+        ledger_id = uuid.uuid4().hex
+        for table in (HEAD, *ROWS):
+            cur.execute(chain.ddl(table, self.prefix + table))
+        start = chain.genesis(ledger_id)
+        cur.execute(f"INSERT INTO {self.prefix}{HEAD} VALUES (?, ?, current_timestamp, ?, 0, ?, ?)",
+                    [ledger_id, chain.FORMAT, self.key.check(), start,
+                     chain.head_mac(self.key, ledger_id, 0, start)])
+        return _State(ledger_id, last=start)
+
+    def _tables(self, cur: Any) -> set[str]:
+        rows = cur.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = "
+            "coalesce(?, current_database()) AND schema_name = 'main' AND table_name IN "
+            "(?, ?, ?, ?)", [self.database, HEAD, *ROWS]).fetchall()
+        return {r[0] for r in rows}
+
+    # -- reading and verifying ----------------------------------------------------------------
+
+    def _head(self, cur: Any) -> tuple[str, str | None, int, str, str, tuple[int, ...]]:
+        p = self.prefix
+        try:
+            rows = cur.execute(
+                f"SELECT ledger_id, key_check, seq, hash, mac, "
+                f"(SELECT count(*) FROM {p}{LEDGER}), (SELECT count(*) FROM {p}{BUDGETS}), "
+                f"(SELECT count(*) FROM {p}{SETTINGS}) FROM {p}{HEAD}").fetchall()
+        except duckdb.CatalogException:
+            raise _Missing() from None
+        if len(rows) != 1:
+            raise self._broken(f"its head table holds {len(rows)} rows, not 1")
+        ledger_id, key_check, seq, last, mac, *counts = rows[0]
+        if key_check != self.key.check():
+            if key_check is None:
+                raise LedgerError(
+                    f"the ledger in {self.location} has no key, but {chain.KEY_FILE} gives one. "
+                    f"Fix: unset {chain.KEY_FILE} for this ledger (a key is chosen when a ledger "
+                    "is created)")
+            raise LedgerError(
+                f"the ledger in {self.location} is keyed and "
+                + ("no key was given" if not self.key.keyed else "the key given is not its key")
+                + f". Nothing was charged. Fix: set {chain.KEY_FILE} to the file holding the "
+                "ledger's key")
+        if mac != chain.head_mac(self.key, ledger_id, int(seq), last):
+            raise self._broken("its head row was altered")
+        return ledger_id, key_check, int(seq), last, mac, tuple(int(c) for c in counts)
+
+    def _broken(self, what: str, seq: int | None = None) -> LedgerError:
+        at = f" (first at row seq {seq})" if seq is not None else ""
+        return LedgerError(
+            f"the privacy ledger in {self.location} is broken: {what}{at}. Budgets cannot be "
+            "trusted, so every release is refused and nothing was charged. Fix: restore the "
+            "ledger from a backup; `inftda-duckdb ledger --verify` shows the first bad row")
+
+    def _state(self, cur: Any, expect: tuple[str, str] | None = None) -> _State:
+        """The verified state at the head: the cached one when nothing changed, else the rows
+        appended since checked and folded in, else (or on any surprise) the whole chain."""
+        ledger_id, _, seq, last, _, counts = self._head(cur)
+        if expect is not None and ledger_id != expect[0]:
+            raise LedgerError(
+                f"the budgets of this source are kept in the ledger {expect[1]}, but this "
+                f"connection uses {self.location}, another ledger. Nothing was charged. Fix: "
+                f"use that ledger (load(con, ledger=...), --ledger or INFTDA_LEDGER)")
+        cached = _STATES.get((ledger_id, self.where))
+        if cached is not None and (cached.seq, cached.last, cached.counts) == (seq, last, counts):
+            return cached
+        if sum(counts) != seq:
+            raise self._broken(f"it holds {sum(counts)} rows but its head counts {seq} "
+                               "(rows were deleted or inserted by hand)")
+        if cached is not None and seq > cached.seq and self._check(cur, cached, seq, last):
+            state = self._fold(cur, cached.copy())
+        else:
+            fresh = _State(ledger_id, last=chain.genesis(ledger_id))
+            if not self._check(cur, fresh, seq, last, raise_=True):
+                raise InternalError("ledger verification returned without a verdict")
+            if cached is not None and cached.seq > 0 and (
+                    seq < cached.seq or self._hash_at(cur, cached.seq) != cached.last):
+                raise self._broken("it no longer holds the rows this process saw earlier "
+                                   "(truncated, or replaced by an older copy)")
+            state = self._fold(cur, fresh)
+        state.seq, state.last, state.counts = seq, last, counts
+        _STATES[(ledger_id, self.where)] = state
+        return state
+
+    def _check(self, cur: Any, since: _State, seq: int, last: str,
+               raise_: bool = False) -> bool:
+        """Verify rows ``since.seq + 1 .. seq`` (digests, hashes, links); True if sound."""
+        n, bad_row, bad_link, top, top_hash = cur.execute(
+            chain.verify_sql(self.prefix),
+            {"after": since.seq, "last": since.last, **self.key.pads()}).fetchall()[0]
+        problem = None
+        if bad_row is not None:
+            problem, at = "a row's content or hash does not match (edited by hand?)", bad_row
+        elif bad_link is not None:
+            problem, at = "a row does not follow the row before it (rows removed or added?)", \
+                bad_link
+        elif n != seq - since.seq or (n and (top != seq or top_hash != last)):
+            problem, at = "its last rows do not match its head (rows removed or added?)", None
+        if problem is None:
+            return True
+        if raise_:
+            raise self._broken(problem, at)
+        return False
+
+    def _hash_at(self, cur: Any, seq: int) -> str | None:
+        if seq == 0:
+            return None
+        union = " UNION ALL ".join(f"SELECT hash FROM {self.prefix}{t} WHERE seq = $s"
+                                   for t in ROWS)
+        rows = cur.execute(union, {"s": seq}).fetchall()
+        return rows[0][0] if rows else None
+
+    def _fold(self, cur: Any, state: _State) -> _State:
+        """Add the rows after ``state.seq`` to the state (already verified)."""
+        p, after = self.prefix, {"after": state.seq}
+        for key, label, rho, n, not_private, top_id, _ in cur.execute(
+            f"SELECT source_key, arg_max(source, seq), rho, count(*), count(*) FILTER (NOT "
+            f"private), max(id), max(seq) AS s FROM {p}{LEDGER} WHERE seq > $after "
+            "GROUP BY source_key, rho ORDER BY s", after).fetchall():
+            amount = Fraction(rho)
+            if amount <= 0:
+                raise self._broken(f"a charge of rho {rho} (not positive)")
+            state.spent[key] = state.spent.get(key, Fraction(0)) + n * amount
+            total, np_ = state.releases.get(key, (0, 0))
+            state.releases[key] = (total + n, np_ + not_private)
+            state.labels[key] = label
+            state.next_id = max(state.next_id, int(top_id) + 1)
+        for name, label, keys, labels, rho, set_at in cur.execute(
+            "SELECT name, arg_max(label, seq), arg_max(sources, seq), arg_max(labels, seq), "
+            f"arg_max(rho, seq), arg_max(set_at, seq) FROM {p}{BUDGETS} WHERE seq > $after "
+            "GROUP BY name", after).fetchall():
+            cap = Fraction(rho)
+            if cap < 0:
+                raise self._broken(f"a budget of rho {rho} (negative)")
+            state.budgets[name] = Budget(name, label, tuple(keys), tuple(labels), cap, set_at)
+        for name, value in cur.execute(
+            f"SELECT name, arg_max(value, seq) FROM {p}{SETTINGS} WHERE seq > $after "
+            "GROUP BY name", after).fetchall():
+            state.settings[name] = value
+        return state
+
+    # -- appending -----------------------------------------------------------------------------
+
+    def _append(self, cur: Any, state: _State, table: str, columns: list[str],
+                values: dict[str, Any]) -> _State:
+        """Append one chained row and move the head; returns the state after it (not cached
+        until the transaction commits)."""
+        seq = state.seq + 1
+        row = {"seq": seq, "prev_hash": state.last, **values}
+        digest = chain.charge_digest(row) if table == LEDGER else None
+        if digest is not None:  # the hot path: one plain INSERT (the CHECK verifies the digest)
+            new = self.key.mac(state.last + digest)
+            row.update(digest=digest, hash=new)
+            cur.execute(f"INSERT INTO {self.prefix}{LEDGER} ({', '.join(chain.CHARGE_INSERT)}) "
+                        f"VALUES ({', '.join('?' * len(chain.CHARGE_INSERT))})",
+                        [row[c] for c in chain.CHARGE_INSERT])
+        else:
+            (new,) = cur.execute(chain.insert_sql(table, self.prefix, columns),
+                                 {**row, **self.key.pads()}).fetchall()[0]
+        cur.execute(f"UPDATE {self.prefix}{HEAD} SET seq = ?, hash = ?, mac = ?",
+                    [seq, new, chain.head_mac(self.key, state.ledger_id, seq, new)])
+        after = state.copy()
+        counts = list(state.counts)
+        counts[ROWS.index(table)] += 1
+        after.seq, after.last, after.counts = seq, new, tuple(counts)
+        return after
+
+    def _commit(self, after: _State) -> None:
+        _STATES[(after.ledger_id, self.where)] = after
+
+    def ledger_id(self) -> str:
+        """This ledger's id (created with the ledger; the same in every copy of its file)."""
+        return str(self._run(lambda cur: self._state(cur).ledger_id, write=not self.read_only))
+
+    def charge(self, charge: Charge, *,
+               expect: tuple[str, str] | None = None) -> tuple[int, str]:
+        """Record one executed release, or refuse it; returns (release id, ledger id).
+
+        Atomic: verify, find the budgets covering ``charge.source``, compare exactly, append.
+        A refusal raises :class:`BudgetExceededError` and writes nothing. ``expect``: the
+        (ledger id, where) the source's database is bound to (another ledger is refused).
+        """
+        _validate(charge)
+        if charge.source.durable and not self.durable and not self.explicit:
+            raise LedgerError(
+                f"release of {charge.source.label} refused: its data is kept in a file, but its "
+                f"charge would only be kept in {self.location} and lost when the connection "
+                "closes, so the budget would not hold. Nothing was charged. Fix: keep the "
+                f"budgets in a file: {opt('ledger', 'budget.duckdb')} (load(con, ledger=...) in "
+                "Python, --ledger or --db on the command line, INFTDA_LEDGER), or choose an "
+                f"in-memory ledger on purpose: {opt('ledger', ':memory:')}")
+        key = charge.source.key
+
+        def body(cur: Any) -> tuple[int, _State]:
+            state = self._state(cur, expect)
+            if state.settings.get(MOVED_TO):
+                raise LedgerError(
+                    f"the budgets kept in {self.location} were moved to the ledger "
+                    f"{state.settings[MOVED_TO]}; nothing was charged. Fix: use that ledger "
+                    "(load(con, ledger=...), --ledger or INFTDA_LEDGER)")
+            self._refuse(state, charge)
+            rid = state.next_id
+            after = self._append(cur, state, LEDGER, _CHARGE_COLUMNS, _charge_values(charge, rid))
+            after.next_id = rid + 1
+            after.spent[key] = after.spent.get(key, Fraction(0)) + charge.rho
+            total, np_ = after.releases.get(key, (0, 0))
+            after.releases[key] = (total + 1, np_ + (not charge.private))
+            after.labels[key] = charge.source.label
+            return rid, after
+
+        with _LOCK:  # the cache moves with the ledger, before another thread reads either
+            rid, after = self._run(body)
+            self._commit(after)
+        return rid, after.ledger_id
+
+    def _refuse(self, state: _State, charge: Charge) -> None:
+        """Raise if ``charge`` does not fit: no budget where one is required, or more than
+        what is left of a budget covering its source."""
+        covering = state.covering(charge.source.key)
+        if not covering and state.settings.get(REQUIRE_BUDGET) == "true":
+            raise BudgetExceededError(
+                f"release of {charge.source.label} refused: no budget covers it, and this "
+                f"ledger ({self.location}) requires one (require_budget is on). Nothing was "
+                f"charged and no noise was drawn. Fix: "
+                f"{call('set_budget', _spec(charge.source), rho=...)}, or add it to a "
+                "budget's sources")
+        tight = [(max(b.cap - state.spent_by(b), Fraction(0)), b) for b in covering]
+        for remaining, b in sorted(tight, key=lambda t: t[0]):
+            if charge.rho > remaining:
+                raise _refusal(charge, b, state.spent_by(b), remaining)
+
+    def check(self, charge: Charge) -> None:
+        """Raise what :meth:`charge` would raise for the budget, writing nothing: a release
+        checks its budget before it reads its data (the charge checks again, atomically)."""
+        _validate(charge)
+        self._run(lambda cur: None if cur is None else self._refuse(self._state(cur), charge),
+                  write=False)
+
+    def set_budget(self, sources: list[SourceId], cap: Fraction, name: str | None = None) -> str:
+        """Cap the total rho of all releases of any of ``sources`` at ``cap`` (exact; 0 freezes
+        them). ``name`` identifies the budget (default: the one source's key); setting a budget
+        of that name again replaces its cap and sources. Returns the ledger id."""
+        if not sources:
+            raise bad_argument("source", [], "must name at least one source",
+                               "pass e.g. 'trips' or ['trips', 'file:/data/trips.parquet']")
+        if name is None and len(sources) > 1:
+            raise bad_argument("name", None, "is required for a budget covering several sources",
+                               "pass e.g. name='trips people'")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise bad_argument("name", name, "must be a non-empty text",
+                               "pass e.g. name='trips people'")
+        keys = list(dict.fromkeys(s.key for s in sources))
+        labels = [next(s.label for s in sources if s.key == k) for k in keys]
+        budget_name = fold(name.strip()) if name else keys[0]
+        label = name.strip() if name else labels[0]
+
+        def body(cur: Any) -> _State:
+            state = self._state(cur)
+            self._append(cur, state, BUDGETS, _BUDGET_COLUMNS, {
+                "name": budget_name, "label": label, "sources": keys, "labels": labels,
+                "rho": str(cap), "rho_approx": float(cap)})
+            return state  # the next operation folds the new row in (with its time)
+
+        return str(self._run(body).ledger_id)
+
+    def set_setting(self, name: str, value: str) -> None:
+        """Record a setting (e.g. ``require_budget`` = ``'true'``) in the chain."""
+
+        def body(cur: Any) -> None:
+            if self._state(cur).settings.get(name) != value:
+                self._append(cur, self._state(cur), SETTINGS, _SETTING_COLUMNS,
+                             {"name": name, "value": value})
+
+        self._run(body)
+
+    def setting(self, name: str) -> str | None:
+        return self._run(
+            lambda cur: None if cur is None else self._state(cur).settings.get(name),
+            write=False)
+
+    def remaining(self, source: SourceId) -> tuple[Fraction, Budget] | None:
+        """The least rho left among the budgets covering ``source``, and that budget (None:
+        no budget covers it)."""
+
+        def body(cur: Any) -> tuple[Fraction, Budget] | None:
+            if cur is None:
+                return None
+            state = self._state(cur)
+            left = [(max(b.cap - state.spent_by(b), Fraction(0)), b)
+                    for b in state.covering(source.key)]
+            return min(left, key=lambda t: t[0]) if left else None
+
+        found = self._run(body, write=False)
+        return None if found is None else (found[0], found[1])
+
+    def budgets(self, delta: object = DEFAULT_DELTA) -> pa.Table:
+        """One row per budget (and per charged source no budget covers): budget, spent and
+        remaining rho (DOUBLE and exact 'p/q'), releases, and the same as epsilon at ``delta``.
+        Epsilons are not additive: eps(spent) + eps(remaining) > eps(budget)."""
+        d = float(to_positive_fraction(delta, "delta", "pass e.g. delta=1e-6"))
+        if d >= 1:
+            raise bad_argument("delta", delta, "must be in (0, 1)", "pass e.g. delta=1e-6")
+        state = self._run(lambda cur: None if cur is None else self._state(cur), write=False)
+        return budget_table([] if state is None else _rows(state), d, self.location)
+
+    def rows(self) -> pa.Table:
+        """Every charge, oldest first (the chain's columns left out), with a ``ledger`` column."""
+        def body(cur: Any) -> pa.Table | None:
+            if cur is None:
+                return None
+            self._state(cur)  # a broken ledger is reported, not listed
+            return _charges(cur, self.prefix, self.location)
+
+        table = self._run(body, write=False)
+        return no_charges(self.location) if table is None else table
+
+    def verify(self) -> dict[str, Any]:
+        """Check the whole chain now (whatever this process saw before). Returns ``ok``,
+        ``rows``, ``ledger_id``, ``keyed``, ``location`` and ``problem`` (None when sound)."""
+
+        report = {"ok": True, "rows": 0, "ledger_id": None, "keyed": self.key.keyed,
+                  "location": self.location, "problem": None}
+
+        def body(cur: Any) -> dict[str, Any]:
+            if cur is None:
+                return report
+            for stale in [k for k in _STATES if k[1] == self.where]:
+                del _STATES[stale]
+            state = self._state(cur)
+            return {**report, "rows": state.seq, "ledger_id": state.ledger_id}
+
+        try:
+            return dict(self._run(body, write=False))
+        except LedgerError as exc:
+            return {**report, "ok": False, "rows": None, "problem": str(exc)}
+
+    def move_to(self, target: Ledger) -> int:
+        """Append every budget, setting and charge of this ledger (verified, in order; times,
+        sources and conversions kept, release ids renumbered) to ``target``, once, then close
+        this ledger: its further charges are refused and name ``target``. Returns the rows
+        moved (0 when they were moved before)."""
+        p = self.prefix
+
+        def read(cur: Any) -> tuple[_State, list[tuple[str, dict[str, Any]]]]:
+            state = self._state(cur)
+            events: list[tuple[str, dict[str, Any]]] = []
+            for table in ROWS:
+                rows = cur.sql(f"SELECT * EXCLUDE (prev_hash, digest, hash) FROM {p}{table}")
+                events += [(table, r) for r in rows.to_arrow_table().to_pylist()]
+            return state, sorted(events, key=lambda e: e[1]["seq"])
+
+        state, events = self._run(read, write=False) or (None, [])
+        if state is None or state.settings.get(MOVED_TO):
+            return 0
+        mark = f"imported:{state.ledger_id}"
+
+        def write(cur: Any) -> int:
+            after = target._state(cur)
+            if mark in after.settings:
+                return 0
+            for table, r in events:
+                r.pop("seq")
+                if table == LEDGER:
+                    r["id"] = after.next_id
+                    after.next_id += 1
+                columns = {LEDGER: _CHARGE_COLUMNS, BUDGETS: _BUDGET_COLUMNS_AT,
+                           SETTINGS: _SETTING_COLUMNS_AT}[table]
+                after = target._append(cur, after, table, columns, r)
+            target._append(cur, after, SETTINGS, _SETTING_COLUMNS, {"name": mark,
+                                                                    "value": str(len(events))})
+            return len(events)
+
+        moved = int(target._run(write))
+        self.set_setting(MOVED_TO, target.location)
+        return moved
+
+    def upgrade(self, translate: Callable[[str], SourceId]) -> int:
+        """Move a format-1 ledger (inftda_duckdb 0.1: no chain) into the chained tables, in one
+        transaction: every old budget and charge (``translate`` maps an old source name to its
+        identity; old rows keep conversion 'bun-steinke-2016', their ids and times). The old
+        tables stay as ``inftda_ledger_v1`` and ``inftda_budgets_v1``. Returns the rows moved."""
+        p = self.prefix
+
+        def body(cur: Any) -> int:
+            present = self._tables(cur)
+            if HEAD in present:
+                return 0
+            old = [t for t in (LEDGER, BUDGETS) if t in present]
+            for t in old:
+                cur.execute(f"ALTER TABLE {p}{t} RENAME TO {t}_v1")
+            state = self._new(cur)
+            if BUDGETS in old:
+                for source, rho, set_at in cur.execute(
+                        f"SELECT source, rho, set_at FROM {p}{BUDGETS}_v1 ORDER BY set_at, "
+                        "source").fetchall():
+                    sid = translate(source)
+                    state = self._append(cur, state, BUDGETS, _BUDGET_COLUMNS_AT, {
+                        "name": sid.key, "label": sid.label, "sources": [sid.key],
+                        "labels": [sid.label], "rho": rho, "rho_approx": float(Fraction(rho)),
+                        "set_at": set_at})
+            if LEDGER in old:
+                for row in cur.execute(f"SELECT * FROM {p}{LEDGER}_v1 ORDER BY id").fetchall():
+                    (rid, started, source, columns, neighbours, unit, m, rho, _, epsilon,
+                     delta, output, seeded, data_domain, private, origin) = row
+                    sid = translate(source)
+                    state = self._append(cur, state, LEDGER, _CHARGE_COLUMNS, {
+                        "id": rid, "started_at": started, "source": sid.label,
+                        "source_key": sid.key, "columns": columns, "neighbours": neighbours,
+                        "privacy_unit": unit, "max_rows_per_unit": m, "rho": rho,
+                        "rho_approx": float(Fraction(rho)), "epsilon": epsilon, "delta": delta,
+                        "output": output, "seeded": seeded, "data_domain": data_domain,
+                        "private": private, "origin": origin,
+                        "conversion": "bun-steinke-2016"})
+            return state.seq
+
+        return int(self._run(body))
+
+    def format(self) -> int | None:
+        """2 for a chained ledger, 1 for an old one, None when there is none yet."""
+        with _LOCK, self._open() as cur:
+            present = self._tables(cur)
+        return 2 if HEAD in present else (1 if present else None)
+
+
+def _charges(cur: Any, prefix: str, location: str) -> pa.Table:
+    return cur.sql(f"SELECT * EXCLUDE (prev_hash, digest, hash), {literal(location)} AS ledger "
+                   f"FROM {prefix}{LEDGER} ORDER BY seq").to_arrow_table()
+
+
+def no_charges(location: str = "") -> pa.Table:
+    """An empty table of charges (the columns of :meth:`Ledger.rows`)."""
+    with duckdb.connect() as scratch:
+        scratch.execute(chain.ddl(LEDGER, LEDGER))
+        return _charges(scratch, "", location)
+
+
+class _Missing(Exception):
+    """The ledger's tables do not exist yet."""
+
+
+def _rollback(cur: Any) -> None:
+    with contextlib.suppress(duckdb.Error):  # a failed COMMIT has already rolled back
+        cur.execute("ROLLBACK")
+
+
+@contextlib.contextmanager
+def _attached(path: str) -> Iterator[Any]:
+    """A cursor on which the ledger file ``path`` is attached as ``inftda_ledger_file``,
+    detached afterwards; waits (with back-off) while another process holds the file."""
+    import os
+
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        raise LedgerError(f"the ledger file {path} cannot be created: folder {folder} does not "
+                          "exist. Fix: create the folder, or pass another ledger path")
+    deadline, wait = time.monotonic() + LOCK_WAIT, 0.005
+    with _host().cursor() as cur:
+        while True:
+            try:
+                cur.execute(f"ATTACH {literal(path)} AS inftda_ledger_file")  # no parameter
+                break
+            except duckdb.Error as exc:
+                text = str(exc).lower()
+                if "unique file handle conflict" in text:  # open in this process already
+                    with duckdb.connect(path) as own, own.cursor() as same:
+                        yield same
+                    return
+                if "lock" not in text or time.monotonic() > deadline:
+                    raise LedgerError(
+                        f"the ledger file {path} cannot be opened ({str(exc).strip()}). Nothing "
+                        "was charged. Fix: close the program holding it (a DuckDB shell or "
+                        "notebook connected to it), or pass another ledger") from None
+                time.sleep(wait)
+                wait = min(wait * 1.5, 0.25)
+        try:
+            cur.execute("USE inftda_ledger_file")
+            yield cur
+        finally:
+            cur.execute("USE memory")
+            cur.execute("DETACH inftda_ledger_file")
 
 
 def _validate(c: Charge) -> None:
@@ -245,152 +784,135 @@ def _validate(c: Charge) -> None:
         and c.rho > 0
         and c.neighbours in ("substitute", "add_remove")
         and c.output in ("counts", "rows")
-        and c.origin in ("sql", "python", "cli")
+        and isinstance(c.origin, str)
+        and c.origin != ""
         and isinstance(c.max_rows_per_unit, int)
         and c.max_rows_per_unit >= 1
-        and isinstance(c.source, str)
-        and c.source != ""
+        and isinstance(c.source, SourceId)
+        and c.source.key != ""
         and 0 < c.delta < 1
     )
     if not ok:
         raise InternalError(f"invalid ledger charge {c!r}")
 
 
-def _cap(cur: Any, budgets: str, source: str) -> Fraction | None:
-    rows = cur.execute(
-        f"SELECT rho FROM {budgets} WHERE lower(source) = lower(?)", [source]
-    ).fetchall()
-    return Fraction(rows[0][0]) if rows else None
+_CHARGE_COLUMNS = [
+    "id::BIGINT", "started_at::TIMESTAMPTZ", "source::VARCHAR", "source_key::VARCHAR",
+    "columns::VARCHAR[]", "neighbours::VARCHAR", "privacy_unit::VARCHAR",
+    "max_rows_per_unit::BIGINT", "rho::VARCHAR", "rho_approx::DOUBLE", "epsilon::DOUBLE",
+    "delta::DOUBLE", "output::VARCHAR", "seeded::BOOLEAN", "data_domain::BOOLEAN",
+    "private::BOOLEAN", "origin::VARCHAR", "conversion::VARCHAR"]
+_BUDGET_COLUMNS = ["name::VARCHAR", "label::VARCHAR", "sources::VARCHAR[]", "labels::VARCHAR[]",
+                   "rho::VARCHAR", "rho_approx::DOUBLE", "set_at=current_timestamp"]
+_BUDGET_COLUMNS_AT = [c if not c.startswith("set_at") else "set_at::TIMESTAMPTZ"
+                      for c in _BUDGET_COLUMNS]
+_SETTING_COLUMNS = ["name::VARCHAR", "value::VARCHAR", "set_at=current_timestamp"]
+_SETTING_COLUMNS_AT = ["name::VARCHAR", "value::VARCHAR", "set_at::TIMESTAMPTZ"]
 
 
-def _read(
-    cur: Any, ledger: str, budgets: str, source: str
-) -> tuple[Fraction | None, Fraction, int]:
-    """In one query: the source's budget (None: uncapped), what it spent, the next ledger id."""
-    caps, spent, next_id = cur.execute(
-        f"SELECT (SELECT list(rho) FROM {budgets} WHERE lower(source) = lower($1)), "
-        f"(SELECT list(rho) FROM {ledger} WHERE lower(source) = lower($1)), "
-        f"(SELECT coalesce(max(id), 0) + 1 FROM {ledger})",
-        [source],
-    ).fetchone()
-    cap = Fraction(caps[0]) if caps else None
-    return cap, sum(map(Fraction, spent or []), Fraction(0)), int(next_id)
+def _charge_values(c: Charge, rid: int) -> dict[str, Any]:
+    return {
+        "id": rid, "started_at": datetime.datetime.now(datetime.UTC),
+        "source": c.source.label, "source_key": c.source.key,
+        "columns": list(c.columns), "neighbours": c.neighbours, "privacy_unit": c.privacy_unit,
+        "max_rows_per_unit": c.max_rows_per_unit, "rho": str(c.rho), "rho_approx": float(c.rho),
+        "epsilon": _epsilon(c.rho, c.delta), "delta": c.delta, "output": c.output,
+        "seeded": c.seeded, "data_domain": c.data_domain, "private": c.private,
+        "origin": c.origin, "conversion": c.conversion or accounting.CONVERSION,
+    }
 
 
-def _rollback(cur: Any) -> None:
-    with contextlib.suppress(duckdb.Error):  # a failed COMMIT has already rolled back
-        cur.execute("ROLLBACK")
+def _spec(source: SourceId) -> str:
+    kind = source.key.split(":", 1)[0]
+    return {"file": "file:", "name": "name:"}.get(kind, "") + source.label
 
 
-def _transaction(con: Any, body: Any) -> Any:
-    """Run ``body(cursor)`` in BEGIN/COMMIT on a fresh cursor under the lock; retry conflicts."""
-    with _LOCK, con.cursor() as cur:
-        for attempt in range(_RETRIES):
-            cur.execute("BEGIN TRANSACTION")
-            try:
-                result = body(cur)
-                cur.execute("COMMIT")
-                return result
-            except duckdb.TransactionException:
-                _rollback(cur)
-                if attempt == _RETRIES - 1:
-                    raise
-                time.sleep(0.01 * 2**attempt)
-            except BaseException:
-                _rollback(cur)
-                raise
-    raise InternalError("unreachable: ledger transaction loop ended")  # pragma: no cover
-
-
-def charge(con: Any, charge: Charge) -> int:
-    """Record one executed release, or refuse it; returns the new ledger row id.
-
-    Atomic: under a process-wide lock and one transaction on a fresh cursor of ``con``, read the
-    budget, sum what was spent (exact Fractions), compare, insert and commit. A refusal raises
-    :class:`BudgetExceededError` (requested, remaining, difference) and writes nothing. Call it
-    before any noise is drawn. The charge commits on its own, so it survives a caller's ROLLBACK.
-    """
-    _validate(charge)
-    ledger, budgets = _tables(_default_database(con))
-
-    def body(cur: Any) -> int:
-        cap, spent, next_id = _read(cur, ledger, budgets, charge.source)
-        if cap is not None:
-            remaining = max(cap - spent, Fraction(0))
-            if charge.rho > remaining:
-                raise _refusal(charge.source, charge.rho, cap, spent, remaining)
-        cur.execute(
-            f"INSERT INTO {ledger} VALUES (?, current_timestamp, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?)",
-            [
-                next_id,
-                charge.source,
-                list(charge.columns),
-                charge.neighbours,
-                charge.privacy_unit,
-                charge.max_rows_per_unit,
-                str(charge.rho),
-                float(charge.rho),
-                _epsilon(charge.rho, charge.delta),
-                charge.delta,
-                charge.output,
-                charge.seeded,
-                charge.data_domain,
-                charge.private,
-                charge.origin,
-            ],
-        )
-        return int(next_id)
-
-    try:
-        return int(_transaction(con, body))
-    except duckdb.CatalogException:  # the tables are gone (load() made them): make them, retry
-        ensure_tables(con)
-        return int(_transaction(con, body))
-
-
-def _refusal(
-    source: str, requested: Fraction, cap: Fraction, spent: Fraction, remaining: Fraction
-) -> BudgetExceededError:
-    short = requested - remaining
-    fix = (
-        f"request at most {arg('rho')} {_show(remaining)}, or raise"
-        if remaining > 0
-        else "the budget is exhausted: raise"
-    )
+def _refusal(c: Charge, b: Budget, spent: Fraction, remaining: Fraction) -> BudgetExceededError:
+    short = c.rho - remaining
+    fix = (f"request at most {arg('rho')} {_show(remaining)}, or raise"
+           if remaining > 0 else "the budget is exhausted: raise")
+    which = (f"the budget {b.label!r} (covering {', '.join(b.labels)})" if len(b.sources) > 1
+             or b.label != c.source.label else "the budget")
     err = BudgetExceededError(
-        f"release on {source} refused: it requests rho {_show(requested)} but only "
-        f"{_show(remaining)} of the budget {_show(cap)} remains (spent {_show(spent)}); "
+        f"release on {c.source.label} refused: it requests rho {_show(c.rho)} but only "
+        f"{_show(remaining)} of {which} {_show(b.cap)} remains (spent {_show(spent)}); "
         f"difference {_show(short)}. Nothing was charged and no noise was drawn. Fix: {fix} "
-        f"the budget with {call('set_budget', source, rho=...)}"
-    )
-    err.source = source  # type: ignore[attr-defined]
-    err.requested = requested  # type: ignore[attr-defined]
+        f"the budget with {call('set_budget', _spec(c.source), rho=...)}")
+    err.source = c.source.label  # type: ignore[attr-defined]
+    err.budget = b.label  # type: ignore[attr-defined]
+    err.requested = c.rho  # type: ignore[attr-defined]
     err.remaining = remaining  # type: ignore[attr-defined]
     err.difference = short  # type: ignore[attr-defined]
     return err
 
 
 # ---------------------------------------------------------------------------------------------
-# budgets
+# the budget table
 
 
-def set_budget(
-    con: Any,
-    source: str,
-    *,
-    rho: object = None,
-    epsilon: object = None,
-    delta: object = None,
-    context: tuple[str, str, str] | None = None,
-) -> None:
-    """Cap the total rho of all releases on ``source`` (exact; recorded with ``set_at``).
+BUDGET_SCHEMA = pa.schema([
+    ("budget", pa.string()),
+    ("sources", pa.list_(pa.string())),
+    ("budget_rho", pa.float64()),
+    ("spent_rho", pa.float64()),
+    ("remaining_rho", pa.float64()),
+    ("budget_rho_exact", pa.string()),
+    ("spent_rho_exact", pa.string()),
+    ("remaining_rho_exact", pa.string()),
+    ("releases", pa.int64()),
+    ("non_private_releases", pa.int64()),
+    ("delta", pa.float64()),
+    ("budget_epsilon", pa.float64()),
+    ("spent_epsilon", pa.float64()),
+    ("remaining_epsilon", pa.float64()),
+    ("set_at", pa.timestamp("us", tz="UTC")),
+    ("ledger", pa.string()),
+])
 
-    Give ``rho`` or ``epsilon`` and ``delta`` (converted to the largest rho whose epsilon at
-    delta is at most ``epsilon``, rounded down). ``rho=0`` freezes a source. A budget below what
-    was already spent is accepted (it cannot be unspent): the remaining budget is then 0 and
-    every further release on that source is refused.
-    """
+
+def _rows(state: _State) -> list[dict[str, Any]]:
+    """Per budget, then per charged source no budget covers: cap, spent, releases."""
+    out: list[dict[str, Any]] = []
+    covered: set[str] = set()
+    for b in sorted(state.budgets.values(), key=lambda b: fold(b.label)):
+        covered.update(b.sources)
+        counts = [state.releases.get(k, (0, 0)) for k in b.sources]
+        out.append({"budget": b.label, "sources": list(b.labels), "cap": b.cap,
+                    "spent": state.spent_by(b), "n": sum(c[0] for c in counts),
+                    "np": sum(c[1] for c in counts), "set_at": b.set_at})
+    for key in sorted(set(state.spent) - covered, key=lambda k: state.labels[k]):
+        n, np_ = state.releases[key]
+        out.append({"budget": None, "sources": [state.labels[key]], "cap": None,
+                    "spent": state.spent[key], "n": n, "np": np_, "set_at": None})
+    return out
+
+
+def budget_table(rows: list[dict[str, Any]], delta: float, location: str) -> pa.Table:
+    """:data:`BUDGET_SCHEMA` rows from :func:`_rows`' entries."""
+    cols: dict[str, list[Any]] = {f.name: [] for f in BUDGET_SCHEMA}
+    for e in rows:
+        cap, spent = e["cap"], e["spent"]
+        rem = None if cap is None else max(cap - spent, Fraction(0))
+        for name, value in (
+            ("budget", e["budget"]), ("sources", e["sources"]),
+            ("budget_rho", None if cap is None else float(cap)), ("spent_rho", float(spent)),
+            ("remaining_rho", None if rem is None else float(rem)),
+            ("budget_rho_exact", None if cap is None else str(cap)),
+            ("spent_rho_exact", str(spent)),
+            ("remaining_rho_exact", None if rem is None else str(rem)),
+            ("releases", e["n"]), ("non_private_releases", e["np"]), ("delta", delta),
+            ("budget_epsilon", None if cap is None else _epsilon(cap, delta)),
+            ("spent_epsilon", _epsilon(spent, delta)),
+            ("remaining_epsilon", None if rem is None else _epsilon(rem, delta)),
+            ("set_at", e["set_at"]), ("ledger", location),
+        ):
+            cols[name].append(value)
+    return pa.table(cols, schema=BUDGET_SCHEMA)
+
+
+def exact_cap(rho: object = None, epsilon: object = None, delta: object = None) -> Fraction:
+    """A budget from ``rho`` (>= 0, exact) or ``epsilon`` and ``delta`` (the largest rho whose
+    epsilon at delta is at most ``epsilon``, rounded down)."""
     fix = "pass rho=2.0, or epsilon=1.0 and delta=1e-6"
     if (rho is None) == (epsilon is None):
         raise bad_argument("rho/epsilon", (rho, epsilon), "exactly one must be given", fix)
@@ -400,200 +922,7 @@ def set_budget(
         cap = to_fraction(rho, "rho", fix)
         if cap < 0:
             raise bad_argument("rho", rho, "must be >= 0 (0 freezes the source)", fix)
-    else:
-        if delta is None:
-            raise bad_argument("delta", delta, "is required with epsilon", fix)
-        cap = rho_from_epsilon_delta(epsilon, delta)
-    key = canonical_source(con, source, context)
-    ensure_tables(con)
-    _, budgets = _tables(_default_database(con))
-
-    def body(cur: Any) -> None:
-        # a plain UPDATE: DuckDB 2.0.1 misses write-write conflicts on DELETE and UPDATE RETURNING
-        if _cap(cur, budgets, key) is None:
-            cur.execute(
-                f"INSERT INTO {budgets} VALUES (?, ?, ?, current_timestamp)",
-                [key, str(cap), float(cap)],
-            )
-        else:
-            cur.execute(
-                f"UPDATE {budgets} SET rho = ?, rho_approx = ?, set_at = current_timestamp "
-                "WHERE lower(source) = lower(?)",
-                [str(cap), float(cap), key],
-            )
-
-    _transaction(con, body)
-
-
-_BUDGET_SCHEMA = pa.schema(
-    [
-        ("source", pa.string()),
-        ("budget_rho", pa.float64()),
-        ("spent_rho", pa.float64()),
-        ("remaining_rho", pa.float64()),
-        ("budget_rho_exact", pa.string()),
-        ("spent_rho_exact", pa.string()),
-        ("remaining_rho_exact", pa.string()),
-        ("releases", pa.int64()),
-        ("non_private_releases", pa.int64()),
-        ("delta", pa.float64()),
-        ("budget_epsilon", pa.float64()),
-        ("spent_epsilon", pa.float64()),
-        ("remaining_epsilon", pa.float64()),
-        ("set_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
-
-
-def budget(con: Any, delta: object = DEFAULT_DELTA) -> pa.Table:
-    """Per source: budget, spent and remaining rho (DOUBLE and exact 'p/q'), release counts,
-    and the same as epsilon at ``delta``. ``budget_*``/``remaining_*`` are NULL without a budget.
-
-    Epsilons are not additive: eps(spent) + eps(remaining) > eps(budget); rho is what composes.
-    """
-    d = float(to_positive_fraction(delta, "delta", "pass e.g. delta=1e-6"))
-    if d >= 1:
-        raise bad_argument("delta", delta, "must be in (0, 1)", "pass e.g. delta=1e-6")
-    db = _default_database(con)
-    with con.cursor() as cur:
-        if _missing_tables(cur, db):
-            return _BUDGET_SCHEMA.empty_table()
-        ledger, budgets = _tables(db)
-        spent_rows = cur.execute(f"SELECT source, rho, private FROM {ledger}").fetchall()
-        cap_rows = cur.execute(f"SELECT source, rho, set_at FROM {budgets}").fetchall()
-    entries: dict[str, dict[str, Any]] = {}
-    for src, rho, set_at in cap_rows:
-        entries[src.lower()] = {"source": src, "cap": Fraction(rho), "set_at": set_at}
-    for src, rho, private in spent_rows:
-        e = entries.setdefault(src.lower(), {"source": src, "cap": None, "set_at": None})
-        e["spent"] = e.get("spent", Fraction(0)) + Fraction(rho)
-        e["n"] = e.get("n", 0) + 1
-        e["np"] = e.get("np", 0) + (not private)
-    cols: dict[str, list[Any]] = {f.name: [] for f in _BUDGET_SCHEMA}
-    for _, e in sorted(entries.items()):
-        cap, spent = e["cap"], e.get("spent", Fraction(0))
-        rem = None if cap is None else max(cap - spent, Fraction(0))
-        for name, value in (
-            ("source", e["source"]),
-            ("budget_rho", None if cap is None else float(cap)),
-            ("spent_rho", float(spent)),
-            ("remaining_rho", None if rem is None else float(rem)),
-            ("budget_rho_exact", None if cap is None else str(cap)),
-            ("spent_rho_exact", str(spent)),
-            ("remaining_rho_exact", None if rem is None else str(rem)),
-            ("releases", e.get("n", 0)),
-            ("non_private_releases", e.get("np", 0)),
-            ("delta", d),
-            ("budget_epsilon", None if cap is None else _epsilon(cap, d)),
-            ("spent_epsilon", _epsilon(spent, d)),
-            ("remaining_epsilon", None if rem is None else _epsilon(rem, d)),
-            ("set_at", e["set_at"]),
-        ):
-            cols[name].append(value)
-    return pa.table(cols, schema=_BUDGET_SCHEMA)
-
-
-# ---------------------------------------------------------------------------------------------
-# SQL side
-
-
-_SQL_TYPES = {
-    pa.string(): "VARCHAR",
-    pa.float64(): "DOUBLE",
-    pa.int64(): "BIGINT",
-    pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ",
-}
-
-
-def _sql_value(value: Any, sql_type: str) -> str:
-    if value is None:
-        return f"NULL::{sql_type}"
-    if sql_type == "DOUBLE":
-        return f"{float(value)!r}::DOUBLE" if math.isfinite(value) else f"'{value}'::DOUBLE"
-    if sql_type == "BIGINT":
-        return f"{int(value)}::BIGINT"
-    return f"{literal(str(value))}::{sql_type}"
-
-
-def budget_sql(con: Any, delta: object = DEFAULT_DELTA) -> str:
-    """SQL text whose result is :func:`budget` (the body of the ``inftda_budget()`` macro)."""
-    table = budget(con, delta if delta is not None else DEFAULT_DELTA)
-    types = [_SQL_TYPES[f.type] for f in table.schema]
-    names = [quote(f.name) for f in table.schema]
-    rows = table.to_pylist()
-    if not rows:
-        nulls = ", ".join(f"NULL::{t} AS {n}" for t, n in zip(types, names, strict=True))
-        return f"SELECT {nulls} WHERE false"
-    values = ", ".join(
-        "("
-        + ", ".join(_sql_value(r[f.name], t) for f, t in zip(table.schema, types, strict=True))
-        + ")"
-        for r in rows
-    )
-    return f"SELECT * FROM (VALUES {values}) AS t({', '.join(names)})"
-
-
-def register(con: Any) -> None:
-    """SQL side: ``inftda_budget(delta := 1e-6)`` and ``inftda_set_budget(source, rho := ...)``.
-
-    The UDFs are numbered per connection (see :mod:`inftda_duckdb.connections`); registering the
-    same connection again only re-creates its macros. ``inftda_set_budget`` resolves the source
-    in the caller's context (current database, schema and search_path, passed by the macro),
-    exactly as a release does.
-    """
-    ref = weakref.ref(con)
-
-    def live() -> Any:
-        c = ref()
-        if c is None:
-            raise InputError("the connection that loaded inftda_duckdb is closed")
-        return c
-
-    @speaks("sql")
-    def budget_text(delta: float | None) -> str:
-        return budget_sql(live(), delta)
-
-    @speaks("sql")
-    def set_text(
-        source: str,
-        rho: str | None,
-        epsilon: str | None,
-        delta: str | None,
-        db: str,
-        schema: str,
-        path: str,
-    ) -> str:
-        # runs inside the caller's statement: only a fresh cursor may touch the database
-        context = (db, schema, path)
-        with live().cursor() as cur:
-            set_budget(cur, source, rho=rho, epsilon=epsilon, delta=delta, context=context)
-            key = canonical_source(cur, source, context).lower()
-            r = next(r for r in budget(cur).to_pylist() if r["source"].lower() == key)
-        return (
-            f"{r['source']}: budget rho {r['budget_rho_exact']}, spent "
-            f"{r['spent_rho_exact']}, remaining {r['remaining_rho_exact']}"
-        )
-
-    def create(n: int) -> None:
-        con.create_function(
-            f"inftda_budget_sql_{n}", budget_text, ["DOUBLE"], "VARCHAR",
-            side_effects=False, null_handling="special",
-        )  # fmt: skip
-        con.create_function(
-            f"inftda_set_budget_udf_{n}", set_text, ["VARCHAR"] * 7, "VARCHAR",
-            side_effects=True, null_handling="special",
-        )  # fmt: skip
-
-    n = register_udfs(con, "ledger", create)
-    create_macro(
-        con,
-        "inftda_budget(delta := 1e-6) AS TABLE "
-        f"SELECT * FROM query(inftda_budget_sql_{n}(delta))"
-    )
-    create_macro(
-        con,
-        "inftda_set_budget(source, rho := NULL, epsilon := NULL, "
-        f"delta := NULL) AS inftda_set_budget_udf_{n}(source::VARCHAR, rho::VARCHAR, "
-        "epsilon::VARCHAR, delta::VARCHAR, current_database(), current_schema(), "
-        "current_setting('search_path'))"
-    )
+        return cap
+    if delta is None:
+        raise bad_argument("delta", delta, "is required with epsilon", fix)
+    return accounting.rho_from_epsilon_delta(epsilon, delta)

@@ -35,6 +35,7 @@ from ..core.errors import (
     BudgetExceededError,
     InftdaError,
     InputError,
+    LedgerError,
     bad_argument,
     speaking,
 )
@@ -66,7 +67,13 @@ examples:
   inftda-duckdb release --input trips.parquet --columns origin,dest --epsilon 1 --delta 1e-6 \\
       --domain origin=EWR,JFK,LGA --domain-file dest=airports.csv --output trips_dp.parquet
   inftda-duckdb preview --domain-sizes 50,20,24 --rho 0.5
+  inftda-duckdb release --engine spark --master 'local[2]' --input 'data/*.parquet' \
+      --columns origin,dest --rho 0.5 --domain-file dest=airports.csv --db budget.duckdb \
+      --output trips_dp.parquet
   inftda-duckdb shell trips.duckdb -c "SELECT * FROM inftda_budget()"
+  inftda-duckdb budget trips.duckdb --ledger budget.duckdb --set trips \
+      --set file:trips.parquet --name "trip riders" --rho 2
+  inftda-duckdb ledger --ledger budget.duckdb --verify
 
 """ + EXIT_STATUS
 
@@ -239,15 +246,35 @@ def _add_budget_options(p: argparse.ArgumentParser, delta_help: str) -> None:
     g.add_argument("--delta", type=_fraction("--delta", "1e-6"), help=delta_help)
 
 
+def _add_database_and_ledger(p: argparse.ArgumentParser,
+                             what: str = "DuckDB database file") -> None:
+    p.add_argument("database", nargs="?", metavar="DATABASE", help=what)
+    _add_ledger_option(p)
+
+
+def _add_ledger_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ledger", metavar="FILE",
+                   help="keep budgets and charges in this ledger file, shared by every tool, "
+                   "process and data file that names it (':memory:' for a throwaway ledger); "
+                   "default: $INFTDA_LEDGER, else the ledger inside the database")
+
+
 def _add_source_options(p: argparse.ArgumentParser, need: bool) -> None:
     g = p.add_argument_group("source (--table in --db, or --input)")
     g.add_argument("--db", metavar="DATABASE",
                    help="DuckDB database file: holds --table, --into-table and the ledger")
     g.add_argument("--table", metavar="T", help="table or view to release (in --db)")
-    g.add_argument("--input", metavar="FILE",
-                   help="Parquet (.parquet/.pq) or CSV (.csv) file to release, read by DuckDB")
+    g.add_argument("--input", metavar="FILE", nargs="+",
+                   help="Parquet (.parquet/.pq) or CSV (.csv) file to release, read by DuckDB "
+                   "(one file); with --engine spark: files, folders or globs, read by Spark")
     g.add_argument("--columns", metavar="A,B,C", required=need,
                    help="hierarchy columns, coarsest first (e.g. origin,dest,hour)")
+    e = p.add_argument_group("engine")
+    e.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
+                   help="duckdb (default), or spark: the same release on Apache Spark (needs "
+                   "the spark extra; the ledger file --ledger, or --db, is charged)")
+    e.add_argument("--master", metavar="URL", default="local[*]",
+                   help="with --engine spark: the Spark master (default local[*])")
 
 
 def _add_release_options(p: argparse.ArgumentParser) -> None:
@@ -271,9 +298,10 @@ def _add_release_options(p: argparse.ArgumentParser) -> None:
                    help="with --level-weights auto: 'leaves' (default), 'all' (every level "
                    "counts once), or a level number or column name")
     g.add_argument("--neighbours", choices=("substitute", "add_remove", "bounded", "unbounded"),
-                   default="substitute",
+                   default=None,
                    help="substitute (alias bounded): bounded DP, the row count is public "
-                   "(default); add_remove (alias unbounded): unbounded DP, the total is noised too")
+                   "(default); add_remove (alias unbounded): unbounded DP, the total is noised too "
+                   "(the default with --public)")
     g.add_argument("--privacy-unit", metavar="COL",
                    help="column identifying the protected unit (e.g. a person id)")
     g.add_argument("--max-rows-per-unit", type=_positive_int("--max-rows-per-unit"),
@@ -281,6 +309,45 @@ def _add_release_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rows-per-unit-public", action="store_true",
                    help="assert that every unit's row count is public: under substitute the "
                    "total is then released exactly (default: noised)")
+
+
+def _add_public_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("public-facing mode (for analysts; README: Threat model)")
+    g.add_argument("--public", action="store_true",
+                   help="public-facing mode: budget first, errors without data-dependent "
+                   "text, non-private options refused, only declared public domains")
+    g.add_argument("--public-table", metavar="T", action="append", default=[],
+                   help="with --public: a table the curator declares public (a domain table, or "
+                   "a table inftda_evaluate may read); repeatable")
+    g.add_argument("--public-enum", metavar="TYPE", action="append", default=[],
+                   help="with --public: an ENUM type whose labels the curator declares public; "
+                   "repeatable")
+
+
+def _not_public_on_spark(args: argparse.Namespace) -> None:
+    """The public-facing mode is a DuckDB connection's; with Spark it would be silently absent."""
+    if getattr(args, "public", False):
+        raise bad_argument("--public", True, "is a mode of the DuckDB engine (analysts calling "
+                           "its SQL functions); the Spark engine has no such surface",
+                           "drop --public (the curator runs Spark releases), or use "
+                           "--engine duckdb")
+
+
+def _public(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> None:
+    """``--public`` and its declarations on a loaded connection."""
+    from ..duckdb import disclosure
+    from ..duckdb.extension import load
+
+    if not args.public:
+        if args.public_table or args.public_enum:
+            raise bad_argument("--public-table", args.public_table or args.public_enum,
+                               "only applies with --public", "add --public")
+        return
+    load(con, mode="public")
+    for table in args.public_table:
+        disclosure.declare_public_table(con, table)
+    for enum in args.public_enum:
+        disclosure.declare_public_enum(con, enum)
 
 
 def _add_format_option(p: argparse.ArgumentParser) -> None:
@@ -304,8 +371,11 @@ def build_parser() -> Parser:
     p = sub.add_parser("release", help="release a DP table from a table or a Parquet/CSV file",
                        description="Release a differentially private contingency table of "
                        "--columns (a hierarchy, coarsest first) with InfTDA, and write it to a "
-                       "table or a file. The ledger in --db is charged (in memory without --db).")
+                       "table or a file. The ledger of the source is charged: --ledger, else "
+                       "the one in --db; a file released with neither is refused (its charge "
+                       "would be lost) unless --ledger :memory: is given.")
     _add_source_options(p, need=True)
+    _add_ledger_option(p)
     d = p.add_argument_group("destination (exactly one)")
     d.add_argument("--into-table", metavar="NAME", help="create this table in --db")
     d.add_argument("--output", metavar="FILE", help="write a .parquet/.pq or .csv file")
@@ -317,12 +387,13 @@ def build_parser() -> Parser:
     o.add_argument("--output-kind", choices=("counts", "rows"), default="counts",
                    help="counts: one row per released cell with a count (default); rows: one "
                    "row per synthetic record")
-    o.add_argument("--unknown", choices=("error", "drop"), default="error",
+    o.add_argument("--unknown", choices=("error", "drop"), default=None,
                    help="values outside the public domain: error (default) or drop (needs "
-                   "--neighbours add_remove)")
+                   "--neighbours add_remove; the only choice with --public)")
     o.add_argument("--seed", type=int, metavar="N",
                    help="deterministic noise for tests and demos: the release is NOT PRIVATE")
     o.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _add_public_options(p)
 
     p = sub.add_parser("shell", help="interactive SQL shell with the package loaded",
                        description="An SQL shell on DATABASE (in memory if omitted) with "
@@ -336,6 +407,8 @@ def build_parser() -> Parser:
                    metavar="SQL", help="run SQL (statements or a dot command) and exit; "
                    "repeatable")
     _add_format_option(p)
+    _add_public_options(p)
+    _add_ledger_option(p)
 
     p = sub.add_parser("preview", help="per-level noise and Theorem 1 error bounds",
                        description="Print, per level, the budget share rho_k, the noise standard "
@@ -350,22 +423,39 @@ def build_parser() -> Parser:
                    help="failure probability of the bound (default 0.05)")
     _add_release_options(p)
     _add_format_option(p)
+    _add_public_options(p)
 
-    p = sub.add_parser("ledger", help="list the releases charged in a database",
-                       description="Print the ledger (table inftda_ledger) of DATABASE: one "
-                       "row per release, with its source, columns, rho (exact, and as a "
-                       "decimal) and whether it was private.")
-    p.add_argument("database", metavar="DATABASE", help="DuckDB database file")
+    p = sub.add_parser("ledger", help="list, verify or upgrade a ledger of releases",
+                       description="Print the ledger of DATABASE (or of --ledger): one row per "
+                       "release, with its source, columns, rho and whether it was private. "
+                       "--verify checks the whole hash chain (exit status 2 if broken); "
+                       "--upgrade moves a ledger written by inftda_duckdb 0.1 into the chained "
+                       "format (the old tables are kept); --move-to FILE moves the ledger kept "
+                       "inside DATABASE to a shared ledger file.")
+    _add_database_and_ledger(p)
+    p.add_argument("--verify", action="store_true", help="check the hash chain of the ledger")
+    p.add_argument("--upgrade", action="store_true",
+                   help="upgrade a ledger of inftda_duckdb 0.1 (no hash chain)")
+    p.add_argument("--move-to", metavar="FILE",
+                   help="move the budgets and charges kept inside DATABASE to the shared ledger "
+                   "FILE (once); use --ledger FILE from then on")
     _add_format_option(p)
 
     p = sub.add_parser("budget", help="show or set privacy budgets",
-                       description="Without --set: print each source's budget, spent and "
-                       "remaining rho (and epsilon at --delta). With --set SOURCE: set the total "
-                       "budget of SOURCE to --rho R or --epsilon E --delta D; releases beyond it "
-                       "are refused.")
-    p.add_argument("database", metavar="DATABASE", help="DuckDB database file")
-    p.add_argument("--set", metavar="SOURCE", dest="set_source",
-                   help="table or view whose budget to set")
+                       description="Without --set: print each budget, spent and remaining rho "
+                       "(and epsilon at --delta). With --set SOURCE (repeatable: one budget for "
+                       "the people behind several sources): set the total budget to --rho R or "
+                       "--epsilon E --delta D; releases beyond it are refused. A SOURCE is a "
+                       "table or view of DATABASE, file:PATH (a file released with --input) or "
+                       "name:NAME (an in-memory object released under that name).")
+    _add_database_and_ledger(p, "DuckDB database file (holds the tables named by --set)")
+    p.add_argument("--set", metavar="SOURCE", dest="set_source", action="append",
+                   help="table, view, file:PATH or name:NAME the budget covers (repeatable)")
+    p.add_argument("--name", help="the budget's name (required with several --set)")
+    p.add_argument("--missing-ok", action="store_true",
+                   help="allow a table that does not exist yet")
+    p.add_argument("--require-budget", choices=("on", "off"),
+                   help="on: refuse every release of a source no budget covers")
     g = p.add_argument_group("budget")
     g.add_argument("--rho", type=_fraction("--rho", "1"), help="total zCDP budget")
     g.add_argument("--epsilon", type=_fraction("--epsilon", "1"), help="total epsilon")
@@ -378,6 +468,7 @@ def build_parser() -> Parser:
                        "private): per-level error metrics of RELEASED (a counts table) against "
                        "TRUE, beside the Theorem 1 bound when the release's budget is given.")
     p.add_argument("database", metavar="DATABASE", help="DuckDB database file")
+    _add_ledger_option(p)
     p.add_argument("true_table", metavar="TRUE", help="the private source table")
     p.add_argument("released_table", metavar="RELEASED", help="a released counts table")
     p.add_argument("--columns", metavar="A,B,C", required=True, help="hierarchy columns")
@@ -420,21 +511,30 @@ def build_parser() -> Parser:
 
 
 def _connect(database: str | None, must_exist: bool, read_only: bool = False,
-             ) -> duckdb.DuckDBPyConnection:
-    """Open a database (in memory if None) and load the package; refuse a missing file."""
+             ledger: str | None = None) -> duckdb.DuckDBPyConnection:
+    """Open a database (in memory if None) and load the package with ``ledger`` (None: the
+    default); refuse a missing file."""
+    from ..duckdb import catalog
     from ..duckdb.extension import load
 
     if database and must_exist and not os.path.isfile(database):
         raise bad_argument("DATABASE", database, "must be an existing DuckDB file",
                            "check the path (nothing was created)")
     con = duckdb.connect(database or ":memory:", read_only=read_only)
-    if not read_only:
-        load(con)
+    try:
+        if not read_only:
+            load(con, ledger=ledger)
+        elif ledger is not None:
+            catalog.choose(con, ledger)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
-def _source(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> str:
-    """The name of the source relation: --table, or a TEMP view over --input."""
+def _source(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> tuple[Any, str]:
+    """The source and its name for messages: --table, or a relation reading --input (charged
+    as the file itself: see :func:`_charge_as`)."""
     if (args.table is None) == (args.input is None):
         raise bad_argument("--table", args.table, "or --input is required (exactly one)",
                            "pass --db DB --table T, or --input FILE.parquet")
@@ -442,11 +542,17 @@ def _source(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> str:
         if not args.db:
             raise bad_argument("--table", args.table, "needs --db", "pass --db DATABASE")
         parse_qualified(args.table, "--table")
-        return str(args.table)
-    name = os.path.splitext(os.path.basename(args.input))[0] or "input"
-    con.execute(f"CREATE TEMP VIEW {quote(name)} AS SELECT * FROM "
-                f"{_reader(args.input, '--input')}")
-    return quote(name)
+        return str(args.table), str(args.table)
+    if len(args.input) > 1:
+        raise bad_argument("--input", args.input, "must be one file with the DuckDB engine",
+                           "pass one file, or --engine spark to read several")
+    return con.sql(f"SELECT * FROM {_reader(args.input[0], '--input')}"), str(args.input[0])
+
+
+def _charge_as(args: argparse.Namespace) -> str | None:
+    """A file given with --input is charged as that file (its absolute path), whatever its
+    name: the same file released from Python or SQL as 'file:PATH' is the same source."""
+    return None if args.input is None else "file:" + os.path.abspath(args.input[0])
 
 
 def _release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> dict[str, Any]:
@@ -570,7 +676,7 @@ class Progress:
 @contextlib.contextmanager
 def relay_warnings(skip: str | None = None) -> Iterator[None]:
     """Print the package's warnings as ``WARNING: ...`` lines on stderr (others are dropped)."""
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # inftda_duckdb/
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield
@@ -587,6 +693,11 @@ def cmd_release(args: argparse.Namespace) -> int:
     """Release --columns of the source into --into-table or --output."""
     from ..duckdb.extension import run_release
 
+    if args.engine == "spark":
+        from ..spark.commands import spark_release
+
+        _not_public_on_spark(args)
+        return spark_release(args)
     if (args.into_table is None) == (args.output is None):
         raise bad_argument("--output", args.output, "or --into-table is required (exactly one)",
                            "pass --output FILE.parquet, or --into-table NAME with --db")
@@ -598,22 +709,16 @@ def cmd_release(args: argparse.Namespace) -> int:
                                "pass --db DATABASE (the table is created there)")
         target = quote_qualified(parse_qualified(args.into_table, "--into-table"))
     else:
-        kind = _file_kind(args.output, "--output")
-        folder = os.path.dirname(os.path.abspath(args.output))
-        if not os.path.isdir(folder):
-            raise bad_argument("--output", args.output, "must be in an existing folder",
-                               "create the folder first")
-        if os.path.exists(args.output) and not args.overwrite:
-            raise bad_argument("--output", args.output, "already exists",
-                               "pass --overwrite, or choose another file")
+        kind = output_kind(args)
     created = bool(args.db) and not os.path.exists(args.db)
-    con = _connect(args.db, must_exist=args.table is not None)
+    con = _connect(args.db, must_exist=args.table is not None, ledger=args.ledger)
     progress = Progress(args.quiet)
     try:
+        _public(con, args)
         if args.into_table is not None and not args.overwrite and _exists(con, target):
             raise bad_argument("--into-table", args.into_table, "already exists",
                                "pass --overwrite, or choose another name")
-        source = _source(con, args)
+        source, label = _source(con, args)
         options = _release_options(con, args)
         if args.seed is not None:
             sys.stderr.write(
@@ -621,7 +726,7 @@ def cmd_release(args: argparse.Namespace) -> int:
                 "reproduce the noise and remove it. Use it for tests and demos only.\n")
             options["seed"] = args.seed
         options.update(budget, output=args.output_kind, unknown=args.unknown)
-        progress.say(f"release of {source} ({', '.join(columns)}) started: one pass over the "
+        progress.say(f"release of {label} ({', '.join(columns)}) started: one pass over the "
                      "data, then the levels")
         statement: Callable[[str], str] | None = None
         if args.into_table is not None:  # the table keeps the source's types (ENUMs included)
@@ -631,8 +736,8 @@ def cmd_release(args: argparse.Namespace) -> int:
             def statement(sql: str) -> str:
                 return f"{verb} {target} AS {sql}"
         with relay_warnings(skip="seed"), progress.watch(con, "reading the data"):
-            done = run_release(con, source, columns, options, progress=progress.report,
-                               origin="cli", statement=statement)
+            done = run_release(con, source, columns, options, source_name=_charge_as(args),
+                               progress=progress.report, origin="cli", statement=statement)
         record = done.provenance
         verdict = "" if record["private"] == "true" else " (NOT PRIVATE)"
         if args.into_table is not None:
@@ -663,6 +768,20 @@ def cmd_release(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def output_kind(args: argparse.Namespace) -> str:
+    """The kind of the --output file ('parquet' or 'csv'), once its folder exists and the file
+    does not (unless --overwrite)."""
+    kind = _file_kind(args.output, "--output")
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        raise bad_argument("--output", args.output, "must be in an existing folder",
+                           "create the folder first")
+    if os.path.exists(args.output) and not args.overwrite:
+        raise bad_argument("--output", args.output, "already exists",
+                           "pass --overwrite, or choose another file")
+    return kind
+
+
 def _exists(con: duckdb.DuckDBPyConnection, relation: str) -> bool:
     try:
         con.execute(f"SELECT * FROM {relation} LIMIT 0")
@@ -675,7 +794,8 @@ def cmd_shell(args: argparse.Namespace) -> int:
     """Run the interactive shell (or -c statements)."""
     from .shell import main as shell_main
 
-    return shell_main(args.database, commands=args.commands, mode=args.format)
+    return shell_main(args.database, commands=args.commands, mode=args.format,
+                      ledger=args.ledger, prepare=lambda con: _public(con, args))
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -690,6 +810,11 @@ def cmd_preview(args: argparse.Namespace) -> int:
                                "give either the sizes or a table")
         table = preview_sizes(args, budget)
         con = duckdb.connect()
+    elif args.engine == "spark":
+        from ..spark.commands import spark_preview
+
+        _not_public_on_spark(args)
+        return spark_preview(args)
     else:
         from ..duckdb.extension import preview
 
@@ -697,7 +822,8 @@ def cmd_preview(args: argparse.Namespace) -> int:
             raise bad_argument("--columns", None, "is required with a table",
                                "pass --columns A,B,C, or --domain-sizes N1,N2,...")
         con = _connect(args.db, must_exist=True)
-        source = _source(con, args)
+        _public(con, args)
+        source, _ = _source(con, args)
         with relay_warnings():
             table = preview(con, source, _names(args.columns), **budget, beta=float(args.beta),
                             **_release_options(con, args))
@@ -710,10 +836,11 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 LEDGER_COLUMNS = ("id", "started_at", "source", "columns", "neighbours", "privacy_unit",
                   "max_rows_per_unit", "rho", "rho_decimal", "epsilon", "delta", "output",
-                  "private", "origin")
-BUDGET_COLUMNS = ("source", "budget_rho_exact", "budget_rho", "spent_rho_exact", "spent_rho",
-                  "remaining_rho_exact", "remaining_rho", "releases", "non_private_releases",
-                  "delta", "budget_epsilon", "spent_epsilon", "remaining_epsilon")
+                  "private", "origin", "conversion")
+BUDGET_COLUMNS = ("budget", "sources", "budget_rho_exact", "budget_rho", "spent_rho_exact",
+                  "spent_rho", "remaining_rho_exact", "remaining_rho", "releases",
+                  "non_private_releases", "delta", "budget_epsilon", "spent_epsilon",
+                  "remaining_epsilon")
 
 
 def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
@@ -729,7 +856,7 @@ def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
     options = _release_options(duckdb.connect(), args)
     target = options.get("auto_target")
     plan = plan_budget(len(sizes), **budget, level_weights=options.get("level_weights"),
-                       neighbours=args.neighbours,
+                       neighbours=args.neighbours or "substitute",
                        max_rows_per_unit=options.get("max_rows_per_unit", 1),
                        auto_target=target.lower() if isinstance(target, str) else target,
                        nodes=[math.prod(sizes[:k]) for k in range(1, len(sizes) + 1)])
@@ -740,17 +867,48 @@ def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
     return pa.Table.from_pylist(shown)
 
 
+def _ledger_connection(args: argparse.Namespace, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """DATABASE (opened with the package loaded unless ``read_only``) and/or --ledger."""
+    if args.database is None and args.ledger is None and not os.environ.get("INFTDA_LEDGER"):
+        raise bad_argument("DATABASE", None, "or --ledger is required",
+                           "pass a database file, or --ledger budget.duckdb")
+    return _connect(args.database, must_exist=True, ledger=args.ledger,
+                    read_only=read_only and args.database is not None)  # memory: read-write
+
+
 def cmd_ledger(args: argparse.Namespace) -> int:
-    """Print the ledger of a database (rho exact, and as a readable decimal)."""
-    con = _connect(args.database, must_exist=True, read_only=True)
+    """Print, verify or upgrade the ledger of a database (or --ledger)."""
+    from ..duckdb.budgets import ledger_rows, move_ledger, upgrade_ledger, verify_ledger
+
+    con = _ledger_connection(args, read_only=not (args.upgrade or args.move_to))
     try:
-        try:
-            table = con.sql("SELECT *, printf('%.6g', rho_approx) AS rho_decimal "
-                            "FROM inftda_ledger ORDER BY id").to_arrow_table()
-        except duckdb.CatalogException:
-            table = None
-        if (table is None or table.num_rows == 0) and args.format == "table":
-            print(f"No releases recorded in {args.database}.")
+        where = args.ledger or args.database
+        if args.move_to:
+            moved = move_ledger(con, args.move_to)
+            print(f"Moved {moved} rows of the ledger in {args.database} to {args.move_to}; "
+                  f"use --ledger {args.move_to} from now on.")
+            return 0
+        if args.upgrade:
+            moved = upgrade_ledger(con)
+            print(f"Upgraded the ledger of {where}: {moved} rows in the hash chain "
+                  "(old tables kept as inftda_ledger_v1 and inftda_budgets_v1)." if moved else
+                  f"Nothing to upgrade in {where}.")
+            return 0
+        if args.verify:
+            reports = verify_ledger(con).to_pylist()
+            if not reports:
+                print(f"No ledger in {where}.")
+            for r in reports:
+                if not r["ok"]:
+                    raise LedgerError(r["problem"])
+                print(f"The ledger in {r['location']} is intact: {r['rows']} rows, hash chain "
+                      f"{'keyed' if r['keyed'] else 'not keyed'}, id {r['ledger_id']}.")
+            return 0
+        table = ledger_rows(con)
+        table = table.append_column("rho_decimal", pa.array(
+            [f"{x:.6g}" for x in table.column("rho_approx").to_pylist()], pa.string()))
+        if table.num_rows == 0 and args.format == "table":
+            print(f"No releases recorded in {where}.")
         else:
             emit(con, table if table is not None else pa.table({}), args.format, LEDGER_COLUMNS)
     finally:
@@ -759,19 +917,22 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
-    """Show budgets, or set one with --set."""
-    from ..ledger import store as ledger
+    """Show budgets, set one with --set, or switch --require-budget."""
+    from ..duckdb import budgets
 
-    con = _connect(args.database, must_exist=True)
+    con = _ledger_connection(args, read_only=False)
     try:
-        if args.set_source is not None:
+        if args.set_source:
             budget = _budget(args)
-            ledger.set_budget(con, args.set_source, **budget)
+            budgets.set_budget(con, args.set_source, **budget, name=args.name,
+                               missing_ok=args.missing_ok)
         elif args.rho is not None or args.epsilon is not None:
             raise bad_argument("--rho/--epsilon", args.rho or args.epsilon, "needs --set SOURCE",
                                "pass --set TABLE --rho R to set a budget")
+        if args.require_budget is not None:
+            budgets.require_budget(con, args.require_budget == "on")
         delta = float(args.delta) if args.delta is not None else 1e-6
-        emit(con, ledger.budget(con, delta=delta), args.format, BUDGET_COLUMNS)
+        emit(con, budgets.budget(con, delta=delta), args.format, BUDGET_COLUMNS)
     finally:
         con.close()
     return EXIT_OK
@@ -781,7 +942,7 @@ def _check_plot_runs(con: duckdb.DuckDBPyConnection, args: argparse.Namespace,
                      plan: Any) -> None:
     """Before any release of ``evaluate --plot --runs N``: the plot can be drawn, and the
     source's budget pays for all N runs (else nothing is spent)."""
-    from ..ledger import store as ledger
+    from ..duckdb.budgets import remaining
 
     try:
         import matplotlib  # noqa: F401
@@ -790,15 +951,14 @@ def _check_plot_runs(con: duckdb.DuckDBPyConnection, args: argparse.Namespace,
                          "charged. Fix: pip install 'inftda-duckdb[plot]'") from None
     if not args.runs:
         return
-    key = ledger.canonical_source(con, args.true_table).lower()
-    row = next((r for r in ledger.budget(con).to_pylist() if r["source"].lower() == key), None)
-    if row is None or row["remaining_rho_exact"] is None:
+    found = remaining(con, args.true_table)
+    if found is None:
         return
-    need, left = plan.rho * args.runs, Fraction(row["remaining_rho_exact"])
+    need, (left, budget_label) = plan.rho * args.runs, found
     if need > left:
         raise BudgetExceededError(
             f"--runs {args.runs} at rho {plan.rho} each needs rho {need} (~{float(need):.6g}) "
-            f"but only {left} (~{float(left):.6g}) of the budget of {row['source']} remains; "
+            f"but only {left} (~{float(left):.6g}) of the budget {budget_label} remains; "
             "nothing was run or charged. Fix: "
             + (f"pass --runs {int(left // plan.rho)} or fewer, or raise" if left >= plan.rho
                else "raise")
@@ -824,7 +984,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     budget = _budget(args, delta_default=True) if has_budget else {}
     if "epsilon" in budget and budget["delta"] is None:
         budget["delta"] = Fraction(1, 10**6)
-    con = _connect(args.database, must_exist=True)
+    con = _connect(args.database, must_exist=True, ledger=args.ledger)
     try:
         options = _release_options(con, args)
         scope = {k: options[k] for k in ("domains", "domain_tables") if k in options}
@@ -836,7 +996,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if isinstance(target, str) and target.lower() in [c.lower() for c in columns]:
             target = [c.lower() for c in columns].index(target.lower()) + 1
         plan = plan_budget(len(columns), **budget, level_weights=options.get("level_weights"),
-                           neighbours=args.neighbours,
+                           neighbours=args.neighbours or "substitute",
                            max_rows_per_unit=options.get("max_rows_per_unit", 1),
                            auto_target=target, nodes=nodes) if budget else None
         if args.plot is not None:

@@ -22,7 +22,7 @@ import io
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 import duckdb
@@ -197,14 +197,14 @@ class Shell:
                 "WHERE NOT internal UNION ALL SELECT view_name, sql FROM duckdb_views() "
                 f"WHERE NOT internal) WHERE sql IS NOT NULL{where} ORDER BY name")
         if command == ".budget":
-            return self.execute("SELECT source, budget_rho_exact, budget_rho, spent_rho_exact, "
-                                "spent_rho, remaining_rho_exact, remaining_rho, releases, "
-                                "non_private_releases FROM inftda_budget()")
+            return self.execute("SELECT budget, sources, budget_rho_exact, budget_rho, "
+                                "spent_rho_exact, spent_rho, remaining_rho_exact, remaining_rho, "
+                                "releases, non_private_releases FROM inftda_budget()")
         if command == ".ledger":
             return self.execute("SELECT id, date_trunc('second', started_at::TIMESTAMP) AS "
                                 "started_at, source, columns, neighbours, rho, printf('%.6g', "
                                 "rho_approx) AS rho_decimal, epsilon, delta, output, private "
-                                "FROM inftda_ledger ORDER BY id")
+                                "FROM inftda_releases() ORDER BY ledger, id")
         self.err.write(f"Error: unknown command {command}; type .help for the list\n")
         self.status = EXIT_INPUT
         return False
@@ -281,16 +281,20 @@ def _prompted_lines(shell: Shell) -> Iterator[str]:
 
 
 def main(database: str | None, stdin: TextIO | None = None, commands: Sequence[str] = (),
-         mode: str = "table") -> int:
-    """Open ``database`` (in memory if None), load the package and run the shell: the
-    ``commands`` (``-c``) if given, else the statements of ``stdin`` (a terminal: interactive)."""
+         mode: str = "table", ledger: str | None = None,
+         prepare: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> int:
+    """Open ``database`` (in memory if None), load the package (with ``ledger``, see ``load``)
+    and run the shell: the ``commands`` (``-c``) if given, else the statements of ``stdin`` (a
+    terminal: interactive). ``prepare(con)`` runs after the load (the CLI's ``--public``)."""
     from ..duckdb.extension import load
 
     source = stdin or sys.stdin
     interactive = not commands and source.isatty()
     con = duckdb.connect(database or ":memory:")
     try:
-        load(con)
+        load(con, ledger=ledger)
+        if prepare is not None:
+            prepare(con)
         shell = Shell(con, sys.stdout, sys.stderr, interactive, mode)
         if commands:
             return shell.run(line for command in commands for line in command.splitlines())

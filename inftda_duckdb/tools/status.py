@@ -28,7 +28,8 @@ exit status:
 
 _UDF_WRAPPER = re.compile(
     r"^.*?Python exception occurred while executing the UDF[^:]*:\s*"
-    r"(?:[A-Za-z_.]*(?:InputError|BudgetExceededError|InternalError|InftdaError):\s*)?",
+    r"(?:[A-Za-z_.]*(?:InputError|LedgerError|BudgetExceededError|InternalError|InftdaError):"
+    r"\s*)?",
     re.S,
 )
 

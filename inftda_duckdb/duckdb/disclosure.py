@@ -1,0 +1,294 @@
+"""What the SQL surface discloses, and to whom: the curator mode and the public-facing mode.
+
+``load(con)`` starts in **curator mode** (the default): errors are written for the curator and
+quote the data (counts, a few values), and the non-private helpers work. Even there the budget
+comes first: a release its budget would refuse is refused before any data check, so it charges
+nothing and reveals nothing (:func:`check_budget`).
+
+``load(con, mode='public')`` turns on the **public-facing mode**, for curators who let analysts
+call the functions. Its rules, enforced inside every UDF (the analyst can call them by name,
+with any argument), never by the SQL that calls them:
+
+- the budget is checked before anything that depends on the data, and a source no budget covers
+  is refused (:func:`check_budget`);
+- no release fails on the data: rows outside the declared domains (NULLs included) and rows
+  with a NULL privacy unit are dropped, so whether a release succeeds is not a bit about the
+  data. ``unknown`` defaults to ``'drop'`` and ``neighbours`` to ``'add_remove'`` (dropping rows
+  needs a noised total); ``unknown := 'error'`` is refused (:data:`DEFAULTS`, :func:`defaults`);
+- after the checks that read only the request and the catalog, the release is charged, *then*
+  the data checks run; should one fail all the same, it is one fixed message
+  (:data:`DATA_PROBLEM_TAG`) with no count, value or other data-dependent text
+  (:func:`hidden`), and the release stays charged (defence in depth);
+- ``seed``, ``domain_from_data``, ``rows_per_unit_public`` and ``inftda_evaluate`` on a table not
+  declared public are refused, and so is ``inftda_set_budget`` from SQL (:func:`refuse`);
+- only public domains are accepted: explicit lists, domain tables the curator declared public
+  (:func:`declare_public_table`) and ENUM types whose labels the curator declared public
+  (:func:`declare_public_enum`; an ENUM made from a pandas Categorical never is).
+
+The mode cannot be turned off. DuckDB's Python UDF names are instance-wide, so any connection of
+the database can call the UDFs of any other: turning the mode on creates the instance-wide UDF
+:data:`MARKER`, and every UDF body asks for it (:func:`is_public`). SQL cannot remove a Python
+UDF, and a macro of that name could only turn the mode on. Declarations are kept in this
+process, per connection, and fail closed (a connection without them accepts no ENUM or table).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import duckdb
+
+from ..core.errors import BudgetExceededError, InftdaError, InputError, bad_argument, opt
+from ..core.identifiers import parse_qualified, quote_qualified
+from ..core.request import ReleaseRequest
+from ..ledger.store import Charge
+from . import catalog
+from .catalog import Where
+from .domain import DomainPlan, enum_labels
+
+MODES = ("curator", "public")
+MARKER = "inftda_public_mode"
+"""The instance-wide UDF whose existence means: every connection of this database is public."""
+
+DATA_PROBLEM_TAG = "the data did not pass this release's checks"
+
+DEFAULTS = {"unknown": "drop", "neighbours": "add_remove"}
+"""The public-facing mode's defaults for options a call leaves out: no release fails on the
+data (a failure would be one bit about it that no noise covers)."""
+
+_LOG = logging.getLogger("inftda_duckdb.disclosure")
+_PUBLIC: weakref.WeakSet[Any] = weakref.WeakSet()
+_TABLES: weakref.WeakKeyDictionary[Any, set[tuple[str, ...]]] = weakref.WeakKeyDictionary()
+_ENUMS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], str]] = weakref.WeakKeyDictionary()
+
+
+# ---------------------------------------------------------------------------------- the mode
+
+
+def set_mode(con: Any, mode: str | None) -> None:
+    """``load(con, mode=...)``: None keeps the mode in force (curator, unless public); 'public'
+    turns the public-facing mode on for the whole database instance, for good."""
+    if mode is not None and mode not in MODES:
+        raise bad_argument("mode", mode, f"must be one of {', '.join(map(repr, MODES))}",
+                           "pass mode='public' for analysts, or leave it out (curator)")
+    if mode == "curator" and is_public(con):
+        raise bad_argument("mode", mode, "cannot be turned off: this database is in the "
+                           "public-facing mode", "open a new database instance (another "
+                           "process) for curator work")
+    if mode == "public":
+        _PUBLIC.add(con)
+        if not _marked(con):
+            with contextlib.suppress(duckdb.Error):  # another connection made it meanwhile
+                con.create_function(MARKER, lambda: "public", [], "VARCHAR")
+
+
+def _marked(con: Any) -> bool:
+    with con.cursor() as cur:
+        try:
+            cur.execute(f"SELECT {MARKER}()").fetchall()
+        except duckdb.CatalogException:
+            return False
+    return True
+
+
+def is_public(con: Any) -> bool:
+    """Whether ``con`` (or any connection of its database instance) is in public-facing mode."""
+    return con in _PUBLIC or _marked(con)
+
+
+# ------------------------------------------------------------------------------ declarations
+
+
+def declare_public_table(con: Any, name: str) -> None:
+    """The curator vouches that table or view ``name`` is public knowledge (a domain table an
+    analyst may name, or a true table ``inftda_evaluate`` may read in public-facing mode).
+    Resolved now, as DuckDB resolves it; kept for ``con``, in this process."""
+    with con.cursor() as cur:
+        found = catalog.resolve_release(cur, name, _context(con))
+        try:
+            cur.execute(f"SELECT * FROM {quote_qualified(found)} LIMIT 0")
+        except duckdb.Error:
+            raise bad_argument("name", name, "was not found (no such table or view)",
+                               "create the public table first") from None
+    _TABLES.setdefault(con, set()).add(_low(found))
+
+
+def declare_public_enum(con: Any, type_name: str) -> None:
+    """The curator vouches that the labels of an ENUM type are public values (never read from
+    the data): columns of an ENUM type with exactly these labels, in this order, may then be
+    released in public-facing mode. ``type_name``: a type made by ``CREATE TYPE``, or
+    ``table.column`` for a column declared with an anonymous ``ENUM(...)``. Kept for ``con``,
+    in this process."""
+    parts = parse_qualified(type_name, "type_name")
+    try:
+        row = con.execute(f"SELECT enum_range(NULL::{quote_qualified(parts)})").fetchall()
+        labels = tuple(str(x) for x in row[0][0])
+    except duckdb.Error:
+        labels = _column_enum(con, parts) if len(parts) > 1 else ()
+    if not labels:
+        raise bad_argument("type_name", type_name, "is not an ENUM type or ENUM column of this "
+                           "database", "create it with CREATE TYPE name AS ENUM (...public "
+                           "values...), or name a column as 'table.column'")
+    _ENUMS.setdefault(con, {})[labels] = type_name
+
+
+def _column_enum(con: Any, parts: tuple[str, ...]) -> tuple[str, ...]:
+    """The labels of the ENUM column ``table.column`` (from the catalog; () if not one)."""
+    with con.cursor() as cur:
+        db, schema, table = catalog.resolve_release(cur, quote_qualified(parts[:-1]), _context(con))
+        rows = cur.execute(
+            "SELECT data_type FROM duckdb_columns() WHERE lower(database_name) = lower(?) AND "
+            "lower(schema_name) = lower(?) AND lower(table_name) = lower(?) AND "
+            "lower(column_name) = lower(?)", [db, schema, table, parts[-1]]).fetchall()
+    found = str(rows[0][0]) if rows else ""
+    return enum_labels(found) if found.startswith("ENUM(") else ()
+
+
+def _context(con: Any) -> tuple[str, str, str]:
+    db, schema, path = con.execute(
+        "SELECT current_database(), current_schema(), current_setting('search_path')"
+    ).fetchall()[0]
+    return str(db), str(schema), str(path or "")
+
+
+def _low(parts: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(p.lower() for p in parts)
+
+
+def public_table(con: Any, parts: tuple[str, ...]) -> bool:
+    return _low(parts) in _TABLES.get(con, set())
+
+
+# ------------------------------------------------------------------------------- refusals
+
+
+def refuse(what: str, fix: str) -> InputError:
+    """A request the public-facing mode refuses (it names only the request, never the data)."""
+    return InputError(f"{what} is refused in public-facing mode (this connection serves "
+                      f"analysts; nothing was charged). Fix: {fix}")
+
+
+def refuse_if_public(con: Any, what: str, fix: str) -> None:
+    if is_public(con):
+        raise refuse(what, fix)
+
+
+def defaults(con: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the public-facing mode's :data:`DEFAULTS` where a call left them out (or
+    passed NULL), on a public connection; unchanged otherwise."""
+    if con is None or not is_public(con):
+        return options
+    return {**options, **{k: v for k, v in DEFAULTS.items() if options.get(k) is None}}
+
+
+def admit(con: Any, request: ReleaseRequest, plan: DomainPlan,
+          checks: dict[str, Any] | None = None, session: Any = None) -> None:
+    """The public-facing mode's refusals of a release or preview, from the request, the
+    caller's session and the catalog only (``checks``: the check row, whose column types name
+    each ENUM's labels and which carries the session; else ``session`` from the macro)."""
+    if not is_public(con):
+        return
+    _check_session(checks.get("session") if checks is not None else session)
+    ask = "ask the curator"
+    if request.seed is not None:
+        raise refuse(f"{opt('seed', request.seed)} (reproducible noise: not private)",
+                     "leave it out")
+    if request.domain_from_data:
+        raise refuse(f"{opt('domain_from_data', True)} (domains read from the private data)",
+                     f"declare the values with {opt('domains')}")
+    if request.rows_per_unit_public:
+        raise refuse(f"{opt('rows_per_unit_public', True)} (an assertion only the curator can "
+                     "make)", "leave it out: the total is then noised")
+    if request.unknown != DEFAULTS["unknown"]:
+        raise refuse(f"{opt('unknown', request.unknown)} (whether a release stops on rows "
+                     "outside the domains would tell whether such rows exist)",
+                     "leave it out: rows outside the declared domains are dropped")
+    for nest in plan.nestings:
+        if not public_table(con, nest.table):
+            raise refuse(f"domain table {'.'.join(nest.table)}, which the curator has not "
+                         "declared public,", f"{ask} to call declare_public_table(con, "
+                         f"{'.'.join(nest.table)!r}), or declare the values with "
+                         f"{opt('domains')}")
+    if checks is None:
+        return
+    declared = _ENUMS.get(con, {})
+    for dom, c in zip(plan.columns, checks["columns"], strict=True):
+        if dom.kind == "enum" and enum_labels(str(c["type"])) not in declared:
+            raise refuse(f"the ENUM domain of column {dom.column!r}, whose type the curator "
+                         "has not declared public (an ENUM may have been made from the data),",
+                         f"{ask} to call declare_public_enum(con, 'type_name'), or declare "
+                         f"the values with {opt('domains')}")
+
+
+_PROFILED = re.compile(r"^\s*EXPLAIN\s+ANALY[SZ]E\b", re.I)
+
+
+def _check_session(session: Any) -> None:
+    """EXPLAIN ANALYZE and DuckDB's profiling show every operator's exact row count: refused
+    (profiling when the statement is bound, before any data is read, and both when it runs:
+    the statement then fails and returns no profile). A session missing from the arguments (a
+    UDF called by hand, not through the table macros) is refused too."""
+    if not isinstance(session, dict) or "profiling" not in session:
+        raise refuse("a release or preview statement not made by inftda_release or "
+                     "inftda_preview", "call the table macros")
+    query = session.get("query")
+    if session["profiling"] is not None or (isinstance(query, str) and _PROFILED.match(query)):
+        raise refuse("profiling (EXPLAIN ANALYZE, enable_profiling), which shows the row "
+                     "counts of the private data,", "run the statement without it")
+
+
+def check_evaluate(con: Any, *tables: str) -> None:
+    """``inftda_evaluate`` reads its tables exactly (the true and released tables, and any
+    domain table): in public-facing mode only tables the curator declared public (never a
+    private one, in any place)."""
+    if not is_public(con):
+        return
+    with con.cursor() as cur:
+        found = [catalog.resolve_release(cur, t) for t in tables]
+    if not all(public_table(con, parts) for parts in found):
+        raise refuse("inftda_evaluate on a table not declared public (its errors are exact "
+                     "reads of both tables)", "evaluate releases against public tables only "
+                     "(the curator declares them with declare_public_table), or ask the "
+                     "curator to run it")
+
+
+# ---------------------------------------------------------------------------------- budget
+
+
+def check_budget(con: Any, where: Where, charge: dict[str, Any]) -> None:
+    """Would the charge (the :class:`~inftda_duckdb.ledger.store.Charge` fields but the
+    source) be refused? Then raise the ledger's own refusal now, charging nothing, before any
+    data check or data-dependent message. In public-facing mode a source no budget covers is
+    refused too. The charge itself checks again, atomically."""
+    with con.cursor() as cur:  # (an in-database ledger works through this cursor)
+        source, home = catalog.source_id(cur, where, catalog.default_database(con), owner=con)
+        ledger = catalog.ledger_for(con, home, cursor=cur)
+        ledger.check(Charge(source=source, **charge))
+        uncovered = ledger.remaining(source) is None
+    if uncovered and is_public(con):
+        raise BudgetExceededError(
+            f"release of {source.label} refused: no budget covers it, and a public-facing "
+            "connection releases only sources with a budget. Nothing was charged and no noise "
+            "was drawn. Fix: ask the curator to set one")
+
+
+@contextlib.contextmanager
+def hidden(charged: str) -> Iterator[None]:
+    """Public-facing mode: any error of the data checks inside becomes one fixed message (the
+    release stays charged, as ``charged`` says). The reason goes to the
+    ``inftda_duckdb.disclosure`` logger at DEBUG level only (silent unless the curator
+    configures logging)."""
+    try:
+        yield
+    except InftdaError as exc:
+        _LOG.debug("public-facing mode hid this data problem: %s", exc)
+        raise InputError(
+            f"this release was charged ({charged}) and stopped: {DATA_PROBLEM_TAG} (a NULL, a "
+            "value outside the declared domains or domain tables, a NULL privacy unit, or more "
+            "cells than the limit). The public-facing mode does not say which, or how often: "
+            "that depends on the private data. Fix: ask the curator to check the data") from None

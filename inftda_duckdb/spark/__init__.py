@@ -1,0 +1,25 @@
+"""The Spark engine: the same InfTDA release as DuckDB's, on a Spark DataFrame or table.
+
+Install with ``pip install 'inftda-duckdb[spark]'`` (PySpark 4, Java 17)::
+
+    from inftda_duckdb import spark as inftda_spark
+    df = inftda_spark.release(trips, ["origin", "dest", "hour"], rho=0.5,
+                              domains={"hour": range(24), ...}, ledger="budget.duckdb")
+    df.write.parquet("trips_dp.parquet")        # evaluate once; re-evaluation is identical
+
+Modules, in the order a release runs them:
+
+- ``domains``   public domains on the driver (lists, domain tables, opt-in data), checked
+- ``leaves``    the leaf GROUP BY in Spark, coded by the domains, pinned; the data checks
+- ``subtrees``  the cut, levels 1..c on the driver, levels c+1..d per subtree on executors
+- ``transit``   which Spark settings encrypt the keys and counts between machines
+- ``ledger``    which ledger a release is charged to (shared with DuckDB), and as which source
+- ``driver``    ``release`` and ``preview``: request, checks, ledger charge, result DataFrame
+
+A seeded Spark release equals the seeded DuckDB release and ``core.topdown.release_tree``.
+"""
+
+from .driver import preview, release
+from .transit import UnencryptedTransitWarning
+
+__all__ = ["UnencryptedTransitWarning", "preview", "release"]

@@ -1,0 +1,154 @@
+"""``inftda-duckdb release|preview --engine spark``: the command line's Spark path.
+
+The options are the DuckDB path's (:mod:`inftda_duckdb.tools.cli`); the differences: ``--input``
+takes Parquet/CSV files, folders or globs read by Spark, ``--table`` names a table in Spark's
+catalog, ``--ledger`` (else ``--db``, else ``INFTDA_LEDGER``) is the ledger file on the driver
+(required), and the result is written by Spark: ``--output x.parquet`` is a folder of part
+files (Spark's format; written by its commit protocol, so a failed job leaves no output) with
+the provenance record beside it (``x.parquet.provenance.json``; each column's metadata holds it
+too), ``--into-table`` a table in Spark's catalog. The CLI starts a session on ``--master``
+(stopped at the end) unless one is active.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+import duckdb
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+
+from ..core.errors import bad_argument
+from ..tools import cli
+from ..tools.output import emit, sidecar
+from ..tools.status import EXIT_OK
+from .driver import preview, release
+from .ledger import LEDGER_VARIABLE
+
+KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+
+
+def session(master: str) -> tuple[SparkSession, bool]:
+    """The active session, or a new one on ``master`` (and whether this call created it)."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors: this interpreter
+    spark = (SparkSession.builder.master(master).appName("inftda-duckdb")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark, True
+
+
+def _kind(path: str) -> str:
+    kind = KINDS.get(os.path.splitext(path.rstrip("/"))[1].lower())
+    if kind is None and os.path.isdir(path):
+        return "parquet"  # a folder of part files
+    if kind is None:
+        raise bad_argument("--input", path, "must end in .parquet, .pq or .csv (or be a folder "
+                           "of Parquet files)", "pass e.g. --input 'data/*.parquet'")
+    return kind
+
+
+def source(spark: SparkSession, args: argparse.Namespace) -> DataFrame | str:
+    """--input files (one format) read by Spark, or the name of a --table in its catalog."""
+    if (args.table is None) == (args.input is None):
+        raise bad_argument("--table", args.table, "or --input is required (exactly one)",
+                           "pass --input 'data/*.parquet', or --table T (in Spark's catalog)")
+    if args.table is not None:
+        return str(args.table)
+    kinds = {_kind(p) for p in args.input}
+    if len(kinds) > 1:
+        raise bad_argument("--input", args.input, "must all be Parquet or all CSV",
+                           "release one format at a time")
+    paths = [os.path.abspath(p) for p in args.input]
+    try:
+        if kinds == {"csv"}:
+            return spark.read.option("header", True).option("inferSchema", True).csv(paths)
+        return spark.read.parquet(*paths)
+    except AnalysisException as exc:
+        raise bad_argument("--input", args.input, f"cannot be read by Spark ({exc.getMessage()})",
+                           "check the paths") from None
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    with duckdb.connect() as con:  # --domain-file: public files, read by DuckDB as usual
+        return cli._release_options(con, args)
+
+
+def spark_release(args: argparse.Namespace) -> int:
+    """Release with Spark and write the result once (Spark's writer evaluates it once)."""
+    if (args.into_table is None) == (args.output is None):
+        raise bad_argument("--output", args.output, "or --into-table is required (exactly one)",
+                           "pass --output FOLDER.parquet, or --into-table NAME")
+    ledger = getattr(args, "ledger", None) or args.db or os.environ.get(LEDGER_VARIABLE)
+    if not ledger:
+        raise bad_argument("--ledger", None, "is required with --engine spark (the ledger file "
+                           "every release is charged to)",
+                           f"pass --ledger budget.duckdb, or set {LEDGER_VARIABLE}")
+    budget = cli._budget(args)
+    columns = cli._names(args.columns)
+    kind = cli.output_kind(args) if args.output is not None else ""
+    options = _options(args)
+    if args.seed is not None:
+        sys.stderr.write(
+            "WARNING: --seed makes this release NOT PRIVATE: anyone who knows the seed can "
+            "reproduce the noise and remove it. Use it for tests and demos only.\n")
+        options["seed"] = args.seed
+    progress = cli.Progress(args.quiet)
+    spark, created = session(args.master)
+    try:
+        frame = source(spark, args)
+        progress.say(f"release of {args.table or ', '.join(args.input)} ({', '.join(columns)}) "
+                     f"on Spark ({spark.sparkContext.master}) started")
+        with cli.relay_warnings(skip="seed"):
+            result = release(frame, columns, **budget, **options, output=args.output_kind,
+                             unknown=args.unknown, ledger=ledger, origin="cli")
+        record = json.loads(result.schema[0].metadata["inftda"])
+        progress.say(f"charged rho {record['rho']} (~{record['rho_decimal']}) to the ledger in "
+                     f"{ledger} (id {record['ledger_id']}); releasing the subtrees")
+        mode = "overwrite" if args.overwrite else "errorifexists"
+        if args.into_table is not None:
+            result.write.mode(mode).saveAsTable(args.into_table)
+            where = f"table {args.into_table} (provenance: its columns' metadata)"
+        else:
+            writer = result.write.mode(mode)
+            if kind == "csv":
+                writer.option("header", True).csv(os.path.abspath(args.output))
+            else:
+                writer.parquet(os.path.abspath(args.output))
+            with open(sidecar(args.output), "w") as f:
+                json.dump(record, f, indent=1)
+            where = f"{args.output} and {sidecar(args.output)}"
+    finally:
+        if created:
+            spark.stop()
+    verdict = "" if record["private"] == "true" else " (NOT PRIVATE)"
+    progress.say(f"wrote {where}{verdict}")
+    return EXIT_OK
+
+
+def spark_preview(args: argparse.Namespace) -> int:
+    """Print the per-level plan and bound for a Spark source (spends nothing)."""
+    budget = cli._budget(args, delta_default=True)
+    if "epsilon" in budget and budget.get("delta") is None:
+        budget["delta"] = 1e-6
+    if not args.columns:
+        raise bad_argument("--columns", None, "is required with a source",
+                           "pass --columns A,B,C, or --domain-sizes N1,N2,...")
+    options = _options(args)
+    spark, created = session(args.master)
+    try:
+        with cli.relay_warnings():
+            table = preview(source(spark, args), cli._names(args.columns), **budget,
+                            beta=float(args.beta), **options)
+    finally:
+        if created:
+            spark.stop()
+    with duckdb.connect() as con:
+        emit(con, table, args.format)
+    return EXIT_OK

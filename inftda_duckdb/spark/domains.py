@@ -1,0 +1,353 @@
+"""Public domains on Spark: every hierarchy level's values in code order, held on the driver.
+
+The rules and their precedence are the DuckDB engine's (:mod:`inftda_duckdb.duckdb.domain`, whose
+:class:`DomainPlan` this module fills in): an explicit list (``domains={'hour': range(24)}``),
+the distinct values of a public domain table that has a column of that name (a DataFrame or a
+table name; it also *nests* the levels it lists together), or, opt-in and not private, the
+distinct values in the data (``domain_from_data``). Spark has no ENUM type, so every other column
+needs a declared domain.
+
+Labels are converted to the source column's Spark type by ``try_cast`` (a label that does not
+convert is reported as DuckDB reports it); codes follow the list's order, or the sorted distinct
+values of a table, as in DuckDB. The values come to the driver as typed Arrow arrays (public
+data, one small job for all lists and one per domain table): the leaves are coded against them by
+broadcast joins, the executors decode the released codes with them, and both are pinned for
+every re-evaluation of a release.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..core.errors import bad_argument, opt
+from ..core.request import Labels, ReleaseRequest
+from ..core.tree import Allowed
+from ..duckdb.domain import (
+    ColumnDomain,
+    DomainPlan,
+    Nesting,
+    _check_columns,
+    column_domains,
+    nesting,
+    no_domain,
+)
+from ..duckdb.sqlgen import FULL_CHECK
+
+EXAMPLES = 5  #: values quoted in an error message, as in DuckDB's checks
+
+
+def col(name: str) -> Any:
+    """A Spark column by its exact name (dots, spaces and backticks included)."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+@dataclass(frozen=True)
+class Source:
+    """The source DataFrame, its name for messages, and each hierarchy column's real name and
+    Spark type (matched case-insensitively, as Spark resolves names)."""
+
+    frame: DataFrame
+    name: str
+    fields: tuple[T.StructField, ...]
+    unit: T.StructField | None
+
+    @classmethod
+    def of(cls, frame: DataFrame, name: str, request: ReleaseRequest) -> Source:
+        schema = frame.schema
+        _check_columns(request, [(f.name, f.dataType.simpleString()) for f in schema.fields])
+        by_lower = {f.name.lower(): f for f in schema.fields}
+        unit = request.privacy_unit
+        return cls(
+            frame,
+            name,
+            tuple(by_lower[c.lower()] for c in request.columns),
+            None if unit is None else by_lower[unit.lower()],
+        )
+
+
+@dataclass(frozen=True)
+class Domains:
+    """The plan (kinds, sizes, nestings) and the values: ``values[k]`` holds level k's public
+    values in code order (typed as the source column); ``nests[t]`` holds nesting t's distinct
+    coded combinations (one row per level; ``-1`` marks a value outside the level's domain)."""
+
+    plan: DomainPlan
+    values: tuple[pa.Array, ...]
+    nests: tuple[np.ndarray, ...]
+    checks: dict[str, Any]
+
+    @property
+    def sizes(self) -> list[int]:
+        return [int(c.size or 0) for c in self.plan.columns]
+
+    def allowed(self, level: int) -> Allowed | None:
+        """A nested level's public children (the earlier levels keying them, and the codes)."""
+        nested = self.plan.nested_parent(level)
+        if nested is None:
+            return None
+        t, keys = nested
+        nest = self.plan.nestings[t]
+        rows = [nest.levels.index(k) for k in (*keys, level)]
+        table = self.nests[t][rows]
+        table = table[:, (self.nests[t] >= 0).all(axis=0)]
+        return Allowed(keys, np.unique(table, axis=1))
+
+    def frame(self, spark: SparkSession, level: int) -> DataFrame:
+        """Level ``level``'s values and codes as a small DataFrame ``(v, code)``."""
+        values = self.values[level]
+        codes = pa.array(np.arange(len(values), dtype=np.int32))
+        return spark.createDataFrame(pa.table({"v": values, "code": codes}))
+
+    def nest_frame(self, spark: SparkSession, t: int) -> DataFrame:
+        """Nesting t's valid combinations as a DataFrame of codes ``(c0, c1, ...)``."""
+        table = self.nests[t]
+        table = np.unique(table[:, (table >= 0).all(axis=0)], axis=1)
+        return spark.createDataFrame(
+            pa.table({f"c{j}": pa.array(row.astype(np.int32)) for j, row in enumerate(table)})
+        )
+
+
+def plan(
+    request: ReleaseRequest,
+    source: Source,
+    tables: Sequence[tuple[str, DataFrame]],
+) -> tuple[DomainPlan, list[DataFrame]]:
+    """Every level's domain kind (precedence as in DuckDB) and the nestings of the tables."""
+    nestings: list[Nesting] = []
+    frames: list[DataFrame] = []
+    for name, table in tables:
+        _refuse_private_table(source, name, table)
+        nestings.append(nesting(request, (name,), [f.name for f in table.schema.fields]))
+        frames.append(table)
+    types = {c: f.dataType.simpleString().upper() for c, f in zip(request.columns, source.fields,
+                                                                   strict=True)}
+
+    def otherwise(column: str) -> ColumnDomain:
+        raise no_domain(column, types[column], enums=False)
+
+    columns = column_domains(request, nestings, otherwise)
+    return DomainPlan(columns, tuple(nestings)), frames
+
+
+def _refuse_private_table(source: Source, name: str, table: DataFrame) -> None:
+    """A domain table that is the source itself, or reads the source's files, is private."""
+    files = set(input_files(source.frame))
+    same = table.sameSemantics(source.frame) or bool(files & set(input_files(table)))
+    if same:
+        raise bad_argument(
+            "domain_tables",
+            name,
+            f"is the private source {source.name} itself (or reads its files): its values and "
+            "combinations would be read from the private data, and the release would not be "
+            "private",
+            "pass a public table that is not derived from the data, or declare the values with "
+            f"{opt('domains')}; to read domains from the data explicitly (not private) pass "
+            f"{opt('domain_from_data', True)}",
+        )
+
+
+def input_files(frame: DataFrame) -> list[str]:
+    try:
+        return list(frame.inputFiles())
+    except Exception:  # a plan Spark cannot list files for: no files
+        return []
+
+
+def resolve(
+    spark: SparkSession,
+    request: ReleaseRequest,
+    source: Source,
+    dplan: DomainPlan,
+    tables: Sequence[DataFrame],
+    data: DataFrame | None = None,
+    *,
+    preview: bool = False,
+) -> Domains:
+    """Read every level's values (lists: one job; each domain table: one job; data: one job
+    per column, from the leaves ``data`` with raw columns ``r1..rd``) and check them, returning
+    the checks in the form :func:`inftda_duckdb.duckdb.domain.raise_for_checks` reads."""
+    d = request.depth
+    values: list[pa.Array | None] = [None] * d
+    checks: list[dict[str, Any] | None] = [None] * d
+    lists = [k for k, c in enumerate(dplan.columns) if c.kind == "list"]
+    if lists:
+        cast = _cast_lists(spark, dplan, source, lists, preview)  # in level order
+        for k, (typed, check) in zip(lists, cast, strict=True):
+            values[k], checks[k] = typed, check
+    raw_nests: list[pa.Table] = []
+    for t, (nest, table) in enumerate(zip(dplan.nestings, tables, strict=True)):
+        raw = _read_table(nest, table, source)
+        raw_nests.append(raw)
+        for j, k in enumerate(nest.levels):
+            if dplan.columns[k].kind == "table" and dplan.columns[k].table == t:
+                values[k] = _sorted_distinct(raw.column(f"w{j}"))
+                checks[k] = _column_check(source.fields[k], values[k], 0, [])
+    for k, c in enumerate(dplan.columns):
+        if c.kind == "data":
+            assert data is not None, "domain_from_data needs the leaves"
+            values[k] = _sorted_distinct(data.select(col(f"r{k + 1}")).distinct().toArrow()
+                                         .column(0))
+            checks[k] = _column_check(source.fields[k], values[k], 0, [])
+    typed = tuple(v for v in values if v is not None)
+    done = [c for c in checks if c is not None]
+    assert len(typed) == len(done) == d
+    nests, nest_checks = [], []
+    for nest, raw in zip(dplan.nestings, raw_nests, strict=True):
+        coded, check = _code_nest(nest, raw, typed)
+        nests.append(coded)
+        nest_checks.append(check)
+    columns = tuple(
+        ColumnDomain(c.column, c.kind, c.labels, c.table, c.table_column, size=int(ok["size"]))
+        for c, ok in zip(dplan.columns, done, strict=True)
+    )
+    full = DomainPlan(columns, dplan.nestings, dplan.source, dplan.shadow)
+    return Domains(full, typed, tuple(nests), {"columns": done, "nestings": nest_checks})
+
+
+def _cast_lists(
+    spark: SparkSession, dplan: DomainPlan, source: Source, levels: list[int], preview: bool
+) -> list[tuple[pa.Array, dict[str, Any]]]:
+    """All explicit lists converted to their columns' types in ONE Spark job: column ``l{k}``
+    holds level k's labels (padded with NULL), ``v{k}`` their ``try_cast`` to the type. Labels
+    of a STRING column are its values: no job when all columns are strings. A preview checks a
+    declared range of more than :data:`FULL_CHECK` values by its two ends only, as DuckDB's
+    does (the values are then those two ends; the check has the range's size)."""
+    ends = {k for k in levels if preview and _long_range(dplan.columns[k].labels)}
+    labels = {k: _texts(dplan.columns[k].labels, k in ends) for k in levels}
+    text = [k for k in levels if isinstance(source.fields[k].dataType, T.StringType)]
+    levels = [k for k in levels if k not in text]
+    done = {k: pa.array(labels[k], pa.string()) for k in text}
+    checks = {k: _column_check(source.fields[k], done[k], 0, []) for k in text}
+    if levels:
+        done_cast = _cast_in_spark(spark, labels, source, levels)
+        for k, (typed, check) in zip(levels, done_cast, strict=True):
+            done[k], checks[k] = typed, check
+    for k in ends:
+        checks[k] = dict(checks[k], size=len(dplan.columns[k].labels), dups=0)
+        checks[k]["bad_examples"] = labels[k] if checks[k]["bad"] else []
+    return [(done[k], checks[k]) for k in sorted(done)]
+
+
+def _long_range(labels: Labels) -> bool:
+    return isinstance(labels, range) and len(labels) > FULL_CHECK
+
+
+def _texts(labels: Labels, ends: bool = False) -> list[str]:
+    """A declared domain's labels as text (a range's values; ``ends``: its first and last)."""
+    if ends:
+        return [str(labels[0]), str(labels[-1])]
+    return [str(x) for x in labels] if isinstance(labels, range) else list(labels)
+
+
+def _cast_in_spark(
+    spark: SparkSession, labels: dict[int, list[str]], source: Source, levels: list[int]
+) -> list[tuple[pa.Array, dict[str, Any]]]:
+    longest = max(len(labels[k]) for k in levels)
+    table = pa.table({
+        f"l{k}": pa.array(labels[k] + [None] * (longest - len(labels[k])), pa.string())
+        for k in levels
+    })
+    frame = spark.createDataFrame(table)
+    casts = [F.col(f"l{k}").try_cast(source.fields[k].dataType).alias(f"v{k}") for k in levels]
+    typed = frame.select(*casts).toArrow()
+    out = []
+    for k in levels:
+        cast = typed.column(f"v{k}").combine_chunks().slice(0, len(labels[k]))
+        bad = [x for x, ok in zip(labels[k], cast.is_valid().to_pylist(), strict=True) if not ok]
+        check = _column_check(source.fields[k], cast, len(bad), bad[:EXAMPLES])
+        out.append((cast, check))
+    return out
+
+
+def _column_check(
+    field: T.StructField, values: pa.Array, bad: int, bad_examples: list[str]
+) -> dict[str, Any]:
+    """One level's domain check, as DuckDB's ``@column_check`` computes it."""
+    valid = values.drop_null()
+    return {
+        "type": field.dataType.simpleString().upper(),
+        "size": len(valid),
+        "bad": bad,
+        "bad_examples": bad_examples,
+        "dups": len(valid) - len(pc.unique(valid)),
+    }
+
+
+def _sorted_distinct(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Distinct non-NULL values in ascending order: a table's (or the data's) domain."""
+    unique = pc.unique(values.drop_null())
+    if isinstance(unique, pa.ChunkedArray):
+        unique = unique.combine_chunks()
+    return unique.take(pc.sort_indices(unique))
+
+
+def _read_table(nest: Nesting, table: DataFrame, source: Source) -> pa.Table:
+    """The distinct rows of a domain table's hierarchy columns: ``w{j}`` each value converted
+    to its hierarchy column's type (NULL when it does not convert), ``s{j}`` its text."""
+    exprs = []
+    for j, (k, name) in enumerate(zip(nest.levels, nest.names, strict=True)):
+        exprs.append(col(name).try_cast(source.fields[k].dataType).alias(f"w{j}"))
+        exprs.append(col(name).cast("string").alias(f"s{j}"))
+    return table.select(*exprs).distinct().toArrow()
+
+
+def _code_nest(
+    nest: Nesting, raw: pa.Table, values: tuple[pa.Array, ...]
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Codes of a domain table's rows (-1: NULL or outside the domain) and its check."""
+    j_levels = range(len(nest.levels))
+    codes = np.stack([
+        pc.fill_null(pc.index_in(raw.column(f"w{j}").cast(values[k].type), value_set=values[k]),
+                     -1)
+        .to_numpy(zero_copy_only=False).astype(np.int64)
+        for j, k in zip(j_levels, nest.levels, strict=True)
+    ]) if raw.num_rows else np.zeros((len(nest.levels), 0), np.int64)
+    defect = (codes < 0).any(axis=0)
+    texts = [
+        ", ".join("NULL" if s is None else str(s)
+                  for s in (raw.column(f"s{j}")[i].as_py() for j in j_levels))
+        for i in np.flatnonzero(defect)[:EXAMPLES]
+    ]
+    ok = codes[:, ~defect]
+    first = values[nest.levels[0]]
+    orphans = np.setdiff1d(np.arange(len(first)), ok[0])
+    nodes = [
+        int(np.unique(ok[: j + 1], axis=1).shape[1]) if ok.size else 0 for j in j_levels
+    ]
+    check = {
+        "defects": int(defect.sum()),
+        "defect_examples": texts,
+        "orphans": int(orphans.shape[0]),
+        "orphan_examples": [_text(first[int(i)].as_py()) for i in orphans[:EXAMPLES]],
+        "outside": 0,
+        "outside_examples": [],
+        "nodes": nodes,
+    }
+    return codes, check
+
+
+def _text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def level_nodes(domains: Domains) -> list[int]:
+    """Cells noised at each level when every parent is released (N_l): products of the free
+    domains times the nested combinations (the preview's node counts)."""
+    from ..duckdb.extension import _nodes
+
+    return _nodes(domains.sizes, domains.plan, [c["nodes"] for c in domains.checks["nestings"]])
+
+
+def key_span(sizes: Sequence[int]) -> int:
+    """The span of mixed-radix keys over ``sizes`` (their product)."""
+    return math.prod(int(s) for s in sizes)

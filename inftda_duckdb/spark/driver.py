@@ -1,0 +1,327 @@
+"""What the driver runs: ``release`` and ``preview`` on Spark, with DuckDB's request, checks,
+ledger and numbers.
+
+A release, in order (Algorithm 1 of the paper; what runs where):
+
+1. driver: validate every argument (:func:`inftda_duckdb.core.request.parse_request`), plan the
+   budget, read the public domains (:mod:`.domains`) and check them: nothing read from the
+   private data yet, nothing charged;
+2. executors: the leaf GROUP BY, coded and pinned (:mod:`.leaves`); one aggregate for the data
+   checks (NULLs, undeclared values: DuckDB's messages), raised before anything is charged;
+3. driver: charge the ledger once, draw the key, release the root and levels 1..c from the true
+   counts of the c-prefixes (:mod:`.subtrees`; c is the cut);
+4. executors, lazily, when the returned DataFrame is evaluated: one shuffle by subtree and levels
+   c+1..d of every subtree, decoded to the columns' values.
+
+The returned DataFrame is deterministic: its lineage starts at the pinned leaves and the cut
+nodes, and its noise at the level keys it carries, so evaluating it again (or recomputing a lost
+partition) gives the same rows and charges nothing. Write it once (``df.write.parquet(...)``) or
+``cache()`` it to avoid recomputing the subtrees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..core import limits
+from ..core.errors import InputError, bad_argument, opt
+from ..core.provenance import MARKER, not_private_reason, provenance
+from ..core.randomness import RandomSource
+from ..core.request import ReleaseRequest, parse_request
+from ..core.topdown import check_total, release_below, release_root
+from ..core.tree import Levels, Nodes, mixed_radix
+from ..duckdb import capabilities
+from ..duckdb.domain import raise_for_checks
+from ..duckdb.extension import (
+    _PREVIEW_TYPE,
+    DEFAULT_DELTA,
+    ORIGINS,
+    _beta,
+    _preview_rows,
+    _report_delta,
+    _warn_not_private,
+    budget_plan,
+)
+from ..ledger import Ledger
+from . import domains as dom
+from . import leaves as lv
+from . import ledger as charges
+from .subtrees import CHUNK_CELLS, SubtreeJob, choose_cut, export_below
+from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
+
+ROWS_PER_PARTITION = 1 << 20
+"""Default subtree partitions: one per this many kept leaves (at least the default parallelism,
+at most one per cut node)."""
+
+
+
+def release(
+    source: DataFrame | str,
+    columns: Sequence[str],
+    *,
+    ledger: str | os.PathLike[str] | Ledger | duckdb.DuckDBPyConnection | None = None,
+    source_name: str | None = None,
+    partitions: int | None = None,
+    origin: str = "python",
+    **options: Any,
+) -> DataFrame:
+    """One InfTDA release of ``source`` (a Spark DataFrame or a table name) over ``columns``.
+
+    ``options`` are those of :func:`inftda_duckdb.release` (:data:`inftda_duckdb.core.request.
+    OPTIONS`: ``rho`` or ``epsilon``/``delta``, ``domains``, ``domain_tables`` (DataFrames or
+    table names here), ``domain_from_data``, ``level_weights``, ``auto_target``, ``output``,
+    ``neighbours``, ``privacy_unit``, ``max_rows_per_unit``, ``unknown``, ``seed``), checked as
+    DuckDB checks them. ``ledger`` (a ledger file on the driver, ``':memory:'``, a ``Ledger`` or
+    a DuckDB connection; default ``INFTDA_LEDGER``) is charged once, before any noise is drawn;
+    ``source_name`` is the source's identity in the ledger (``'file:PATH'``, ``'name:NAME'`` or
+    a plain name; default: a catalog table's identity, or the files a DataFrame reads: see
+    :mod:`.ledger`). ``partitions`` sets the number of
+    subtree partitions. Returns a lazy, deterministic DataFrame: the columns (their own names and
+    types) and ``count``, or one row per synthetic record with ``output='rows'``.
+    """
+    if origin not in ORIGINS:
+        raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
+                           "leave it out (the default is 'python')")
+    if partitions is not None and (isinstance(partitions, bool) or not isinstance(partitions, int)
+                                   or partitions < 1):
+        raise bad_argument("partitions", partitions, "must be a positive integer",
+                           f"leave it out, or pass e.g. {opt('partitions', 200)}")
+    domain_tables = options.pop("domain_tables", None)
+    spark, request, src, tables = _prepare(source, columns, source_name, domain_tables,
+                                           options)
+    chunk = _chunk_cells(spark)
+    book = charges.ledger_of(ledger)
+    sid = charges.source_of(spark, source, source_name)
+    _warn_transit(spark)
+    dplan, frames = dom.plan(request, src, tables)
+    dplan.check_sizes()  # a declared domain above the cell limit: refused before any job
+    raw = lv.raw_leaves(request, src)
+    if request.domain_from_data:  # the domains are read from the (pinned) raw leaves
+        raw = lv.pin(raw)
+    values = dom.resolve(spark, request, src, dplan, frames,
+                         raw if request.domain_from_data else None)
+    public = json.dumps(values.checks)
+    raise_for_checks(request, values.plan, public)  # the public checks
+    # the split (auto weights: from the public cells per level); refuses a budget too small
+    # to sample before the data is read
+    plan = budget_plan(request, values.plan, public)
+    sizes = values.sizes
+    nodes = dom.level_nodes(values)
+    cut = choose_cut(nodes, sizes)
+    leaves = lv.pin(lv.coded(request, values, raw))
+    summary = lv.summary(request, values, leaves, cut)  # the one job over the data
+    data = summary.stats
+    failing = request.unknown == "error" and any(
+        v for k, v in data.items() if k.startswith(("unknown", "outside")))
+    found = lv.examples(request, values, raw, spark, data) if failing else {}
+    n = raise_for_checks(request, values.plan, lv.checks_json(request, values, data, found))
+    # the cell limit from public information: the domains, and n when it is published as it is
+    fits = limits.check_cells(request.columns, sizes, nodes,
+                              None if request.noised_root else n)
+    ledger_id = charges.charge(book, sid, request, plan.rho, origin)  # refused: no noise
+    secret = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
+    root = release_root(n, plan, secret)
+    if not fits:  # only the noised root can decide: after the charge, and the error says so
+        limits.check_cells(request.columns, sizes, nodes, root,
+                           charged=f"rho {plan.rho} on {sid.label}")
+    allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
+    levels = Levels.build(sizes, plan, secret, allowed)
+    cut_nodes = Nodes.root(root)
+    if cut:  # levels 1..cut on the driver, from the true counts of the cut prefixes
+        cut_nodes = release_below(levels, cut_nodes, summary.prefix_keys,
+                                  summary.prefix_counts, upto=cut)
+        check_total(cut_nodes, root, cut)
+    job = SubtreeJob(
+        cut=cut, levels=export_below(levels, cut), values=values.values, names=request.columns,
+        rows=request.output == "rows", keyed=lv.keyed(values), chunk_cells=chunk,
+    )
+    result = _subtrees(spark, request, values, leaves, cut_nodes, job, data["leaves"],
+                       partitions, src.fields)
+    _warn_not_private(request)
+    record = provenance(
+        rho=plan.rho, columns=request.columns, neighbours=request.neighbours,
+        output=request.output, source=sid.label, seed=request.seed,
+        domain_from_data=request.domain_from_data, epsilon=request.epsilon, delta=request.delta,
+        privacy_unit=request.privacy_unit, max_rows_per_unit=request.max_rows_per_unit,
+        rows_per_unit_public=request.rows_per_unit_public, ledger_id=ledger_id, engine="spark",
+    )
+    return _provenance(result, request, record)
+
+
+CHUNK_SETTING = "inftda.spark.chunkCells"
+"""A Spark setting (``spark.conf.set``) for the cells an executor releases at once (default
+:data:`.subtrees.CHUNK_CELLS`): smaller chunks, less memory, more calls."""
+
+
+def _chunk_cells(spark: SparkSession) -> int:
+    text = spark.conf.get(CHUNK_SETTING, None)
+    if text is None:
+        return CHUNK_CELLS
+    if not text.strip().isdigit() or int(text) < 1:
+        raise bad_argument(CHUNK_SETTING, text, "must be a positive integer",
+                           f"unset it, or spark.conf.set('{CHUNK_SETTING}', '1048576')")
+    return int(text)
+
+
+def _prepare(
+    source: object,
+    columns: object,
+    name: str | None,
+    domain_tables: Sequence[DataFrame | str] | None,
+    options: dict[str, Any],
+) -> tuple[SparkSession, ReleaseRequest, dom.Source, list[tuple[str, DataFrame]]]:
+    """The session, the validated request, the source and the domain tables as DataFrames."""
+    if isinstance(source, DataFrame):
+        spark, frame = source.sparkSession, source
+        label = name or "DataFrame"
+    elif isinstance(source, str):
+        spark = _session()
+        frame = _table(spark, source, "source")
+        label = source
+    else:
+        raise bad_argument("source", type(source).__name__, "must be a Spark DataFrame or a "
+                           "table name", "pass spark.read.parquet(...) or 'db.trips'")
+    tables: list[tuple[str, DataFrame]] = []
+    if domain_tables is not None:
+        if isinstance(domain_tables, str | DataFrame):
+            domain_tables = [domain_tables]
+        for i, table in enumerate(domain_tables):
+            if isinstance(table, DataFrame):
+                tables.append((f"domain_tables[{i}]", table))
+            elif isinstance(table, str):
+                tables.append((table, _table(spark, table, "domain_tables")))
+            else:
+                raise bad_argument("domain_tables", type(table).__name__, "must hold Spark "
+                                   "DataFrames or table names", "pass [geo_df] or ['geo']")
+    if isinstance(columns, tuple):
+        columns = list(columns)
+    request = parse_request(label, columns, **options,
+                            domain_tables=[n for n, _ in tables] or None)
+    return spark, request, dom.Source.of(frame, label, request), tables
+
+
+def _session() -> SparkSession:
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise InputError("no active SparkSession for a table name. Fix: create one with "
+                         "SparkSession.builder.getOrCreate(), or pass a DataFrame")
+    return spark
+
+
+def _table(spark: SparkSession, name: str, argument: str) -> DataFrame:
+    try:
+        return spark.table(name)
+    except AnalysisException:
+        raise bad_argument(argument, name, "was not found (no such table or view)",
+                           "check the name, or pass a DataFrame") from None
+
+
+def _warn_transit(spark: SparkSession) -> None:
+    master = str(spark.sparkContext.master)
+    missing = unencrypted_settings(master, lambda key: spark.conf.get(key, None))
+    if missing:
+        warnings.warn(warning_text(master, missing), UnencryptedTransitWarning, stacklevel=3)
+
+
+def _subtrees(
+    spark: SparkSession,
+    request: ReleaseRequest,
+    values: dom.Domains,
+    leaves: DataFrame,
+    cut_nodes: Nodes,
+    job: SubtreeJob,
+    n_leaves: int,
+    partitions: int | None,
+    types: tuple[T.StructField, ...],
+) -> DataFrame:
+    """ONE shuffle by subtree, then levels c+1..d on the executors (lazy)."""
+    cut = job.cut
+    address = ["key"] if job.keyed else [f"k{j}" for j in range(1, request.depth + 1)]
+    kept = leaves.where(lv.is_kept(values)).select(
+        lv.subtree(values, cut).alias("s"), F.lit(False).alias("node"), *address, "n")
+    schema = T.StructType([
+        T.StructField("s", T.LongType()), T.StructField("node", T.BooleanType()),
+        *[T.StructField(a, T.LongType() if job.keyed else T.IntegerType()) for a in address],
+        T.StructField("n", T.LongType()),
+    ])
+    s = mixed_radix(cut_nodes.codes, values.sizes[:cut], np.int64)
+    count = s.shape[0]
+    node_table = pa.table(
+        [pa.array(s), pa.array(np.ones(count, bool)),
+         *[pa.nulls(count, pa.int64() if job.keyed else pa.int32()) for _ in address],
+         pa.array(cut_nodes.counts)],
+        names=["s", "node", *address, "n"],
+    )
+    nodes = spark.createDataFrame(node_table, schema=schema)
+    if partitions is None:
+        partitions = max(spark.sparkContext.defaultParallelism,
+                         -(-n_leaves // ROWS_PER_PARTITION))
+    partitions = max(1, min(partitions, count))
+    shuffled = kept.unionByName(nodes).repartition(partitions, "s").sortWithinPartitions("s")
+    fields = [T.StructField(c, f.dataType)
+              for c, f in zip(request.columns, types, strict=True)]
+    if request.output == "counts":
+        fields.append(T.StructField("count", T.LongType(), nullable=False))
+    return shuffled.mapInArrow(job, T.StructType(fields))
+
+
+def _provenance(result: DataFrame, request: ReleaseRequest, record: dict[str, str]
+                ) -> DataFrame:
+    """The provenance record (:mod:`inftda_duckdb.core.provenance`) as every column's metadata
+    ``inftda`` (Spark keeps it in the Parquet files it writes), and, for a release that is not
+    private, the constant column ``inftda_not_private`` with the reason, as DuckDB adds it."""
+    meta = {"inftda": json.dumps(record)}
+    columns = [dom.col(c).alias(c, metadata=meta) for c in result.columns]
+    reason = not_private_reason(request.seed, request.domain_from_data)
+    if reason is not None:
+        columns.append(F.lit(reason).alias(MARKER, metadata=meta))
+    return result.select(*columns)
+
+
+def preview(
+    source: DataFrame | str,
+    columns: Sequence[str],
+    *,
+    beta: float = 0.05,
+    **options: Any,
+) -> pa.Table:
+    """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
+    total epsilon at ``delta`` (default 1e-6): the table :func:`inftda_duckdb.preview` returns,
+    for the options of :func:`release`. Spends nothing and reads no private data, except with
+    ``domain_from_data`` (then marked not private)."""
+    options.setdefault("delta", DEFAULT_DELTA)
+    domain_tables = options.pop("domain_tables", None)
+    report = _report_delta(options)
+    beta = _beta(beta)
+    spark, request, src, tables = _prepare(source, columns, None, domain_tables, options)
+    dplan, frames = dom.plan(request, src, tables)
+    raw = lv.raw_leaves(request, src) if request.domain_from_data else None
+    values = dom.resolve(spark, request, src, dplan, frames, raw, preview=True)
+    spec = {"request": request.to_json(), "domains": values.plan.to_json(), "origin": "preview",
+            "interface": "python", "beta": beta, "delta": report}
+    token = capabilities.new()  # DuckDB's preview step runs only for a spec minted for it
+    text = json.dumps({**spec, "token": token})
+    capabilities.mint(token, text, None)
+    try:
+        rows = _preview_rows(lambda: None, "inftda_duckdb.spark.preview", text,  # no DuckDB mode
+                             json.dumps(values.checks))
+    finally:
+        capabilities.forget(token)
+    if request.domain_from_data:
+        warnings.warn("preview with domain_from_data read the domain sizes from the private data",
+                      UserWarning, stacklevel=2)
+    with duckdb.connect() as con:  # the same types as DuckDB's preview
+        return con.sql(f"SELECT u.* FROM (SELECT unnest($1::{_PREVIEW_TYPE}) AS u)",
+                       params=[rows]).to_arrow_table()

@@ -1,0 +1,309 @@
+"""The only scans of the private data: the leaf GROUP BY, coded by the public domains, pinned.
+
+Algorithm 1 needs the true count of every non-empty leaf (c1..cd). Spark computes them in one
+GROUP BY over the source (a privacy unit adds a window that keeps at most ``m`` rows per unit,
+as DuckDB does); :class:`Coder` codes each level's values against its public domain (Arrow hash
+lookups in ``mapInArrow``: no join, no broadcast job), and the result is **pinned**:
+``checkpoint`` (reliable, when the SparkContext has a checkpoint directory) or
+``localCheckpoint`` (executor storage; a lost executor then fails the job instead of re-reading
+data that may have changed). :func:`summary` is the one job that materialises the pinned leaves
+and brings the driver the data checks and the true counts above the cut. Every later job of the
+release, and every re-evaluation of the released DataFrame, starts from the pinned leaves.
+
+A pinned leaf is ``(key, n, flags[, outside][, nulls_unit])``: ``key`` the mixed-radix key of its
+codes ``((c1 * s2 + c2) * s3 + ...)`` (NULL for a row that is not kept), ``n`` its count, and
+``flags`` NULL for a clean row, else bit ``k`` for a NULL in column k and bit ``32 + k`` for a
+value outside column k's domain; ``outside`` has bit t for a combination that domain table t does
+not list. When the key would pass 2**62 the codes travel as columns ``k1..kd`` instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..core import units
+from ..core.request import ReleaseRequest
+from ..core.tree import MAX_KEY_SPAN
+from .domains import EXAMPLES, Domains, Source, col, key_span
+
+
+def raw_leaves(request: ReleaseRequest, source: Source) -> DataFrame:
+    """Counts of the distinct raw leaves ``(r1..rd, n[, nulls_unit])``: the one GROUP BY."""
+    raw = [col(f.name).alias(f"r{k}") for k, f in enumerate(source.fields, 1)]
+    names = [f"r{k}" for k in range(1, request.depth + 1)]
+    if source.unit is None:
+        return source.frame.select(*raw).groupBy(*names).agg(F.count(F.lit(1)).alias("n"))
+    kept = _capped(request, source.frame.select(*raw, col(source.unit.name).alias("u")), names)
+    return kept.groupBy(*names).agg(
+        F.sum("w").alias("n"), F.coalesce(F.sum(F.when(F.col("u").isNull(), F.col("w"))),
+                                          F.lit(0)).cast("long").alias("nulls_unit"),
+    )
+
+
+def _capped(request: ReleaseRequest, rows: DataFrame, names: list[str]) -> DataFrame:
+    """At most ``m`` rows per privacy unit, chosen by :mod:`inftda_duckdb.core.units`' keyed
+    PRF exactly as DuckDB's ``@unit_source`` does (same row key, group text, SHA-256 and
+    exponential keys): identical rows of a unit form a group of ``c``; its candidates
+    ``i < min(c, m)`` get ``E_0 + ... + E_i``, ``E_i = -ln(U_i) / (c - i)``; each unit keeps its
+    ``m`` smallest. Rows with a NULL unit are never pooled: all are kept (``w = c``) and counted
+    (refused before charging), or dropped with ``unknown='drop'``. ``w``: rows per candidate."""
+    key = units.row_key(request.seed)  # drawn on the driver, before the data is read
+    m = request.max_rows_per_unit
+    groups = rows.groupBy(*names, "u").agg(F.count(F.lit(1)).alias("c"))
+    text = F.to_json(F.array(*[F.col(x).cast("string") for x in ["u", *names]]))
+    c = F.col("c")
+
+    def exp(i: Any) -> Any:  # E_i, from U_i = (int(sha256(K:i:G)[:13], 16) + 0.5) / 2**52
+        digest = F.sha2(F.concat_ws(":", F.lit(key), i.cast("string"), F.col("g")), 256)
+        u = (F.conv(F.substring(digest, 1, 13), 16, 10).cast("double") + 0.5) / float(1 << 52)
+        return -F.log(u) / (c - i)
+
+    exps = F.transform(F.sequence(F.lit(0), F.least(c, F.lit(m)) - 1), exp)
+    sums = F.transform(F.sequence(F.lit(1), F.size("e")),
+                       lambda j: F.aggregate(F.slice("e", 1, j), F.lit(0.0), lambda a, x: a + x))
+    null = F.col("u").isNull()
+    keyed = (groups.withColumn("g", text)
+             .withColumn("e", F.when(null, F.array(F.lit(0.0))).otherwise(exps))
+             .select(*names, "u", F.when(null, c).otherwise(1).alias("w"),
+                     F.explode(F.when(null, F.array(F.lit(0.0))).otherwise(sums)).alias("k")))
+    rank = F.row_number().over(Window.partitionBy("u").orderBy("k"))
+    kept = keyed.withColumn("rn", rank).where((F.col("rn") <= m) | null)
+    return kept.where(~null) if request.unknown == "drop" else kept
+
+
+def keyed(domains: Domains) -> bool:
+    """Leaves travel as one mixed-radix BIGINT key when the domains' product fits."""
+    return key_span(domains.sizes) < MAX_KEY_SPAN
+
+
+@dataclass(frozen=True)
+class Coder:
+    """Codes raw leaves by the public domains, as the function of ``mapInArrow``: each level's
+    values are looked up in its domain (a hash lookup over whole Arrow batches), the nested
+    levels' combinations in their domain tables; out comes the layout of the module docstring.
+    The domains travel with the function (public values)."""
+
+    values: tuple[pa.Array, ...]
+    nests: tuple[tuple[tuple[int, ...], np.ndarray], ...]  # levels, sorted allowed keys
+    keyed: bool
+    unit: bool
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield self._code(batch)
+
+    def _code(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        d, rows = len(self.values), batch.num_rows
+        codes = np.empty((d, rows), np.int64)
+        flags = np.zeros(rows, np.int64)
+        for k, values in enumerate(self.values):
+            raw = batch.column(k)
+            found = pc.index_in(raw.cast(values.type), value_set=values)
+            flags |= raw.is_null().to_numpy(zero_copy_only=False).astype(np.int64) << k
+            unknown = (found.is_null().to_numpy(zero_copy_only=False)
+                       & raw.is_valid().to_numpy(zero_copy_only=False))
+            flags |= unknown.astype(np.int64) << (32 + k)
+            codes[k] = found.fill_null(-1).to_numpy(zero_copy_only=False)
+        clean = flags == 0
+        outside = np.zeros(rows, np.int64)
+        for t, (levels, allowed) in enumerate(self.nests):
+            sizes = [len(self.values[k]) for k in levels]
+            keys = _mixed(codes[list(levels)], sizes)
+            pos = np.minimum(np.searchsorted(allowed, keys), max(allowed.shape[0] - 1, 0))
+            listed = allowed[pos] == keys if allowed.size else np.zeros(rows, bool)
+            outside |= (clean & ~listed).astype(np.int64) << t
+        kept = clean & (outside == 0)
+        columns: dict[str, pa.Array] = {}
+        if self.keyed:
+            key = _mixed(codes, [len(v) for v in self.values])
+            columns["key"] = pa.array(key, pa.int64(), mask=~kept)
+        columns["n"] = batch.column("n")
+        columns["flags"] = pa.array(flags, pa.int64(), mask=clean)
+        if not self.keyed:
+            for k in range(d):
+                columns[f"k{k + 1}"] = pa.array(codes[k].astype(np.int32), mask=~kept)
+        if self.nests:
+            columns["outside"] = pa.array(outside, pa.int64(), mask=~(clean & ~kept))
+        if self.unit:
+            columns["nulls_unit"] = batch.column("nulls_unit")
+        return pa.RecordBatch.from_pydict(columns)
+
+    def schema(self) -> T.StructType:
+        fields = [T.StructField("key", T.LongType())] if self.keyed else []
+        fields += [T.StructField("n", T.LongType()), T.StructField("flags", T.LongType())]
+        if not self.keyed:
+            fields += [T.StructField(f"k{k + 1}", T.IntegerType())
+                       for k in range(len(self.values))]
+        if self.nests:
+            fields.append(T.StructField("outside", T.LongType()))
+        if self.unit:
+            fields.append(T.StructField("nulls_unit", T.LongType()))
+        return T.StructType(fields)
+
+
+def _mixed(codes: np.ndarray, sizes: list[int]) -> np.ndarray:
+    """Mixed-radix keys of codes (one row per level); garbage where a code is -1."""
+    key = np.zeros(codes.shape[1], np.int64)
+    for row, size in zip(codes, sizes, strict=True):
+        key *= int(size)
+        key += row
+    return key
+
+
+def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFrame:
+    """The raw leaves coded by the public domains (the layout in the module docstring)."""
+    nests = []
+    for t, nest in enumerate(domains.plan.nestings):
+        table = domains.nests[t]
+        table = table[:, (table >= 0).all(axis=0)]
+        sizes = [domains.sizes[k] for k in nest.levels]
+        nests.append((nest.levels, np.unique(_mixed(table, sizes))))
+    coder = Coder(domains.values, tuple(nests), keyed(domains), request.privacy_unit is not None)
+    return raw.mapInArrow(coder, coder.schema())
+
+
+def _key(codes: list[Any], sizes: list[int]) -> Any:
+    key = codes[0].cast("long")
+    for c, size in zip(codes[1:], sizes[1:], strict=True):
+        key = key * F.lit(size).cast("long") + c
+    return key
+
+
+def is_kept(domains: Domains) -> Any:
+    """The condition of a kept leaf on the pinned layout."""
+    return F.col("key").isNotNull() if keyed(domains) else F.col("k1").isNotNull()
+
+
+def pin(frame: DataFrame) -> DataFrame:
+    """Cut the lineage so that every later use reads one materialisation of ``frame``.
+
+    With a checkpoint directory: a reliable checkpoint, now (``frame`` is cached first, so the
+    checkpoint writes the rows the caching job computed). Otherwise a local checkpoint,
+    materialised by the next job (:func:`summary`): executor storage, and a lost executor then
+    fails the job instead of re-reading data that may have changed."""
+    if frame.sparkSession.sparkContext.getCheckpointDir() is not None:
+        cached = frame.persist()
+        pinned = cached.checkpoint(eager=True)
+        cached.unpersist()
+        return pinned
+    return frame.localCheckpoint(eager=False)
+
+
+def subtree(domains: Domains, cut: int) -> Any:
+    """The subtree of a kept leaf: the mixed-radix key of its codes at levels 1..cut."""
+    if cut == 0:
+        return F.lit(0).cast("long")
+    if keyed(domains):
+        return F.expr(f"key div {key_span(domains.sizes[cut:])}")
+    return _key([F.col(f"k{j}") for j in range(1, cut + 1)], domains.sizes[:cut])
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The data checks' counts and the true counts of the cut prefixes, from ONE job."""
+
+    stats: dict[str, int]
+    prefix_keys: np.ndarray
+    prefix_counts: np.ndarray
+
+
+def summary(request: ReleaseRequest, domains: Domains, leaves: DataFrame, cut: int) -> Summary:
+    """ONE aggregate over the pinned leaves (the job that materialises them): grouped by subtree
+    for kept leaves and by problem (``flags``, ``outside``) for the others, so that the driver
+    gets the rows, rows kept, kept leaves, per column NULLs and undeclared values, per nesting
+    rows outside, NULL units, and the true count of every cut prefix (at most the cells of the
+    cut level: a few hundred kB)."""
+    kept = is_kept(domains)
+    keys = [F.when(kept, subtree(domains, cut)).alias("s"), F.col("flags")]
+    if domains.plan.nestings:
+        keys.append(F.col("outside"))
+    aggs = [F.sum("n").alias("n"), F.count(F.lit(1)).alias("leaves")]
+    if request.privacy_unit is not None:
+        aggs.append(F.sum("nulls_unit").alias("nulls_unit"))
+    table = leaves.groupBy(*keys).agg(*aggs).toArrow()
+
+    def column(name: str) -> np.ndarray:
+        if name not in table.column_names:
+            return np.zeros(table.num_rows, np.int64)
+        return table.column(name).fill_null(0).to_numpy().astype(np.int64)
+
+    n, s_valid = column("n"), table.column("s").is_valid().to_numpy(zero_copy_only=False)
+    flags, outside = column("flags"), column("outside")
+    stats = {"n": int(n.sum()), "kept": int(n[s_valid].sum()),
+             "leaves": int(column("leaves")[s_valid].sum()),
+             "nulls_unit": int(column("nulls_unit").sum())}
+    for k in range(request.depth):
+        stats[f"nulls{k + 1}"] = int(n[(flags >> k) & 1 == 1].sum())
+        stats[f"unknown{k + 1}"] = int(n[(flags >> (32 + k)) & 1 == 1].sum())
+    for t in range(len(domains.plan.nestings)):
+        stats[f"outside{t}"] = int(n[(outside >> t) & 1 == 1].sum())
+    return Summary(stats, column("s")[s_valid], n[s_valid])
+
+
+def checks_json(request: ReleaseRequest, domains: Domains, data: dict[str, Any],
+                examples: dict[str, list[str]]) -> str:
+    """The check row in the form :func:`inftda_duckdb.duckdb.domain.raise_for_checks` reads."""
+    stats_row: dict[str, Any] = {"n": data["n"], "kept": data["kept"],
+                                 "nulls_unit": data.get("nulls_unit", 0)}
+    for k in range(1, request.depth + 1):
+        stats_row[f"nulls{k}"] = data[f"nulls{k}"]
+        stats_row[f"unknown{k}"] = data[f"unknown{k}"]
+        stats_row[f"examples{k}"] = examples.get(f"r{k}", [])
+    nestings = []
+    for t, check in enumerate(domains.checks["nestings"]):
+        nestings.append(dict(check, outside=data[f"outside{t}"],
+                             outside_examples=examples.get(f"o{t}", [])))
+    return json.dumps({"stats": stats_row, "columns": domains.checks["columns"],
+                       "nestings": nestings})
+
+
+def examples(request: ReleaseRequest, domains: Domains, raw: DataFrame, spark: SparkSession,
+             data: dict[str, Any]) -> dict[str, list[str]]:
+    """For a failing check only: the first values outside a domain (sorted, as text), and the
+    first combinations a domain table does not list. Read from the raw leaves' lineage: nothing
+    is released or charged on this path."""
+    found: dict[str, list[str]] = {}
+    for k in range(request.depth):
+        if data[f"unknown{k + 1}"] == 0:
+            continue
+        values = domains.frame(spark, k)
+        r = F.col(f"r{k + 1}")
+        bad = raw.join(F.broadcast(values), r == F.col("v"), "left_anti").where(r.isNotNull())
+        rows = bad.select(r).distinct().orderBy(r).limit(EXAMPLES).collect()
+        found[f"r{k + 1}"] = [_text(row[0]) for row in rows]
+    for t, nest in enumerate(domains.plan.nestings):
+        if data[f"outside{t}"] == 0:
+            continue
+        text = F.concat_ws(", ", *[F.col(f"r{k + 1}").cast("string") for k in nest.levels])
+        rebuilt = raw.select(*[F.col(f"r{k + 1}") for k in range(request.depth)], text.alias("t"))
+        rows = _outside(spark, domains, t, rebuilt).select("t").distinct() \
+            .orderBy("t").limit(EXAMPLES).collect()
+        found[f"o{t}"] = [row[0] for row in rows]
+    return found
+
+
+def _outside(spark: SparkSession, domains: Domains, t: int, frame: DataFrame) -> DataFrame:
+    """Rows of ``frame`` whose levels of nesting t all have codes but are not listed."""
+    nest = domains.plan.nestings[t]
+    for k in nest.levels:
+        values = domains.frame(spark, k).withColumnRenamed("v", f"v{k}") \
+            .withColumnRenamed("code", f"c{k}")
+        frame = frame.join(F.broadcast(values), F.col(f"r{k + 1}") == F.col(f"v{k}"), "inner")
+    ok = domains.nest_frame(spark, t)
+    ok = ok.select(*[F.col(f"c{j}").alias(f"o{j}") for j in range(len(nest.levels))])
+    on = [F.col(f"c{k}") == F.col(f"o{j}") for j, k in enumerate(nest.levels)]
+    return frame.join(F.broadcast(ok), on, "left_anti")
+
+
+def _text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

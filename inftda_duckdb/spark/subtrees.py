@@ -1,0 +1,186 @@
+"""The levels of a release: the top ones on the driver, every subtree below the cut on executors.
+
+Level ``c`` (the *cut*) is the deepest level ``< d`` with at most :data:`CUT_CELLS` cells (N_c):
+the driver collects the true counts of the c-prefixes (one small job, a few hundred kB at most)
+and releases levels 1..c (Algorithm 1, lines 1-9) in numpy. Each node released at level c roots
+a subtree that the rest of the algorithm treats on its own, because a cell's noise is addressed
+by its own prefix. So the pinned leaves and the released cut nodes go through ONE shuffle by
+subtree, and :class:`SubtreeJob` (the Python function of ``mapInArrow``) releases levels c+1..d
+of whole subtrees per Arrow chunk on the executors, and decodes the released leaves to the
+columns' own values. No leaf-level data reaches the driver.
+
+Both sides call the engine-neutral core (:func:`inftda_duckdb.core.topdown.release_below`),
+whose noise is addressed by the tree: a subtree released alone on any executor, in any batch,
+draws the same noise as in the DuckDB release. The executors rebuild the levels (and their random
+sources) from :meth:`Levels.export`, a deliberate export of the level keys made on the driver
+and carried by :class:`SubtreeJob` (a ``RandomSource`` itself refuses pickling and is re-keyed
+after fork, and PySpark forks its Python workers); only the keys of the levels below the cut are
+exported. They travel inside the task closures: see the README's "Secrets in transit" for the
+settings that encrypt them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..core.errors import InternalError
+from ..core.topdown import release_below
+from ..core.tree import MAX_KEY_SPAN, Levels, Nodes
+
+CUT_CELLS = 1 << 13
+"""At most this many cells at the cut level: the driver's share of a release (its memory, and
+the true prefix counts it collects with the data checks, at most ~50 bytes each: ~400 kB,
+within a spark.driver.maxResultSize of 1 MB)."""
+CHUNK_CELLS = 1 << 20
+"""Subtrees are released together until about this many cells (leaves, plus an upper bound on
+the cells noised below each cut node): bounded executor memory whatever the partition size."""
+OUT_ROWS = 1 << 16
+"""Rows per Arrow batch handed back to Spark."""
+FAIL_FIRST_ATTEMPT = "inftda.test.failFirstAttempt"
+"""Tests only: a Spark local property naming a folder; while it is set, the first attempt of
+each subtree task fails after its first batch (and leaves a file there), so Spark recomputes it."""
+
+
+def choose_cut(nodes: Sequence[int], sizes: Sequence[int]) -> int:
+    """The cut: the deepest level c < d with N_c <= CUT_CELLS (0: the root alone)."""
+    cut = 0
+    for k in range(1, len(sizes)):
+        if nodes[k - 1] > CUT_CELLS or math.prod(sizes[:k]) >= MAX_KEY_SPAN:
+            break
+        cut = k
+    return cut
+
+
+def decode(keys: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+    """Codes (len(sizes), N) of mixed-radix keys ``((c1 * s2 + c2) * s3 + ...)``."""
+    codes = np.empty((len(sizes), keys.shape[0]), np.int32)
+    rest = keys.astype(np.int64, copy=True)
+    for j in range(len(sizes) - 1, -1, -1):
+        rest, codes[j] = np.divmod(rest, int(sizes[j]))
+    return codes
+
+
+def export_below(levels: Levels, cut: int) -> dict[str, Any]:
+    """:meth:`Levels.export` for the executors, which release levels cut+1..d only: the keys of
+    levels 1..cut are replaced by fresh random bytes, so those keys never leave the driver."""
+    data = levels.export()
+    data["keys"] = [os.urandom(32) if k < cut else key for k, key in enumerate(data["keys"])]
+    return data
+
+
+@dataclass(frozen=True)
+class SubtreeJob:
+    """The executors' part of a release, as the function of ``mapInArrow``.
+
+    Input rows, sorted by subtree ``s`` (the mixed-radix key of a cut prefix) within each
+    partition: a released cut node ``(s, node=true, n=its released count)`` and the pinned true
+    leaves ``(s, node=false, key or k1..kd, n)``. Output: the released leaves decoded to the
+    columns' values, with ``count`` (or repeated, for rows output).
+    """
+
+    cut: int
+    levels: dict[str, Any]  # Levels.export(): holds the level keys below the cut (secret)
+    values: tuple[pa.Array, ...]
+    names: tuple[str, ...]
+    rows: bool
+    keyed: bool
+    chunk_cells: int = CHUNK_CELLS
+
+    def __repr__(self) -> str:  # never print the keys
+        return f"SubtreeJob(cut={self.cut}, names={self.names})"
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        levels = Levels.from_export(self.levels)  # built here, after the worker's fork
+        yield from _fail_first_attempt(self._run(batches, levels))
+
+    def _run(self, batches: Iterator[pa.RecordBatch], levels: Levels
+             ) -> Iterator[pa.RecordBatch]:
+        bound = _cells_bound(levels.sizes[self.cut:])
+        buffer: list[pa.RecordBatch] = []
+        cells = 0
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            buffer.append(batch)
+            node = batch.column("node").to_numpy(zero_copy_only=False)
+            n = batch.column("n").to_numpy()
+            cells += batch.num_rows + bound(n[node])
+            if cells >= self.chunk_cells:
+                table = pa.Table.from_batches(buffer).combine_chunks()
+                s = table.column("s").to_numpy()
+                done = int(np.searchsorted(s, s[-1], side="left"))  # complete subtrees
+                if done:
+                    yield from self._release(table.slice(0, done), levels)
+                buffer = table.slice(done).to_batches()
+                cells = sum(b.num_rows for b in buffer)
+        if buffer:
+            yield from self._release(pa.Table.from_batches(buffer).combine_chunks(), levels)
+
+    def _release(self, table: pa.Table, levels: Levels) -> Iterator[pa.RecordBatch]:
+        s = table.column("s").to_numpy()
+        if s.shape[0] > 1 and (np.diff(s) < 0).any():
+            raise InternalError("a partition's subtrees are not sorted")
+        node = table.column("node").to_numpy(zero_copy_only=False)
+        n = table.column("n").to_numpy()
+        if np.unique(s[node]).shape[0] != int(node.sum()):
+            raise InternalError("a subtree has two cut nodes")
+        nodes = Nodes(decode(s[node], levels.sizes[: self.cut]), n[node])
+        leaf = ~node
+        if self.keyed:  # mixed-radix keys of the leaves (t = d)
+            truth = table.column("key").to_numpy(zero_copy_only=False)[leaf]
+        else:
+            truth = np.stack([table.column(f"k{j}").to_numpy(zero_copy_only=False)[leaf]
+                              for j in range(1, levels.depth + 1)])
+        out = release_below(levels, nodes, truth, n[leaf])
+        if int(out.counts.sum()) != int(nodes.counts.sum()):
+            raise InternalError("a subtree's leaves do not add up to its cut node")
+        yield from self._decoded(out)
+
+    def _decoded(self, out: Nodes) -> Iterator[pa.RecordBatch]:
+        index = np.arange(out.counts.shape[0])
+        if self.rows:
+            index = np.repeat(index, out.counts)
+        names = list(self.names) + ([] if self.rows else ["count"])
+        for lo in range(0, index.shape[0], OUT_ROWS):
+            part = index[lo: lo + OUT_ROWS]
+            columns = [values.take(pa.array(out.codes[j][part]))
+                       for j, values in enumerate(self.values)]
+            if not self.rows:
+                columns.append(pa.array(out.counts[part], pa.int64()))
+            yield pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def _cells_bound(sizes: Sequence[int]) -> Any:
+    """``bound(counts)``: at most how many cells are noised below cut nodes released with these
+    counts: level k has at most min(count, cells of level k-1) parents, each with s_k children."""
+    parents = np.cumprod([1, *sizes[:-1]], dtype=float)
+    width = np.asarray(sizes, dtype=float)
+
+    def bound(counts: np.ndarray) -> int:
+        c = counts.astype(float)[:, None]
+        return int((np.minimum(c, parents) * width).sum())
+
+    return bound
+
+
+def _fail_first_attempt(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Pass the batches through; under the tests' :data:`FAIL_FIRST_ATTEMPT` property, fail
+    the first attempt of the task after its first batch (Spark then recomputes the task)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    folder = None if context is None else context.getLocalProperty(FAIL_FIRST_ATTEMPT)
+    for i, batch in enumerate(batches):
+        yield batch
+        if folder and i == 0 and context is not None and context.attemptNumber() == 0:
+            name = f"partition-{context.partitionId()}-stage-{context.stageId()}"
+            with open(os.path.join(folder, name), "w") as marker:
+                marker.write("failed on purpose\n")
+            raise RuntimeError(f"{FAIL_FIRST_ATTEMPT}: first attempt failed on purpose")
