@@ -25,6 +25,18 @@ leaf_raw AS $materialized(
     SELECT $raw_cols, $count::BIGINT AS n$unit_nulls FROM $source_rows GROUP BY ALL
 )
 
+-- @leaf_keyed
+-- every column an ENUM seen in the catalog (its code is free: enum_code), no nesting: the raw
+-- leaves are kept under one BIGINT each, kz = the leaf's mixed-radix key ((k1 * s2 + k2) * s3
+-- + ...) >= 0, or, for a leaf with a NULL, -1 - its key over the sizes s_i + 1 with NULL as code
+-- s_i (datastats counts each column's NULLs from it). 16 bytes a leaf (the raw and coded columns
+-- were ~34), and the key the levels call reads is already there. The GROUP BY stays on the raw
+-- columns (DuckDB's perfect hash aggregate takes small ENUM domains; a computed key it cannot).
+leaf_coded AS MATERIALIZED (
+    SELECT CASE WHEN $all_set THEN $key ELSE -1 - $null_key END AS kz, * EXCLUDE ($raw)
+    FROM leaf_raw
+)
+
 -- @unit_source
 -- a privacy unit contributes at most $m rows: the m smallest sort keys of a keyed PRF of (unit,
 -- row); not DuckDB's random (setseed and scan order would decide), nor other units' rows.
@@ -194,6 +206,10 @@ datastats AS MATERIALIZED (
 coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
     0::BIGINT AS unknown$i, []::VARCHAR[] AS examples$i
 
+-- @datastat_keyed
+coalesce(sum(n) FILTER (kz < 0 AND (-1 - kz) // $radix % $base = $null), 0)::BIGINT AS nulls$i,
+    0::BIGINT AS unknown$i, []::VARCHAR[] AS examples$i
+
 -- @datastat
 coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
     coalesce(sum(n) FILTER (r$i IS NOT NULL AND k$i IS NULL), 0)::BIGINT AS unknown$i,
@@ -226,6 +242,15 @@ leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 -- @prefix_keys
 {'k': NULL::INTEGER[], 'key': list($key), 'n': list(n)}
 
+-- @leaf_pairs
+-- the leaves as ONE list of key * (r + 1) + n, r = the rows kept (more than any count;
+-- inftda_begin read it from the checks), 'n' NULL: half the lists and half their Arrow copy.
+-- Keys and counts as two lists instead when (r + 1) times the key span would pass 2**62.
+(SELECT {'k': NULL::INTEGER[], 'key': list(CASE WHEN p.r <= $cap THEN $key * (p.r + 1) + n
+                                                ELSE $key END),
+         'n': list(n) FILTER (p.r > $cap)}
+ FROM leaf CROSS JOIN (SELECT kept AS r FROM datastats) AS p)
+
 -- @allowed
 (SELECT {'k': $klists, 'key': NULL::BIGINT[], 'n': []::BIGINT[]}
  FROM (SELECT DISTINCT $keys FROM nest$t WHERE NOT defect))
@@ -233,8 +258,9 @@ leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 -- @levels
 -- Algorithm 1, lines 2-9, in ONE UDF call over the true leaf counts (the non-zero ones, as one
 -- struct of lists: when the domain sizes were known when planned, product < 2**62, each leaf
--- travels as one mixed-radix key ((k1 * s2 + k2) * s3 + ...), else as one list of codes per
--- column) and each nested level's allowed children (NULL: not nested). The call sorts the leaves,
+-- travels as one BIGINT, its mixed-radix key ((k1 * s2 + k2) * s3 + ...) and count (@leaf_pairs),
+-- else as one list of codes per column and one of counts) and each nested level's allowed
+-- children (NULL: not nested). The call sorts the leaves,
 -- derives every level's prefix counts from them and releases level after level: every child of
 -- every released parent noised (tree-addressed), IntOpt, children > 0 kept, in blocks of cells run
 -- on DuckDB's `threads` worker threads. Returns the released leaves as one row of lists.

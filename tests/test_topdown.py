@@ -121,15 +121,18 @@ def test_same_release_for_any_batching_block_size_and_workers(sizes, monkeypatch
     assert as_tuples(other) != as_tuples(reference)
 
 
+def small_tree(seed: int) -> tuple[Levels, Nodes, np.ndarray, np.ndarray, np.ndarray]:
+    """Levels of 4 x 3 x 5, the root, and random leaves: codes (N, 3), keys, counts."""
+    sizes = [4, 3, 5]
+    leaves, counts = random_leaves(np.random.default_rng(seed), sizes, 60)
+    return (levels_for(sizes, rho=2), Nodes.root(int(counts.sum())), leaves,
+            mixed_radix(leaves.T, sizes, np.int64), counts)
+
+
 def test_keys_and_codes_give_the_same_release():
     # the SQL sends the leaves as mixed-radix keys when the domain sizes are known
-    rng = np.random.default_rng(8)
-    sizes = [4, 3, 5]
-    leaves, counts = random_leaves(rng, sizes, 60)
-    levels = levels_for(sizes, rho=2)
-    root = Nodes.root(int(counts.sum()))
+    levels, root, leaves, keys, counts = small_tree(8)
     by_codes = release_below(levels, root, leaves.T, counts)
-    keys = mixed_radix(leaves.T, sizes, np.int64)
     by_keys = release_below(levels, root, keys[::-1], counts[::-1])
     assert as_tuples(by_codes) == as_tuples(by_keys)
     with pytest.raises(InternalError, match="prefix key outside its domain"):
@@ -140,6 +143,31 @@ def test_keys_and_codes_give_the_same_release():
         release_below(levels_for([2**31] * 3), root, np.array([0, 1]), np.array([2, 3]))
     with pytest.raises(InputError, match="each prefix at most once"):
         release_below(levels, root, np.array([7, 7]), np.array([2, 3]))
+
+
+def test_pairs_of_key_and_count_give_the_same_release():
+    # DuckDB sends each leaf as one int64 key * radix + count (radix > every count): the same
+    # release as keys and counts, zero counts dropped, repeats refused, and the same when the
+    # repacked (key << bits) | count would not fit one int64 (keys and counts then)
+    levels, root, _, keys, counts = small_tree(9)
+    want = as_tuples(release_below(levels, root, keys, counts))
+    for radix in (20, 1000, 2**40):
+        pairs = np.append(keys * radix + counts, 59 * radix)[::-1]  # a zero count, any order
+        assert as_tuples(release_below(levels, root, pairs, None, radix=radix)) == want
+    with pytest.raises(InputError, match="each prefix at most once"):
+        release_below(levels, root, np.array([7 * 20 + 2, 7 * 20 + 3]), None, radix=20)
+    with pytest.raises(InternalError, match="prefix key outside its domain"):
+        release_below(levels, root, np.array([60 * 20 + 1]), None, radix=20)
+    with pytest.raises(InternalError, match="within 2\\*\\*62"):
+        release_below(levels, root, np.array([1]), None, radix=2**60)
+    wide = [2**20, 2**11 + 1]  # 32 key bits + 31 count bits: keys and counts after all
+    levels = levels_for(wide, rho=2)
+    nodes = Nodes(np.array([[3, 9]], np.int32), np.array([5, 2**30]))
+    keys = np.array([3 * wide[1] + 7, 9 * wide[1], 9 * wide[1] + 2048])
+    counts = np.array([5, 2**30 - 4, 4])
+    want = as_tuples(release_below(levels, nodes, keys, counts))
+    got = release_below(levels, nodes, keys * (2**30 + 1) + counts, None, radix=2**30 + 1)
+    assert as_tuples(got) == want
 
 
 def test_cell_addresses_are_the_tree_positions():

@@ -99,12 +99,13 @@ def release_below(
     levels: Levels,
     nodes: Nodes,
     truth: npt.ArrayLike,
-    counts: npt.ArrayLike,
+    counts: npt.ArrayLike | None,
     *,
     upto: int | None = None,
     workers: int = 1,
     progress: ProgressHook | None = None,
     cancel: CancelHook | None = None,
+    radix: int | None = None,
 ) -> Nodes:
     """Algorithm 1, lines 2-9, below a cut: release levels ``c+1..upto`` of a batch of subtrees.
 
@@ -119,7 +120,10 @@ def release_below(
     The result for a subtree depends only on its root, the truth below it and ``levels``: any
     split of a level's nodes into batches (run anywhere, in any order) gives the same nodes.
     ``workers`` threads release the blocks of each level; ``progress`` and ``cancel`` are the
-    hooks of :data:`ProgressHook` and :data:`CancelHook`.
+    hooks of :data:`ProgressHook` and :data:`CancelHook`. With ``radix`` (> every count, and
+    the domain product up to ``upto`` times ``radix`` below 2**62), ``truth`` holds each prefix
+    as one int64 ``key * radix + count`` and ``counts`` is ignored: half the memory of keys and
+    counts, as DuckDB sends the leaves.
     """
     top, depth = int(nodes.codes.shape[0]), levels.depth
     upto = depth if upto is None else int(upto)
@@ -127,20 +131,21 @@ def release_below(
         raise InternalError(f"release_below from level {top} to {upto} of a {depth}-level tree")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise bad_argument("workers", workers, "must be a positive integer", "pass e.g. 4")
-    counts_arr = np.asarray(counts, dtype=np.int64)
-    if counts_arr.size and counts_arr.min() < 0:
+    counts_arr = None if radix is not None else np.asarray(counts, dtype=np.int64)
+    if counts_arr is not None and counts_arr.size and counts_arr.min() < 0:
         raise bad_argument("counts", int(counts_arr.min()), "must be >= 0",
                            "pass the true (non-negative) counts")
     truth_arr = np.asarray(truth)
     t = truth_arr.shape[0] if truth_arr.ndim == 2 else upto
     if not upto <= t <= depth:
         raise InternalError(f"true counts of level {t} to release down to level {upto}")
-    truth_t = _Truth.build(truth_arr, counts_arr, levels.sizes[:t], top)
+    truth_t = _Truth.build(truth_arr, counts_arr, levels.sizes[:t], top, radix)
     nodes = _sorted(nodes, levels.sizes[:top])
     parent_truth = truth_t.match(nodes.codes)
     runner = _Runner(depth, workers, progress, cancel)
     for k in range(top + 1, upto + 1):
         nodes, parent_truth = _level(levels, k, nodes, parent_truth, truth_t, runner, k == upto)
+        truth_t.done(k)
     return nodes
 
 
@@ -206,8 +211,14 @@ class _Truth:
         self._keys, self._codes, self._sizes = top_keys, top_codes, sizes
 
     @classmethod
-    def build(cls, truth: np.ndarray, counts: IntArray, sizes: Sizes, top: int) -> _Truth:
+    def build(cls, truth: np.ndarray, counts: IntArray | None, sizes: Sizes, top: int,
+              radix: int | None = None) -> _Truth:
         u = len(sizes)
+        if radix is not None:  # one int64 per prefix: key * radix + count
+            if truth.ndim != 1 or radix < 1 or math.prod(sizes) * radix >= MAX_KEY_SPAN:
+                raise InternalError("prefix pairs need keys and counts within 2**62")
+            return cls._from_keys(truth.astype(np.int64, copy=False), None, sizes, top, radix)
+        assert counts is not None
         if truth.ndim == 1 and u > 1:  # mixed-radix keys
             if math.prod(sizes) >= MAX_KEY_SPAN:
                 raise InternalError("prefix keys for domains whose product passes 2**62")
@@ -224,13 +235,17 @@ class _Truth:
         return cls._from_keys(keys, counts, sizes, top)
 
     @classmethod
-    def _from_keys(cls, keys: IntArray, counts: IntArray, sizes: Sizes, top: int) -> _Truth:
+    def _from_keys(cls, keys: IntArray, counts: IntArray | None, sizes: Sizes, top: int,
+                   radix: int = 1) -> _Truth:
         span, u = math.prod(sizes), len(sizes)
-        if keys.size and (int(keys.min()) < 0 or int(keys.max()) >= span):
+        if keys.size and (int(keys.min()) < 0 or int(keys.max()) >= span * radix):
             raise InternalError("a prefix key outside its domain")
-        if counts.size and not counts.all():
-            keys, counts = keys[counts > 0], counts[counts > 0]
-        pairs, bits, sorted_counts = _sort_by_key(keys, counts, span)
+        if counts is None:  # pairs key * radix + count
+            pairs, bits, sorted_counts = _sort_pairs(keys, radix, span)
+        else:
+            if counts.size and not counts.all():
+                keys, counts = keys[counts > 0], counts[counts > 0]
+            pairs, bits, sorted_counts = _sort_by_key(keys, counts, span)
         n = pairs.shape[0]
         chunk: Callable[[int, int], tuple[IntArray, IntArray]]
         leaves: _Level | None = None
@@ -255,7 +270,7 @@ class _Truth:
                 leaves = _Level(code, current)
             levels.append(leaves)
             leaves, current = None, up
-            first.append(np.append(starts, n))
+            first.append(starts)
             n = keys.shape[0]
             chunk = _slicer(keys, up)
         assert current is not None
@@ -287,6 +302,12 @@ class _Truth:
         return cls(top, [_Level(c, n_) for c, n_ in zip(level_codes, level_counts, strict=True)],
                    level_first, None, codes[:top, starts[top]], sizes)
 
+    def done(self, k: int) -> None:
+        """Level ``k`` is released: its prefixes and the links to them are no longer needed."""
+        j = k - self.top
+        self.levels[j] = _Level(None, np.zeros(0, np.int64))
+        self.first[j - 1] = np.zeros(0, np.int64)
+
     def match(self, node_codes: np.ndarray) -> IntArray:
         """Index of each node (columns of ``node_codes``, level ``top``) among the true
         prefixes of that level, -1 where it has none."""
@@ -297,6 +318,32 @@ class _Truth:
 
 
 _CHUNK = 1 << 16  # elements per pass over a sorted truth level (cache-sized temporaries)
+
+
+def _sort_pairs(pairs: IntArray, radix: int,
+                span: int) -> tuple[IntArray, int, IntArray | None]:
+    """:func:`_sort_by_key` of prefixes given as ``key * radix + count`` (one array, as an
+    engine sends them: half the memory of keys and counts): repacked as ``(key << bits) |
+    count`` into the one array that is sorted, zero counts dropped."""
+    n = pairs.shape[0]
+    bits = max(1, (radix - 1).bit_length())
+    if max(1, (span - 1).bit_length()) + bits > 62:  # too wide to repack: keys and counts
+        keys = pairs // radix
+        counts = pairs - keys * radix
+        return _sort_by_key(keys[counts > 0], counts[counts > 0], span)
+    packed = memory.empty(n, np.int64)
+    zeros = False
+    for a in range(0, n, _CHUNK):
+        b = min(a + _CHUNK, n)
+        key = np.floor_divide(pairs[a:b], radix, out=packed[a:b])
+        count = pairs[a:b] - key * radix
+        zeros = zeros or not count.all()
+        key <<= bits
+        key |= count
+    if zeros:
+        packed = packed[packed & ((1 << bits) - 1) > 0]
+    packed.sort()  # in place
+    return packed, bits, None
 
 
 def _sort_by_key(keys: IntArray, counts: IntArray,
@@ -338,13 +385,12 @@ def _up(n: int, chunk: Callable[[int, int], tuple[IntArray, IntArray]], m: int,
         keep: bool) -> tuple[np.ndarray | None, IntArray, IntArray, IntArray]:
     """One level up a sorted truth level of ``n`` prefixes (read by ``chunk(a, b)``: keys
     ascending and distinct, counts): each key's last code (if ``keep``), where each parent's
-    run of children starts, the parents' keys and their counts. In cache-sized chunks: no
-    temporary of the level's size."""
+    run of children starts (and ``n`` after the last), the parents' keys and their counts. In
+    cache-sized chunks, written into buffers of ``n`` entries whose untouched tail costs no
+    memory: no temporary of the level's size."""
     codes = memory.empty(n, code_type) if keep else None
-    starts: list[IntArray] = []
-    parents: list[IntArray] = []
-    sums: list[IntArray] = []
-    previous, last = None, None
+    starts, parents, sums = (memory.empty(n + 1, np.int64) for _ in range(3))
+    filled, last = 0, None
     for a in range(0, n, _CHUNK):
         b = min(a + _CHUNK, n)
         part, cnt = chunk(a, b)
@@ -356,22 +402,18 @@ def _up(n: int, chunk: Callable[[int, int], tuple[IntArray, IntArray]], m: int,
         last = part[-1]
         new = np.flatnonzero(parent[1:] != parent[:-1])
         new += 1
-        head = previous is None or parent[0] != previous
         segments = np.concatenate([[0], new])
         total = np.add.reduceat(cnt, segments)
-        if head:
-            new = segments
-        else:  # the chunk continues the previous chunk's last parent
-            sums[-1][-1] += total[0]
-            total = total[1:]
-        starts.append(new + a)
-        parents.append(parent[new])
-        sums.append(total)
-        previous = parent[-1]
-    if not starts:
-        empty = np.zeros(0, np.int64)
-        return codes, empty, empty, empty
-    return codes, _cat(starts), _cat(parents), _cat(sums)
+        if filled and parent[0] == parents[filled - 1]:  # continues the last chunk's parent
+            sums[filled - 1] += total[0]
+            segments, total = new, total[1:]
+        f = filled + segments.shape[0]
+        np.add(segments, a, out=starts[filled:f])
+        parents[filled:f] = parent[segments]
+        sums[filled:f] = total
+        filled = f
+    starts[filled] = n
+    return codes, starts[: filled + 1], parents[:filled], sums[:filled]
 
 
 def _sorted(nodes: Nodes, sizes: Sizes) -> Nodes:
@@ -418,10 +460,7 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         parent_truth = parent_truth[live]
     n_par, m = parents.counts.shape[0], levels.sizes[k - 1]
     j = k - truth.top
-    first, has = truth.first[j - 1], parent_truth >= 0
-    t = np.where(has, parent_truth, 0)
-    lo = np.where(has, first[t], 0) if first.shape[0] > 1 else np.zeros(n_par, np.int64)
-    hi = np.where(has, first[t + 1], 0) if first.shape[0] > 1 else lo
+    first = truth.first[j - 1]
     children = levels.children[k - 1]
     order: IntArray | None = None
     if children is None:
@@ -441,7 +480,8 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     def work(p0: int, p1: int, w: int) -> tuple[np.ndarray, ...] | tuple[Any, ...]:
         rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
         kids = None if order is None else a_lo[rows]
-        out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo[rows], hi[rows],
+        lo, hi = _true_children(first, parent_truth[rows])
+        out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo, hi,
                      truth.levels[j], kids, w, not last)
         glob = out[0] + p0 if order is None else order[p0:p1][out[0]]
         return (glob, *out[1:])
@@ -450,7 +490,8 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     # the parents' counts (children > 0 add up to their parent), so that bounds the arrays
     # (untouched pages take no memory)
     cap = int(parents.counts.sum())
-    codes = memory.empty((k, cap), _code_type(levels.sizes[:k]))
+    code_type = _code_type(levels.sizes[:k])
+    codes = [memory.empty(cap, code_type) for _ in range(k)]  # one buffer per level's codes
     counts = memory.empty(cap, np.int64)
     tidx = memory.empty(cap, np.int64) if last is False else None
     prow = memory.empty(cap, np.int64) if order is not None else None
@@ -460,11 +501,12 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         nonlocal filled
         rows, kid, count, tix = result
         a, b = filled, filled + count.shape[0]
-        if parents.codes.dtype == codes.dtype:
-            np.take(parents.codes, rows, axis=1, out=codes[:-1, a:b], mode="clip")
-        else:
-            codes[:-1, a:b] = parents.codes[:, rows]
-        codes[-1, a:b] = kid
+        for r in range(k - 1):
+            if parents.codes.dtype == code_type:
+                np.take(parents.codes[r], rows, out=codes[r][a:b], mode="clip")
+            else:
+                codes[r][a:b] = parents.codes[r, rows]
+        codes[-1][a:b] = kid
         counts[a:b] = count
         if tidx is not None:
             tidx[a:b] = tix
@@ -473,16 +515,30 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         filled = b
 
     runner.run(k, n_par, planned, tasks, [(b - a) * w for a, b, w in tasks], work, sink)
-    flat = codes.reshape(-1)
-    for r in range(1, k):  # rows packed to the filled length: (k, filled) contiguous
-        flat[r * filled:(r + 1) * filled] = codes[r, :filled]
-    out_codes, out_counts = flat[: k * filled].reshape(k, filled), counts[:filled]
+    # each level's codes moved to one (k, filled) matrix, buffer after buffer (each freed as it
+    # is moved: the pages a buffer never touched cost nothing, and at most one is copied twice)
+    out_codes = memory.empty((k, filled), code_type)
+    for r in range(k):
+        out_codes[r] = codes[r][:filled]
+        codes[r] = out_codes[r, :0]
+    out_counts = counts[:filled]
     out_truth = tidx[:filled] if tidx is not None else np.zeros(0, np.int64)
     if prow is not None:  # back in parent order, codes ascending within a parent
         back = np.argsort(prow[:filled] * m + out_codes[-1], kind="stable")  # merges the runs
         out_codes, out_counts = out_codes[:, back], out_counts[back]
         out_truth = out_truth[back] if tidx is not None else out_truth
     return Nodes(out_codes, out_counts, planned), out_truth
+
+
+def _true_children(first: IntArray, parent_truth: IntArray) -> tuple[IntArray, IntArray]:
+    """The run ``lo .. hi - 1`` of each parent's true children at the level below (empty for a
+    parent with no true prefix, ``-1``); per block, so no array of the level's parents."""
+    if first.shape[0] <= 1:
+        lo = np.zeros(parent_truth.shape[0], np.int64)
+        return lo, lo
+    has = parent_truth >= 0
+    t = np.where(has, parent_truth, 0)
+    return np.where(has, first[t], 0), np.where(has, first[t + 1], 0)
 
 
 def _code_type(sizes: Sizes) -> type[np.signedinteger]:

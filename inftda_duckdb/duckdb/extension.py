@@ -146,6 +146,7 @@ class _Release:
     tree: Levels | None = None  # a release in parts: its levels, and which parts are done
     parts: _Parts | None = None
     pending: _Pending | None = None
+    kept: int = 0  #: the rows kept (the checks): more than any leaf's count (@leaf_pairs)
 
 
 _RELEASES: collections.OrderedDict[str, _Release] = collections.OrderedDict()
@@ -295,7 +296,7 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str,
                        hidden)
     with _LOCK:
         state = _Release([], 0, Nodes.root(0), token, _PROGRESS.get(token) if token else None,
-                         flag, id(con), pending=pending)
+                         flag, id(con), pending=pending, kept=n)
         _RELEASES[rid] = state
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
@@ -467,11 +468,15 @@ def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any,
     _claim(state)
     levels = _tree(state, _plain(allowed).flatten())
     upto = cut_level or levels.depth
-    codes, counts = _prefixes(leaves, upto), _counts(leaves)
-    if codes.shape[-1] != counts.shape[0]:
-        raise InternalError("the leaves came with different numbers of prefixes and counts")
+    row, radix = _plain(leaves), None
+    if row.field("n").null_count and not row.field("key").null_count:  # @leaf_pairs
+        codes, counts, radix = _prefixes(leaves, upto), None, state.kept + 1
+    else:
+        codes, counts = _prefixes(leaves, upto), _counts(leaves)
+        if codes.shape[-1] != counts.shape[0]:
+            raise InternalError("the leaves came with different numbers of prefixes and counts")
     nodes = release_below(levels, state.nodes, codes, counts, upto=upto, workers=workers,
-                          progress=state.progress, cancel=state.cancelled.is_set)
+                          progress=state.progress, cancel=state.cancelled.is_set, radix=radix)
     check_total(nodes, state.root, upto)
     if not cut_level:
         state.levels = []  # the keys go with the call

@@ -18,6 +18,7 @@ from string import Template
 from ..core.identifiers import literal, quote, quote_qualified
 from ..core.provenance import MARKER, not_private_reason
 from ..core.request import Labels, ReleaseRequest
+from ..core.tree import MAX_KEY_SPAN
 from ..ledger.sources import fold
 from .domain import DomainPlan
 
@@ -160,6 +161,29 @@ def _labels(labels: Labels) -> str:
     )
 
 
+def _keyed(request: ReleaseRequest, plan: DomainPlan) -> list[int] | None:
+    """The domain sizes when the leaves are counted under one BIGINT key each (``@leaf_keyed``):
+    every column an ENUM seen in the catalog, no nesting, no domain from the data, and the
+    sizes plus one (a NULL's code) multiply to less than 2**62; else None."""
+    sizes = plan.key_sizes(request.depth)
+    if (sizes is None or request.domain_from_data or plan.nestings
+            or not all(c.known_enum for c in plan.columns)
+            or math.prod(s + 1 for s in sizes) >= MAX_KEY_SPAN):
+        return None
+    return sizes
+
+
+def _leaf_keyed(request: ReleaseRequest, keyed: list[int]) -> str:
+    """``@leaf_keyed``: the raw leaves of an all-ENUM source under one BIGINT each."""
+    raw = [f"r{i}" for i in range(1, request.depth + 1)]
+    code = [f"enum_code({r})" for r in raw]
+    return _f("leaf_keyed", raw=", ".join(raw),
+              all_set=" AND ".join(f"{r} IS NOT NULL" for r in raw),
+              key=_key(keyed, request.depth, code),
+              null_key=_key([s + 1 for s in keyed], request.depth,
+                            [f"coalesce({k}, {s})" for k, s in zip(code, keyed, strict=True)]))
+
+
 def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
     src = quote_qualified(plan.source)
     cols = ", ".join(quote(c) for c in request.columns)
@@ -256,11 +280,22 @@ def _prefix_lists(plan: DomainPlan, i: int) -> str:
     return _f("prefix_keys", key=_key(sizes, i))
 
 
-def _key(sizes: list[int], i: int) -> str:
-    """The mixed-radix key of the codes k1..ki: ((k1 * s2 + k2) * s3 + ...)."""
-    key = "k1::BIGINT"
+def leaf_lists(request: ReleaseRequest, plan: DomainPlan) -> str:
+    """The leaves as the one-call levels UDF gets them from the CTE ``leaf``: one list of
+    ``key * (r + 1) + n`` (``@leaf_pairs``) when the plan knows the sizes, else the codes."""
+    sizes = plan.key_sizes(request.depth)
+    if sizes is None:
+        return f"(SELECT {_prefix_lists(plan, request.depth)} FROM leaf)"
+    key = "key" if _keyed(request, plan) is not None else _key(sizes, request.depth)
+    return _f("leaf_pairs", key=key, cap=(MAX_KEY_SPAN - 1) // math.prod(sizes) - 1)
+
+
+def _key(sizes: list[int], i: int, codes: list[str] | None = None) -> str:
+    """The mixed-radix key of the codes k1..ki (or ``codes``): ((k1 * s2 + k2) * s3 + ...)."""
+    codes = codes or [f"k{j}" for j in range(1, i + 1)]
+    key = f"{codes[0]}::BIGINT"
     for j in range(2, i + 1):
-        key = f"({key} * {sizes[j - 1]} + k{j})"
+        key = f"({key} * {sizes[j - 1]} + {codes[j - 1]})"
     return key
 
 
@@ -296,6 +331,7 @@ def render_release(
     ``memory_limit`` (bytes), in parts when one list of the leaves might not fit."""
     d = request.depth
     ctes = _ctes_public(request, plan, names)
+    keyed = _keyed(request, plan)
     if not request.domain_from_data:
         ctes.append(_leaf_raw(request, plan))
     # an ENUM column seen in the catalog is coded by its label position (no join needed)
@@ -311,14 +347,17 @@ def render_release(
         on = " AND ".join(f"nk{t}.k{k + 1} = {code[k + 1]}" for k in nest.levels)
         joins += f" LEFT JOIN nestok{t} AS nk{t} ON {on}"
         code_cols += f", nk{t}.ok AS nok{t}"
-    ctes.append(_f("leaf_coded", code_cols=code_cols, code_joins=joins))
-    keep = " AND ".join(
+    ctes.append(_f("leaf_coded", code_cols=code_cols, code_joins=joins) if keyed is None
+                else _leaf_keyed(request, keyed))
+    keep = "kz >= 0" if keyed is not None else " AND ".join(
         [f"k{i} IS NOT NULL" for i in range(1, d + 1)]
         + [f"nok{t} IS NOT NULL" for t in range(1, len(plan.nestings) + 1)]
     )
     # an ENUM column's values all have a code: only NULLs can be missing
     stats = ",\n    ".join(
-        _f("datastat_enum" if i in enum else "datastat", i=i) for i in range(1, d + 1)
+        _f("datastat_keyed", i=i, radix=math.prod(s + 1 for s in keyed[i:]), base=keyed[i - 1] + 1,
+           null=keyed[i - 1]) if keyed is not None
+        else _f("datastat_enum" if i in enum else "datastat", i=i) for i in range(1, d + 1)
     )
     if request.privacy_unit is not None:
         stats += ",\n    coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit"
@@ -336,7 +375,7 @@ def render_release(
     )
     spec = literal(spec_json(request, plan, origin, token, charge))
     ctes.append(_f("begin", begin=names.begin, spec=spec))
-    codes = ", ".join(f"k{i}" for i in range(1, d + 1))
+    codes = "kz AS key" if keyed is not None else ", ".join(f"k{i}" for i in range(1, d + 1))
     ctes.append(_f("leaf", codes=codes, keep=keep))
     allowed = []
     for i in range(1, d + 1):
@@ -353,14 +392,15 @@ def render_release(
     grouping = _grouping(plan, d, memory_limit)
     if grouping is None:
         ctes.append(_f("levels", levels=names.levels,
-                       leaf=f"(SELECT {_prefix_lists(plan, d)} FROM leaf)",
+                       leaf=leaf_lists(request, plan),
                        allowed=", ".join(allowed), ptype=PREFIXES, lists=lists, unnest=unnest))
     else:
         cut, group, parts = grouping
         sizes = plan.key_sizes(d)
         assert sizes is not None
         below = math.prod(sizes[cut:])
-        ctes.append(_f("levels_grouped", levels=names.levels, key=_key(sizes, d),
+        ctes.append(_f("levels_grouped", levels=names.levels,
+                       key="key" if keyed is not None else _key(sizes, d),
                        cut_radix=below, part_radix=below * group, cut=cut, parts=parts,
                        allowed=", ".join(allowed), ptype=PREFIXES, lists=lists, unnest=unnest))
     decoded = ", ".join(
