@@ -44,8 +44,8 @@ from inftda_duckdb.core.accounting import plan_budget
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import LevelProgress, release_below
 from inftda_duckdb.core.tree import Levels, Nodes
-from inftda_duckdb.duckdb.extension import _prepare, load, memory_limit
-from inftda_duckdb.duckdb.sqlgen import leaf_lists, render_release
+from inftda_duckdb.duckdb.extension import _prepare, _rendered, load, memory_limit
+from inftda_duckdb.duckdb.sqlgen import leaf_lists
 from inftda_duckdb.tools.workloads import italy_like
 
 HERE = Path(__file__).resolve().parent
@@ -150,23 +150,31 @@ def flat(con: duckdb.DuckDBPyConnection, rows: int, repeat: int) -> tuple[list[s
 def stages(con: duckdb.DuckDBPyConnection, columns: list[str], repeat: int) -> list[str]:
     """Cumulative time to each stage of the release statement (cut after a CTE)."""
     request, plan, names = _prepare(con, "t", columns, {"rho": 1})
-    sql = render_release(request, plan, names, "python")
-    before = sql[: sql.index("-- Algorithm 1, lines 2-9")].rstrip().rstrip(",")
-    levels = sql[: sql.index("-- each column's public values")].rstrip().rstrip(",")
-    steps = {
-        "leaf GROUP BY alone": one_row(queries("t", columns)[0]),
-        "+ coded leaves, data checks": before + "\nSELECT * FROM datastats",
-        "+ public checks, ledger charge, key (inftda_begin)": before + "\nSELECT b FROM inftda_b",
-        "+ the leaves as lists": before + f"\nSELECT len(l.key) FROM (SELECT "
-        f"{leaf_lists(request, plan)} AS l)",
-        "+ every level (one call: sort, noise, IntOpt)": levels
-        + "\nSELECT len(e.e.n) FROM inftda_e AS e",
-        "+ leaves to SQL, decode (whole release)": one_row(sql),
+
+    def cut(end: str | None, tail: str) -> Callable[[], str]:
+        """A prefix of a freshly rendered statement (each execution needs its own capability
+        token: a statement run twice is refused as a replay), ending with ``tail``."""
+        def render() -> str:
+            sql = _rendered(request, plan, names, "python", None)[0]
+            return sql if end is None else sql[: sql.index(end)].rstrip().rstrip(",") + tail
+        return render
+
+    before, levels = "-- Algorithm 1, lines 2-9", "-- each column's public values"
+    leaf = one_row(queries("t", columns)[0])
+    steps: dict[str, Callable[[], str]] = {
+        "leaf GROUP BY alone": lambda: leaf,
+        "+ coded leaves, data checks": cut(before, "\nSELECT * FROM datastats"),
+        "+ public checks, key (inftda_begin)": cut(before, "\nSELECT b FROM inftda_b"),
+        "+ the leaves as lists": cut(before, f"\nSELECT len(l.key) FROM (SELECT "
+                                     f"{leaf_lists(request, plan)} AS l)"),
+        "+ ledger charge, every level (one call: sort, noise, IntOpt)":
+            cut(levels, "\nSELECT len(e.e.n) FROM inftda_e AS e"),
+        "+ leaves to SQL, decode (whole release)": lambda: one_row(cut(None, "")()),
     }
     times: dict[str, list[float]] = {k: [] for k in steps}
     for _ in range(max(3, repeat // 3)):
         for k, q in steps.items():
-            times[k].append(timed(con, q))
+            times[k].append(timed(con, q()))
     lines = ["| cumulative stage (best of interleaved runs) | seconds |", "|---|---|"]
     return lines + [f"| {k} | {min(v):.3f} |" for k, v in times.items()]
 
