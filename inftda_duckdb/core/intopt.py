@@ -132,12 +132,16 @@ def intopt_positive(x: IntArray, c: IntArray) -> tuple[IntArray, IntArray, IntAr
         target = (c - np.einsum("ij->i", x)).astype(dt)
         t_hat = np.maximum(_ceil_div(target, m), -(target // m))
         if 2 * int(np.count_nonzero(keys[:, 0] >> b < t_hat)) >= n_rows:  # sparse rows
-            xs, pos = _transposed(keys, b, _buffer)
+            xs = np.right_shift(keys.T, b, out=_buffer("xs", (m, n_rows), dt))
             y = _solve_dense(xs, c.astype(dt), _buffer)
-            keep = np.greater(y, 0, out=_buffer("keep", y.shape, np.bool_))
-            flat, values = pos[keep].astype(np.int64), y[keep].astype(np.int64)
+            # the kept entries only (a few per row): sorted rank j of parent p, back to the
+            # child's index from its key (no matrix of positions)
+            at = np.flatnonzero(np.greater(y, 0, out=_buffer("keep", y.shape, np.bool_)))
+            j, p = np.divmod(at, n_rows)
+            flat = p * m + (keys[p, j] & ((1 << b) - 1))
             order = np.argsort(flat)
-            return flat[order], values[order], np.einsum("ij->j", y, dtype=np.int64)
+            return (flat[order], y.reshape(-1)[at[order]].astype(np.int64),
+                    np.einsum("ij->j", y, dtype=np.int64))
     _dense_block(x, c, x)  # dense data, or values too large for int64 sums: the whole matrix
     flat = np.flatnonzero(x > 0)
     return flat, x.reshape(-1)[flat], np.einsum("ij->i", x)

@@ -44,8 +44,14 @@ from .tree import MAX_KEY_SPAN, Allowed, Levels, Nodes, find_columns, lookup, mi
 IntArray = npt.NDArray[np.int64]
 Sizes = list[int] | tuple[int, ...]
 
-BLOCK_CELLS = 1 << 16
-"""Cells noised and optimised per block (cache-sized: a block's temporaries stay in L2)."""
+BLOCK_CELLS = 1 << 18
+"""Cells noised and optimised per block, at most. Large enough that a block's numpy calls
+outweigh their dispatch, which holds the GIL (2**16 cells: ~45% of a block's time under the
+GIL, so two workers ran no faster than one; 2**18: ~11%); small enough that a worker's
+temporaries stay a few MB."""
+MIN_BLOCK_CELLS = 1 << 14
+"""Blocks of a small level shrink to this, so that every worker gets some (block sizes never
+change the result: noise is addressed by the tree)."""
 
 
 class LevelProgress(NamedTuple):
@@ -473,9 +479,10 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         bounds = np.flatnonzero(np.diff(width)) + 1
         edges = [0, *bounds.tolist(), n_par]
         runs = [(a, b, int(width[a])) for a, b in itertools.pairwise(edges) if b > a]
-    tasks = [(p, min(p + max(1, BLOCK_CELLS // w), b), w) for a, b, w in runs
-             for p in range(a, b, max(1, BLOCK_CELLS // w))]
     planned = sum((b - a) * w for a, b, w in runs)
+    size = _block_cells(planned, runner.workers)
+    tasks = [(p, min(p + max(1, size // w), b), w) for a, b, w in runs
+             for p in range(a, b, max(1, size // w))]
 
     def work(p0: int, p1: int, w: int) -> tuple[np.ndarray, ...] | tuple[Any, ...]:
         rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
@@ -528,6 +535,14 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         out_codes, out_counts = out_codes[:, back], out_counts[back]
         out_truth = out_truth[back] if tidx is not None else out_truth
     return Nodes(out_codes, out_counts, planned), out_truth
+
+
+def _block_cells(planned: int, workers: int) -> int:
+    """Cells per block for a level of ``planned`` cells: :data:`BLOCK_CELLS`, or fewer (down to
+    :data:`MIN_BLOCK_CELLS`) so that each of several workers gets two blocks or more."""
+    if workers == 1:
+        return BLOCK_CELLS
+    return min(BLOCK_CELLS, max(MIN_BLOCK_CELLS, -(-planned // (2 * workers))))
 
 
 def _true_children(first: IntArray, parent_truth: IntArray) -> tuple[IntArray, IntArray]:
