@@ -498,7 +498,9 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     # (untouched pages take no memory)
     cap = int(parents.counts.sum())
     code_type = _code_type(levels.sizes[:k])
-    codes = [memory.empty(cap, code_type) for _ in range(k)]  # one buffer per level's codes
+    # (a nested level keeps each child's parent row instead: its parents' codes are gathered
+    # once, in parent order, at the end)
+    codes = [memory.empty(cap, code_type) for _ in range(k if order is None else 1)]
     counts = memory.empty(cap, np.int64)
     tidx = memory.empty(cap, np.int64) if last is False else None
     prow = memory.empty(cap, np.int64) if order is not None else None
@@ -508,33 +510,40 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         nonlocal filled
         rows, kid, count, tix = result
         a, b = filled, filled + count.shape[0]
-        for r in range(k - 1):
-            if parents.codes.dtype == code_type:
-                np.take(parents.codes[r], rows, out=codes[r][a:b], mode="clip")
-            else:
-                codes[r][a:b] = parents.codes[r, rows]
+        if prow is not None:
+            prow[a:b] = rows
+        else:
+            _parent_codes(parents.codes, rows, [c[a:b] for c in codes[:-1]])
         codes[-1][a:b] = kid
         counts[a:b] = count
         if tidx is not None:
             tidx[a:b] = tix
-        if prow is not None:
-            prow[a:b] = rows
         filled = b
 
     runner.run(k, n_par, planned, tasks, [(b - a) * w for a, b, w in tasks], work, sink)
+    out_codes = memory.empty((k, filled), code_type)
+    if prow is not None:  # back in parent order, codes ascending within a parent
+        back = np.argsort(prow[:filled] * m + codes[-1][:filled], kind="stable")  # merges runs
+        _parent_codes(parents.codes, prow[back], list(out_codes[:-1]))  # rows ascending
+        np.take(codes[-1], back, out=out_codes[-1])
+        return (Nodes(out_codes, counts[back], planned),
+                tidx[back] if tidx is not None else np.zeros(0, np.int64))
     # each level's codes moved to one (k, filled) matrix, buffer after buffer (each freed as it
     # is moved: the pages a buffer never touched cost nothing, and at most one is copied twice)
-    out_codes = memory.empty((k, filled), code_type)
     for r in range(k):
         out_codes[r] = codes[r][:filled]
         codes[r] = out_codes[r, :0]
-    out_counts = counts[:filled]
     out_truth = tidx[:filled] if tidx is not None else np.zeros(0, np.int64)
-    if prow is not None:  # back in parent order, codes ascending within a parent
-        back = np.argsort(prow[:filled] * m + out_codes[-1], kind="stable")  # merges the runs
-        out_codes, out_counts = out_codes[:, back], out_counts[back]
-        out_truth = out_truth[back] if tidx is not None else out_truth
-    return Nodes(out_codes, out_counts, planned), out_truth
+    return Nodes(out_codes, counts[:filled], planned), out_truth
+
+
+def _parent_codes(parent_codes: np.ndarray, rows: IntArray, out: list[np.ndarray]) -> None:
+    """The codes of the parents ``rows`` (one row per level above), into the rows ``out``."""
+    for r, dest in enumerate(out):
+        if parent_codes.dtype == dest.dtype:
+            np.take(parent_codes[r], rows, out=dest, mode="clip")
+        else:
+            dest[:] = parent_codes[r, rows]
 
 
 def _block_cells(planned: int, workers: int) -> int:
