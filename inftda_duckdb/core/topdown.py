@@ -481,6 +481,7 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         runs = [(a, b, int(width[a])) for a, b in itertools.pairwise(edges) if b > a]
     planned = sum((b - a) * w for a, b, w in runs)
     size = _block_cells(planned, runner.workers)
+    code_type = _code_type(levels.sizes[:k])
     tasks = [(p, min(p + max(1, size // w), b), w) for a, b, w in runs
              for p in range(a, b, max(1, size // w))]
 
@@ -490,14 +491,16 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         lo, hi = _true_children(first, parent_truth[rows])
         out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo, hi,
                      truth.levels[j], kids, w, not last)
-        glob = out[0] + p0 if order is None else order[p0:p1][out[0]]
-        return (glob, *out[1:])
+        if order is not None:  # the parent rows: their codes are gathered after the merge
+            return (order[p0:p1][out[0]], *out[1:])
+        above = [np.empty(out[0].shape[0], code_type) for _ in range(k - 1)]
+        _parent_codes(parents.codes[:, p0:p1], out[0], above)  # on the worker, in its block
+        return (above, *out[1:])
 
     # the released children, written as the blocks finish (in order): at most one per unit of
     # the parents' counts (children > 0 add up to their parent), so that bounds the arrays
     # (untouched pages take no memory)
     cap = int(parents.counts.sum())
-    code_type = _code_type(levels.sizes[:k])
     # (a nested level keeps each child's parent row instead: its parents' codes are gathered
     # once, in parent order, at the end)
     codes = [memory.empty(cap, code_type) for _ in range(k if order is None else 1)]
@@ -508,12 +511,13 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
 
     def sink(result: tuple[np.ndarray, ...]) -> None:
         nonlocal filled
-        rows, kid, count, tix = result
+        rows, kid, count, tix = result  # rows: parent rows, or (flat levels) their codes
         a, b = filled, filled + count.shape[0]
         if prow is not None:
             prow[a:b] = rows
         else:
-            _parent_codes(parents.codes, rows, [c[a:b] for c in codes[:-1]])
+            for r in range(k - 1):
+                codes[r][a:b] = rows[r]
         codes[-1][a:b] = kid
         counts[a:b] = count
         if tidx is not None:
