@@ -149,8 +149,10 @@ def shown(url: str) -> str:
     user, host = params.pop("user", None), params.pop("host", None)
     port, dbname = params.pop("port", None), params.pop("dbname", None)
     if host is not None and (host.startswith("/") or "," in host):
-        params["host"] = host  # a socket folder or several hosts: a query parameter
+        params["host"] = host  # a socket folder or several hosts: query parameters
         host = None
+        if port is not None:
+            params["port"], port = port, None
     netloc = (f"{urllib.parse.quote(str(user), safe='')}@" if user else "") + (host or "") + (
         f":{port}" if port else "")
     query = urllib.parse.urlencode(sorted(params.items()), safe="/")
