@@ -216,14 +216,37 @@ def _copy_row(seq_shift: int) -> str:
             "prev_hash, digest, hash FROM inftda_ledger")
 
 
+@pytest.mark.parametrize("edit", ["UPDATE inftda_ledger SET rho = '1/1000'",
+                                  "UPDATE inftda_budgets SET rho = '100'",
+                                  "DELETE FROM inftda_ledger", "TRUNCATE inftda_settings"])
+def test_the_rows_are_append_only(server: Server, edit: str) -> None:
+    import psycopg
+
+    db = server.database()
+    ledger = Ledger.open(server.url(db))
+    ledger.set_budget([TRIPS], Fraction(1))
+    ledger.set_setting(REQUIRE_BUDGET, "true")
+    ledger.charge(mk("1/2"))
+    with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+        server.sql(db, edit)
+    store._STATES.clear()
+    assert ledger.verify()["ok"] and ledger.remaining(TRIPS)[0] == Fraction(1, 2)  # type: ignore[index]
+
+
+# the owner of the tables can switch the triggers off: the chain still tells
+_OFF = "ALTER TABLE {} DISABLE TRIGGER USER; "
 EDITS = {
-    "update rho": ("UPDATE inftda_ledger SET rho = '1/1000'", "content or hash"),
-    "update budget": ("UPDATE inftda_budgets SET rho = '100'", "content or hash"),
+    "update rho": (_OFF.format("inftda_ledger") + "UPDATE inftda_ledger SET rho = '1/1000'",
+                   "content or hash"),
+    "update budget": (_OFF.format("inftda_budgets") + "UPDATE inftda_budgets SET rho = '100'",
+                      "content or hash"),
     "insert": (_copy_row(100), "rows were deleted or inserted"),
     "insert and head": (_copy_row(3) + "; UPDATE inftda_ledger_head SET seq = seq + 3",
                         "head row was altered"),
-    "delete one": ("DELETE FROM inftda_ledger WHERE id = 1", "rows were deleted or inserted"),
-    "delete all": ("DELETE FROM inftda_ledger", "rows were deleted or inserted"),
+    "delete one": (_OFF.format("inftda_ledger") + "DELETE FROM inftda_ledger WHERE id = 1",
+                   "rows were deleted or inserted"),
+    "delete all": (_OFF.format("inftda_ledger") + "DELETE FROM inftda_ledger",
+                   "rows were deleted or inserted"),
     "drop": ("DROP TABLE inftda_ledger", "missing"),
     "drop head": ("DROP TABLE inftda_ledger_head", "head table is missing"),
 }
@@ -253,7 +276,7 @@ def test_a_deletion_is_detected_by_a_process_that_already_verified(server: Serve
     ledger = Ledger.open(server.url(db))
     ledger.charge(mk("1/2"))
     ledger.charge(mk("1/2"))
-    server.sql(db, "DELETE FROM inftda_ledger WHERE id = 2")
+    server.sql(db, _OFF.format("inftda_ledger") + "DELETE FROM inftda_ledger WHERE id = 2")
     with pytest.raises(LedgerError, match="deleted"):
         ledger.charge(mk("1/2"))
 

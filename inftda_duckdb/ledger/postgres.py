@@ -38,6 +38,10 @@ from . import chain
 from .chain import HEAD, ROWS
 from .store import LOCK_WAIT, Dialect
 
+_APPEND_ONLY = """CREATE OR REPLACE FUNCTION inftda_append_only() RETURNS trigger
+LANGUAGE plpgsql AS $$ BEGIN
+    RAISE EXCEPTION 'the privacy ledger is append-only: % on % refused', TG_OP, TG_TABLE_NAME;
+END $$"""
 _CREATE_LOCK = 0x1F7DA_1ED6E  # advisory lock key taken while a ledger's tables are created
 _CONNECTIONS: dict[tuple[int, str], Any] = {}  # (pid, url) -> open psycopg connection
 _SCRATCH: dict[int, Any] = {}  # pid -> a private in-memory DuckDB running the chain's SQL
@@ -70,7 +74,15 @@ class Postgres(Dialect):
         return text.replace("?", "%s")
 
     def ddl(self, table: str, qualified: str) -> str:
-        return chain.ddl(table, qualified, postgres=True)
+        """The table, and for the chained ones a trigger refusing UPDATE, DELETE and TRUNCATE
+        (DuckDB's digest CHECK blocks a plain UPDATE; here the rows are append-only)."""
+        if table == HEAD:
+            return chain.ddl(table, qualified, postgres=True) + ";\n" + _APPEND_ONLY
+        triggers = [f"CREATE TRIGGER inftda_append_only_{what} BEFORE {what} ON {qualified} "
+                    f"FOR EACH {each} EXECUTE FUNCTION inftda_append_only();"
+                    for what, each in (("update", "ROW"), ("delete", "ROW"),
+                                       ("truncate", "STATEMENT"))]
+        return chain.ddl(table, qualified, postgres=True) + ";\n" + "\n".join(triggers)
 
     def begin(self, write: bool) -> str:
         # writes: READ COMMITTED behind the head's lock; reads: one snapshot
