@@ -14,7 +14,8 @@ between the two databases lives here (:class:`Postgres`, a :class:`~.store.Diale
   of :mod:`.chain` and :mod:`.store`, run by a private in-memory DuckDB over the rows fetched from
   the server (only the rows appended since this process last looked, after the first time).
   PostgreSQL only stores them, so a row edited, deleted or inserted by hand is detected exactly
-  as in a ledger file.
+  as in a ledger file. The rows are append-only besides: a trigger refuses UPDATE, DELETE and
+  TRUNCATE (as DuckDB's digest CHECK refuses a plain UPDATE).
 - **Passwords are never shown**: the ledger's ``location`` (in every message, in ``budgets()``'s
   ``ledger`` column, and recorded in DuckDB databases bound to it) is the URL without its
   password; prefer PGPASSFILE, PGPASSWORD or a libpq service (``postgresql:///?service=budget``).

@@ -7,7 +7,9 @@ A :class:`Ledger` is four tables (:mod:`.chain`) in one DuckDB database, which i
 - a ledger file shared by any number of processes, tools and data files (:meth:`Ledger.file`):
   DuckDB lets one process write a file at a time, so the file is attached for each operation
   and detached right after (a process waiting for another retries with back-off), or
-- an in-memory ledger chosen explicitly (:meth:`Ledger.memory`, one per process).
+- an in-memory ledger chosen explicitly (:meth:`Ledger.memory`, one per process), or
+- a PostgreSQL database (:meth:`Ledger.server`, :mod:`.postgres`): the ledger of a cluster's
+  drivers. The same code runs on it; a :class:`Dialect` holds what differs.
 
 Every engine calls :meth:`Ledger.charge` once per executed release, before any noise is drawn:
 under a process-wide lock and one transaction it verifies the chain (incrementally: the rows
