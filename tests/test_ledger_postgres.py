@@ -25,6 +25,7 @@ from typing import Any
 
 import duckdb
 import pytest
+import test_ledger
 
 import inftda_duckdb
 from inftda_duckdb import load, release, set_budget
@@ -263,12 +264,7 @@ def test_hand_edits_on_the_server_are_detected_by_every_charge_and_verify(
     ledger.charge(mk("1/2", source=OTHER))
     sql, what = EDITS[edit]
     server.sql(db, sql)
-    store._STATES.clear()  # a process that did not see the ledger before
-    for attempt in (lambda: ledger.charge(mk("1/100", source=OTHER)), ledger.budgets):
-        with pytest.raises(LedgerError, match=what):
-            attempt()
-    report = ledger.verify()
-    assert not report["ok"] and what in report["problem"]
+    test_ledger.assert_broken(ledger, what)
 
 
 def test_a_deletion_is_detected_by_a_process_that_already_verified(server: Server) -> None:
@@ -312,33 +308,23 @@ def test_a_keyed_chain_on_the_server_needs_its_key(
 # ---------------------------------------------------------------------------------------------
 # several processes
 
+# the ledger file's race worker (6 charges of 1/9), after a prologue: every decision is slow
+# (so the charges overlap), and without the lock in the negative control; all start together
 WORKER = textwrap.dedent("""
     import os, sys, time
-    from fractions import Fraction
-    from inftda_duckdb.ledger import Ledger, SourceId, Charge, store
-    from inftda_duckdb.ledger import postgres
-    from inftda_duckdb.core.errors import BudgetExceededError
+    from inftda_duckdb.ledger import postgres, store
     refuse = store.Ledger._refuse
-    def slow(self, state, charge):  # a decision that takes long: the races overlap
+    def slow(self, state, charge):
         time.sleep(0.15)
         refuse(self, state, charge)
     store.Ledger._refuse = slow
-    if os.environ.get("NO_LOCK"):  # the negative control: writers not serialised
+    if os.environ.get("NO_LOCK"):
         take = postgres.Postgres.lock
         postgres.Postgres.lock = lambda self, cur, prefix, create=False: (
             take(self, cur, prefix, create) if create else None)
-    ledger, ok = Ledger.open(sys.argv[1]), 0
     print("ready", flush=True)
     sys.stdin.readline()
-    for _ in range(6):
-        try:
-            ledger.charge(Charge(SourceId.named(sys.argv[2]), ("a",), "substitute",
-                                 Fraction(1, 9), None, 1, "counts", False, False, "spark"))
-            ok += 1
-        except BudgetExceededError:
-            pass
-    print(ok)
-""")
+""") + test_ledger.WORKER
 
 
 def _race(url: str, lock: bool) -> list[tuple[int, str, str]]:
