@@ -442,3 +442,39 @@ def test_psycopg_is_needed_only_for_a_server_ledger(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the extra were not installed
     with pytest.raises(LedgerError, match=r"pip install 'inftda-duckdb\[postgres\]'"):
         Ledger.open("postgresql://curator@db.example.org/budgets")
+
+
+def test_a_writer_waits_for_the_lock_then_gives_up_charging_nothing(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    db = server.database()
+    ledger = Ledger.open(server.url(db))
+    ledger.charge(mk("1/2"))
+    monkeypatch.setattr(store, "LOCK_WAIT", 0.3)
+    with psycopg.connect(server.url(db)) as holder:  # another driver mid-charge
+        holder.execute("LOCK TABLE inftda_ledger_head IN EXCLUSIVE MODE")
+        with pytest.raises(LedgerError, match=r"held by another writer for over 0.3 s"):
+            ledger.charge(mk("1/2"))
+        assert ledger.verify()["rows"] == 1  # readers do not wait
+        holder.rollback()
+    ledger.charge(mk("1/2"))
+    assert ledger.rows().column("id").to_pylist() == [1, 2]
+
+
+def test_a_database_s_own_ledger_moves_to_the_server(url: str, tmp_path: Path) -> None:
+    with duckdb.connect(str(tmp_path / "city.duckdb")) as con:
+        load(con)
+        con.execute("CREATE TABLE trips AS SELECT (i % 3)::INTEGER AS x FROM range(30) t(i)")
+        set_budget(con, "trips", rho=1)
+        release(con, "trips", ["x"], rho="1/3", domains=DOM)
+        assert budgets.move_ledger(con, url) == 2
+        with pytest.raises(LedgerError, match="moved to"):  # the database's own ledger
+            Ledger.in_database(con, "city", path=str(tmp_path / "city.duckdb"),
+                               read_only=False).charge(mk("1/3"))
+    with duckdb.connect(str(tmp_path / "city.duckdb")) as con:
+        load(con, ledger=url)
+        release(con, "trips", ["x"], rho="1/3", domains=DOM)
+        (trips,) = inftda_duckdb.budget(con).to_pylist()
+        assert (trips["spent_rho_exact"], trips["ledger"]) == ("2/3", url)

@@ -7,8 +7,9 @@ between the two databases lives here (:class:`Postgres`, a :class:`~.store.Diale
 
 - **Writers are serialised by the server**: every write transaction starts with
   ``LOCK TABLE inftda_ledger_head IN EXCLUSIVE MODE`` (readers go on; a second writer waits for
-  the first to commit, up to ``store.LOCK_WAIT``), then reads the head, decides and appends under
-  READ COMMITTED: no other writer can commit in between, so two drivers can never overspend.
+  the first to commit, up to ``store.LOCK_WAIT`` = 30 s), then reads the head, decides and
+  appends under READ COMMITTED: no other writer can commit in between, so two drivers can never
+  overspend.
   Reads run in one REPEATABLE READ snapshot. Creating the tables takes an advisory lock.
 - **The chain is DuckDB's**: digests, hashes, verification and the budget arithmetic are the SQL
   of :mod:`.chain` and :mod:`.store`, run by a private in-memory DuckDB over the rows fetched from
@@ -35,9 +36,9 @@ import duckdb
 import pyarrow as pa
 
 from ..core.errors import LedgerError, bad_argument
-from . import chain
+from . import chain, store
 from .chain import HEAD, ROWS
-from .store import LOCK_WAIT, Dialect
+from .store import Dialect
 
 _APPEND_ONLY = """CREATE OR REPLACE FUNCTION inftda_append_only() RETURNS trigger
 LANGUAGE plpgsql AS $$ BEGIN
@@ -90,10 +91,11 @@ class Postgres(Dialect):
         return "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
     def lock(self, cur: Any, prefix: str, create: bool = False) -> None:
+        wait = f"SET LOCAL lock_timeout = '{int(store.LOCK_WAIT * 1000)}ms'; "
         if create:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", [_CREATE_LOCK])
+            cur.execute(f"{wait}SELECT pg_advisory_xact_lock({_CREATE_LOCK})")
         else:
-            cur.execute(f"LOCK TABLE {prefix}{HEAD} IN EXCLUSIVE MODE")
+            cur.execute(f"{wait}LOCK TABLE {prefix}{HEAD} IN EXCLUSIVE MODE")
 
     def tables(self, database: str | None) -> tuple[str, str]:
         where = "WHERE table_schema = coalesce(?::text, current_schema()) AND table_name"
@@ -199,7 +201,6 @@ def opener(url: str) -> tuple[Callable[[], contextlib.AbstractContextManager[Any
         if con is None or con.closed or con.broken:
             try:
                 con = psycopg.connect(url, autocommit=True)
-                con.execute(f"SET lock_timeout = '{int(LOCK_WAIT * 1000)}ms'")
             except psycopg.Error as exc:
                 raise failure(exc, "cannot be reached") from None
             _CONNECTIONS[key] = con
@@ -207,7 +208,8 @@ def opener(url: str) -> tuple[Callable[[], contextlib.AbstractContextManager[Any
             with con.cursor() as cur:
                 yield cur
         except psycopg.errors.LockNotAvailable as exc:
-            raise failure(exc, f"was held by another writer for over {LOCK_WAIT:g} s") from None
+            raise failure(exc, f"was held by another writer for over {store.LOCK_WAIT:g} s"
+                          ) from None
         except psycopg.Error as exc:
             if con.broken:
                 con.close()
