@@ -26,6 +26,7 @@ One connection per process and server URL is kept open (re-opened after a fork o
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import urllib.parse
@@ -48,6 +49,15 @@ _CREATE_LOCK = 0x1F7DA_1ED6E  # advisory lock key taken while a ledger's tables 
 _CONNECTIONS: dict[tuple[int, str], Any] = {}  # (pid, url) -> open psycopg connection
 _SCRATCH: dict[int, Any] = {}  # pid -> a private in-memory DuckDB running the chain's SQL
 _SCHEMAS: dict[str, pa.Schema] = {}  # chained table -> its Arrow schema (DuckDB's types)
+
+
+@atexit.register
+def _close() -> None:
+    """Close this process's connections (never a parent's, inherited through a fork)."""
+    for (pid, _), con in list(_CONNECTIONS.items()):
+        if pid == os.getpid():
+            con.close()
+    _CONNECTIONS.clear()
 
 
 def _psycopg() -> Any:
