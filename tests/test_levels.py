@@ -116,7 +116,9 @@ def test_a_part_cannot_be_released_twice(con, monkeypatch):
         return original(rids, part_ids, leaves, workers)
 
     monkeypatch.setattr(extension, "_parts", twice)
-    with pytest.raises(duckdb.Error, match="came twice, too late or unknown"):
+    # refused either way: a part seen again, or (when DuckDB's chunk held only the last part)
+    # the release already closed by that part
+    with pytest.raises(duckdb.Error, match=r"came twice, too late or unknown|unknown or expired"):
         con.execute(query()).fetchall()
     with pytest.raises(InputError, match="unknown or expired release id"):  # by hand
         extension._live("nope")
