@@ -241,8 +241,9 @@ def _begin(con_ref: Any, step: str, spec_text: str, checks: str,
         _BEGINNING[id(flag)] = (owner, token, flag)
     try:
         with _active(owner, token):
-            capabilities.redeem(step, token, spec_text, query_id)
-            return _begin_spec(con_ref, spec, checks, flag)
+            parsed = capabilities.redeem(step, token, spec_text, query_id)
+            return _begin_spec(con_ref, spec, checks, flag,
+                               parsed if isinstance(parsed, ReleaseRequest) else None)
     except KeyboardInterrupt as exc:  # Ctrl-C landed in this UDF: nothing is charged here
         err = exc if isinstance(exc, ReleaseInterrupted) else stopped(None)
         _keep_error(token, err)
@@ -255,12 +256,13 @@ def _begin(con_ref: Any, step: str, spec_text: str, checks: str,
             _BEGINNING.pop(id(flag), None)
 
 
-def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str,
-                flag: threading.Event) -> dict[str, Any]:
+def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading.Event,
+                request: ReleaseRequest | None = None) -> dict[str, Any]:
     """Budget first: the mode's refusals and the budget (request and catalog only), then the
     data checks: in curator mode their errors raise here (nothing charged); in public-facing
-    mode one is kept and raised as one fixed message once charged (see :mod:`.disclosure`)."""
-    request = from_json(spec["request"])
+    mode one is kept and raised as one fixed message once charged (see :mod:`.disclosure`).
+    ``request``: the one the spec was rendered from (its token's; else parsed from the spec)."""
+    request = request if request is not None else from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
     plan = budget_plan(request, domains, checks)
     data = load_checks(checks)
@@ -970,7 +972,7 @@ def _rendered(request: ReleaseRequest, plan: DomainPlan, names: UdfNames, origin
     DuckDB's ``memory_limit`` (``limit``, bytes) it may come in parts."""
     token = capabilities.new()
     where = (charge or Where.of(plan.source)).to_json()
-    capabilities.mint(token, spec_json(request, plan, origin, token, where), query_id)
+    capabilities.mint(token, spec_json(request, plan, origin, token, where), query_id, request)
     return render_release(request, plan, names, origin, token, where, limit), token
 
 
