@@ -116,7 +116,10 @@ def test_a_part_cannot_be_released_twice(con, monkeypatch):
         return original(rids, part_ids, leaves, workers)
 
     monkeypatch.setattr(extension, "_parts", twice)
-    with pytest.raises(duckdb.Error, match="came twice, too late or unknown"):
+    # refused; when DuckDB runs the part rows on two threads, the other thread may report first
+    # that the refused release is gone (its state is dropped with the refusal): both refuse
+    with pytest.raises(duckdb.Error, match=r"came twice, too late or unknown|unknown or expired "
+                       r"release id"):
         con.execute(query()).fetchall()
     with pytest.raises(InputError, match="unknown or expired release id"):  # by hand
         extension._live("nope")
