@@ -302,7 +302,7 @@ def scaling(rows_list: list[int], repeat: int) -> list[str]:
 
 
 def profile() -> list[str]:
-    """CPU time per cell of each stage of one block of 2**16 cells (level 5 of the wide shape:
+    """CPU time per cell of each stage of one block of BLOCK_CELLS cells (level 5 of the wide shape:
     sparse rows of 40), best of many: what one worker does per cell."""
     rng = np.random.default_rng(0)
     m, n_par = 40, topdown.BLOCK_CELLS // 40
@@ -335,7 +335,8 @@ def profile() -> list[str]:
         "IntOpt + keep the children > 0": best(
             lambda: intopt.intopt_positive(y.copy().reshape(n_par, m), c)),
     }
-    lines = ["| one block of 2**16 cells (m = 40), one thread | CPU ns/cell |", "|---|---|"]
+    lines = [f"| one block of 2**{topdown.BLOCK_CELLS.bit_length() - 1} cells (m = 40), one thread "
+             "| CPU ns/cell |", "|---|---|"]
     lines += [f"| {k} | {v:.1f} |" for k, v in steps.items()]
     return [*lines, f"| sum of the stages | {sum(steps.values()):.1f} |"]
 

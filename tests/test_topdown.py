@@ -121,6 +121,49 @@ def test_same_release_for_any_batching_block_size_and_workers(sizes, monkeypatch
     assert as_tuples(other) != as_tuples(reference)
 
 
+def test_blocks_shrink_for_more_workers_and_the_output_stays(monkeypatch):
+    """A level is cut into blocks of at most BLOCK_CELLS cells, shrunk (down to MIN_BLOCK_CELLS)
+    so that each worker gets two or more: the number of blocks follows the workers and the
+    sizes, the released nodes do not (flat levels and a nested one with 1-3 children)."""
+    rng = np.random.default_rng(21)
+    sizes = [6, 30, 3, 40]
+    leaves, counts = random_leaves(rng, sizes, 4000, top=40)
+    fits = leaves[:, 2] <= leaves[:, 1] % 3  # level 3 allows children 0..(level-2 code % 3)
+    leaves, counts = leaves[fits], counts[fits]
+    table = np.array([[v for v in range(30) for _ in range(v % 3 + 1)],
+                      [j for v in range(30) for j in range(v % 3 + 1)]])
+    levels = levels_for(sizes, allowed={2: Allowed((1,), table)})
+    root = Nodes.root(int(counts.sum()))
+    blocks: list[int] = []
+    block = topdown._block
+
+    def counted(levels: Levels, k: int, *args: object) -> object:
+        blocks.append(k)
+        return block(levels, k, *args)
+
+    monkeypatch.setattr(topdown, "_block", counted)
+    seen = {}
+    for cells, smallest, workers in [(1 << 18, 1 << 14, 1), (1 << 18, 1 << 14, 2),
+                                     (1 << 18, 1, 2), (1 << 18, 1, 7), (97, 1, 3), (5, 5, 1)]:
+        monkeypatch.setattr(topdown, "BLOCK_CELLS", cells)
+        monkeypatch.setattr(topdown, "MIN_BLOCK_CELLS", smallest)
+        blocks.clear()
+        out = release_below(levels, root, leaves.T, counts, workers=workers)
+        seen[cells, smallest, workers] = (as_tuples(out), [blocks.count(k) for k in (1, 2, 3, 4)])
+    reference, one_each = seen[1 << 18, 1 << 14, 1]
+    assert one_each == [1, 1, 3, 1]  # one block per level (per width at the nested level 3)
+    assert seen[1 << 18, 1 << 14, 2][1] == one_each  # small levels: no block below 2**14 cells
+    for (_, smallest, workers), (nodes, per_level) in seen.items():
+        assert nodes == reference
+        if smallest == 1:  # every level cut in two blocks per worker or more
+            assert all(n >= min(2 * workers, 6) for n in per_level[1:]), per_level
+    three = release_below(levels, root, leaves.T, counts, upto=3).counts.shape[0]
+    assert seen[5, 5, 1][1][3] == three > 100  # one parent (40 cells) per block at level 4
+    other = release_below(levels_for(sizes, seed=2, allowed={2: Allowed((1,), table)}), root,
+                          leaves.T, counts, workers=2)
+    assert as_tuples(other) != reference
+
+
 def small_tree(seed: int) -> tuple[Levels, Nodes, np.ndarray, np.ndarray, np.ndarray]:
     """Levels of 4 x 3 x 5, the root, and random leaves: codes (N, 3), keys, counts."""
     sizes = [4, 3, 5]

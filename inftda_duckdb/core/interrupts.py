@@ -5,7 +5,7 @@ An engine cannot stop Python code it runs: DuckDB's ``con.interrupt()`` sets a f
 between its own tasks, and Ctrl-C reaches Python only in the main thread, when it runs Python
 code (duckdb-python checks for signals between tasks, holding the GIL; a UDF on another thread
 runs to completion). A release's Python work is therefore asked to stop by the release itself:
-a cancel flag per release, read by the level loop between blocks of ~2**16 cells. What sets it:
+a cancel flag per release, read by the level loop between blocks of up to 2**18 cells. What sets it:
 
 - :func:`interruptible`: the Python API and the command line run a release on a helper thread
   and wait in Python, so Ctrl-C reaches the caller at once and ``stop()`` cancels the release

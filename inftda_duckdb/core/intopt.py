@@ -132,14 +132,18 @@ def intopt_positive(x: IntArray, c: IntArray) -> tuple[IntArray, IntArray, IntAr
         target = (c - np.einsum("ij->i", x)).astype(dt)
         t_hat = np.maximum(_ceil_div(target, m), -(target // m))
         if 2 * int(np.count_nonzero(keys[:, 0] >> b < t_hat)) >= n_rows:  # sparse rows
-            xs, pos = _transposed(keys, b, _buffer)
+            xs = np.right_shift(keys.T, b, out=_buffer("xs", (m, n_rows), dt))
             y = _solve_dense(xs, c.astype(dt), _buffer)
-            keep = np.greater(y, 0, out=_buffer("keep", y.shape, np.bool_))
-            flat, values = pos[keep].astype(np.int64), y[keep].astype(np.int64)
+            # the kept entries only (a few per row): sorted rank j of parent p, back to the
+            # child's index from its key (no matrix of positions)
+            at = np.flatnonzero(np.greater(y, 0, out=_buffer("keep", y.shape, np.bool_)))
+            j, p = np.divmod(at, n_rows)
+            flat = p * m + (keys[p, j] & ((1 << b) - 1))
             order = np.argsort(flat)
-            return flat[order], values[order], np.einsum("ij->j", y, dtype=np.int64)
-    _dense_block(x, c, x)  # dense data, or values too large for int64 sums: the whole matrix
-    flat = np.flatnonzero(x > 0)
+            return (flat[order], y.reshape(-1)[at[order]].astype(np.int64),
+                    np.einsum("ij->j", y, dtype=np.int64))
+    _dense_block(x, c, x, _buffer)  # dense data, or values too large for int64 sums: all of it
+    flat = np.flatnonzero(np.greater(x, 0, out=_buffer("keep", x.shape, np.bool_)))
     return flat, x.reshape(-1)[flat], np.einsum("ij->i", x)
 
 
@@ -161,6 +165,11 @@ def _buffer(name: str, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarr
 
 def _fresh(name: str, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
     return np.empty(shape, dtype)
+
+
+Alloc = Callable[[str, tuple[int, ...], npt.DTypeLike], np.ndarray]
+"""Where a block's temporaries come from: :func:`_buffer` (this thread's, reused) or
+:func:`_fresh`."""
 
 
 def intopt_ragged(
@@ -218,8 +227,9 @@ def intopt_ragged(
 # Blocks: sort each row, split the rare rows that need exact Python integers, solve.
 
 
-def _dense_block(x: IntArray, c: IntArray, out: IntArray) -> None:
-    """Write IntOpt of the rows of ``x`` into ``out`` (C-contiguous, same shape)."""
+def _dense_block(x: IntArray, c: IntArray, out: IntArray, alloc: Alloc = _fresh) -> None:
+    """Write IntOpt of the rows of ``x`` into ``out`` (C-contiguous, same shape); temporaries
+    of the block's size from ``alloc``."""
     m = x.shape[1]
     xmax, xmin, cmax = x.max(), x.min(), c.max()
     if not _safe(xmax, xmin, cmax, m):  # rare: split off the rows that need Python ints
@@ -228,7 +238,7 @@ def _dense_block(x: IntArray, c: IntArray, out: IntArray) -> None:
         out[big] = _ragged_block(x[big].ravel(), np.full(int(big.sum()), m), c[big]).reshape(-1, m)
         if safe.any():
             part = np.empty((int(safe.sum()), m), dtype=np.int64)
-            _dense_block(x[safe], c[safe], part)
+            _dense_block(x[safe], c[safe], part, alloc)
             out[safe] = part
         return
     # int32 when every intermediate sum fits (half the bytes, twice the SIMD lanes)
@@ -236,9 +246,11 @@ def _dense_block(x: IntArray, c: IntArray, out: IntArray) -> None:
     # |x| 2m < 2**62 (or 2**31) here, so (x_i, i) packs into one unique key (x_i << b) | i:
     # any sort is stable, and shifts unpack it
     b = max(1, (m - 1).bit_length())
-    keys = np.left_shift(x, b, out=np.empty(x.shape, dt), casting="unsafe")
+    keys = np.left_shift(x, b, out=alloc("dkeys", x.shape, dt), casting="unsafe")
     keys |= np.arange(m, dtype=dt)
-    ranked = np.sort(keys, axis=1)
+    ranked = alloc("ranked", x.shape, dt)
+    ranked[...] = keys
+    ranked.sort(axis=1)
     target = (c - np.einsum("ij->i", x)).astype(dt)  # T
     q = _ceil_div(target, m)
     t_star = np.maximum(q, -(target // m))
@@ -246,28 +258,27 @@ def _dense_block(x: IntArray, c: IntArray, out: IntArray) -> None:
     hard = np.flatnonzero(~easy)
     cd = c.astype(dt)
     if 2 * hard.shape[0] >= easy.shape[0]:  # mostly sparse rows: all by the general form
-        _general(ranked, b, cd, out)
+        _general(ranked, b, cd, out, alloc)
         return
     cap = q + t_star
     excess = m * q - target  # D
     r = excess // np.maximum(cap, 1)
     nth = np.take_along_axis(ranked, r[:, None], axis=1)  # the r-th smallest key
     np.add(x, q[:, None], out=out)
-    out -= cap[:, None] * (keys < nth)  # (ufunc where= is 3x slower)
-    out -= (excess - r * cap)[:, None] * (keys == nth)
+    mark, step = alloc("below", x.shape, np.bool_), alloc("run", x.shape, dt)
+    out -= np.multiply(cap[:, None], np.less(keys, nth, out=mark), out=step)  # (where=: 3x slower)
+    out -= np.multiply((excess - r * cap)[:, None], np.equal(keys, nth, out=mark), out=step)
     if hard.shape[0]:
         part = np.empty((hard.shape[0], m), dtype=np.int64)
         _general(ranked[hard], b, cd[hard], part)
         out[hard] = part
 
 
-def _general(ranked: np.ndarray, b: int, c: np.ndarray, out: IntArray) -> None:
+def _general(ranked: np.ndarray, b: int, c: np.ndarray, out: IntArray,
+             alloc: Alloc = _fresh) -> None:
     """Steps 1-4 on rows of sorted keys ``(x_i << b) | i``, written into ``out``."""
-    xs, pos = _transposed(ranked, b, _fresh)
-    out.reshape(-1)[pos] = _solve_dense(xs, c, _fresh)
-
-
-Alloc = Callable[[str, tuple[int, ...], npt.DTypeLike], np.ndarray]
+    xs, pos = _transposed(ranked, b, alloc)
+    out.reshape(-1)[pos] = _solve_dense(xs, c, alloc)
 
 
 def _transposed(ranked: np.ndarray, b: int, alloc: Alloc) -> tuple[np.ndarray, np.ndarray]:

@@ -215,8 +215,9 @@ class DiscreteGaussian:
         index = _buffers(w0.shape[0])[2][: w0.shape[0]]
         np.right_shift(w0, np.uint64(63 - tab.kbits), out=index)  # sign and top K bits of U
         np.take(tab.signed, index.view(np.int64), out=out)  # +-|Y|, or _SEARCH
-        if out.shape[0] and out.min() == _SEARCH:
-            unsure = np.flatnonzero(out == _SEARCH)
+        if out.shape[0] and out.min() == _SEARCH:  # (the index scratch, done, holds the mask)
+            mask = np.equal(out, _SEARCH, out=index.view(np.bool_)[: out.shape[0]])
+            unsure = np.flatnonzero(mask)
             word = w0[unsure]
             if ids is w0:  # the hot path's ids are the AES input's low halves
                 ids = _buffers(w0.shape[0])[0][: w0.shape[0], 0]

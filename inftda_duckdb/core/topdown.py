@@ -44,8 +44,14 @@ from .tree import MAX_KEY_SPAN, Allowed, Levels, Nodes, find_columns, lookup, mi
 IntArray = npt.NDArray[np.int64]
 Sizes = list[int] | tuple[int, ...]
 
-BLOCK_CELLS = 1 << 16
-"""Cells noised and optimised per block (cache-sized: a block's temporaries stay in L2)."""
+BLOCK_CELLS = 1 << 18
+"""Cells noised and optimised per block, at most. Large enough that a block's numpy calls
+outweigh their dispatch, which holds the GIL (2**16 cells: ~45% of a block's time under the
+GIL, so two workers ran no faster than one; 2**18: ~11%); small enough that a worker's
+temporaries stay a few MB."""
+MIN_BLOCK_CELLS = 1 << 14
+"""Blocks of a small level shrink to this, so that every worker gets some (block sizes never
+change the result: noise is addressed by the tree)."""
 
 
 class LevelProgress(NamedTuple):
@@ -473,9 +479,11 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         bounds = np.flatnonzero(np.diff(width)) + 1
         edges = [0, *bounds.tolist(), n_par]
         runs = [(a, b, int(width[a])) for a, b in itertools.pairwise(edges) if b > a]
-    tasks = [(p, min(p + max(1, BLOCK_CELLS // w), b), w) for a, b, w in runs
-             for p in range(a, b, max(1, BLOCK_CELLS // w))]
     planned = sum((b - a) * w for a, b, w in runs)
+    size = _block_cells(planned, runner.workers)
+    code_type = _code_type(levels.sizes[:k])
+    tasks = [(p, min(p + max(1, size // w), b), w) for a, b, w in runs
+             for p in range(a, b, max(1, size // w))]
 
     def work(p0: int, p1: int, w: int) -> tuple[np.ndarray, ...] | tuple[Any, ...]:
         rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
@@ -483,15 +491,19 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         lo, hi = _true_children(first, parent_truth[rows])
         out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo, hi,
                      truth.levels[j], kids, w, not last)
-        glob = out[0] + p0 if order is None else order[p0:p1][out[0]]
-        return (glob, *out[1:])
+        if order is not None:  # the parent rows: their codes are gathered after the merge
+            return (order[p0:p1][out[0]], *out[1:])
+        above = [np.empty(out[0].shape[0], code_type) for _ in range(k - 1)]
+        _parent_codes(parents.codes[:, p0:p1], out[0], above)  # on the worker, in its block
+        return (above, *out[1:])
 
     # the released children, written as the blocks finish (in order): at most one per unit of
     # the parents' counts (children > 0 add up to their parent), so that bounds the arrays
     # (untouched pages take no memory)
     cap = int(parents.counts.sum())
-    code_type = _code_type(levels.sizes[:k])
-    codes = [memory.empty(cap, code_type) for _ in range(k)]  # one buffer per level's codes
+    # (a nested level keeps each child's parent row instead: its parents' codes are gathered
+    # once, in parent order, at the end)
+    codes = [memory.empty(cap, code_type) for _ in range(k if order is None else 1)]
     counts = memory.empty(cap, np.int64)
     tidx = memory.empty(cap, np.int64) if last is False else None
     prow = memory.empty(cap, np.int64) if order is not None else None
@@ -499,35 +511,51 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
 
     def sink(result: tuple[np.ndarray, ...]) -> None:
         nonlocal filled
-        rows, kid, count, tix = result
+        rows, kid, count, tix = result  # rows: parent rows, or (flat levels) their codes
         a, b = filled, filled + count.shape[0]
-        for r in range(k - 1):
-            if parents.codes.dtype == code_type:
-                np.take(parents.codes[r], rows, out=codes[r][a:b], mode="clip")
-            else:
-                codes[r][a:b] = parents.codes[r, rows]
+        if prow is not None:
+            prow[a:b] = rows
+        else:
+            for r in range(k - 1):
+                codes[r][a:b] = rows[r]
         codes[-1][a:b] = kid
         counts[a:b] = count
         if tidx is not None:
             tidx[a:b] = tix
-        if prow is not None:
-            prow[a:b] = rows
         filled = b
 
     runner.run(k, n_par, planned, tasks, [(b - a) * w for a, b, w in tasks], work, sink)
+    out_codes = memory.empty((k, filled), code_type)
+    if prow is not None:  # back in parent order, codes ascending within a parent
+        back = np.argsort(prow[:filled] * m + codes[-1][:filled], kind="stable")  # merges runs
+        _parent_codes(parents.codes, prow[back], list(out_codes[:-1]))  # rows ascending
+        np.take(codes[-1], back, out=out_codes[-1])
+        return (Nodes(out_codes, counts[back], planned),
+                tidx[back] if tidx is not None else np.zeros(0, np.int64))
     # each level's codes moved to one (k, filled) matrix, buffer after buffer (each freed as it
     # is moved: the pages a buffer never touched cost nothing, and at most one is copied twice)
-    out_codes = memory.empty((k, filled), code_type)
     for r in range(k):
         out_codes[r] = codes[r][:filled]
         codes[r] = out_codes[r, :0]
-    out_counts = counts[:filled]
     out_truth = tidx[:filled] if tidx is not None else np.zeros(0, np.int64)
-    if prow is not None:  # back in parent order, codes ascending within a parent
-        back = np.argsort(prow[:filled] * m + out_codes[-1], kind="stable")  # merges the runs
-        out_codes, out_counts = out_codes[:, back], out_counts[back]
-        out_truth = out_truth[back] if tidx is not None else out_truth
-    return Nodes(out_codes, out_counts, planned), out_truth
+    return Nodes(out_codes, counts[:filled], planned), out_truth
+
+
+def _parent_codes(parent_codes: np.ndarray, rows: IntArray, out: list[np.ndarray]) -> None:
+    """The codes of the parents ``rows`` (one row per level above), into the rows ``out``."""
+    for r, dest in enumerate(out):
+        if parent_codes.dtype == dest.dtype:
+            np.take(parent_codes[r], rows, out=dest, mode="clip")
+        else:
+            dest[:] = parent_codes[r, rows]
+
+
+def _block_cells(planned: int, workers: int) -> int:
+    """Cells per block for a level of ``planned`` cells: :data:`BLOCK_CELLS`, or fewer (down to
+    :data:`MIN_BLOCK_CELLS`) so that each of several workers gets two blocks or more."""
+    if workers == 1:
+        return BLOCK_CELLS
+    return min(BLOCK_CELLS, max(MIN_BLOCK_CELLS, -(-planned // (2 * workers))))
 
 
 def _true_children(first: IntArray, parent_truth: IntArray) -> tuple[IntArray, IntArray]:
