@@ -118,7 +118,7 @@ def spark_release(args: argparse.Namespace) -> int:
         charged = Run(charged=f"rho {record['rho']} on {record['source']}",
                       ledger_id=int(record["ledger_id"]))
         if args.into_table is not None:
-            run_tagged(spark.sparkContext,
+            run_tagged(spark,
                        lambda _: result.write.mode(mode).saveAsTable(args.into_table), charged)
             where = f"table {args.into_table} (provenance: its columns' metadata)"
         else:
@@ -127,10 +127,10 @@ def spark_release(args: argparse.Namespace) -> int:
             writer = result.write.mode(mode)
             try:
                 if kind == "csv":
-                    run_tagged(spark.sparkContext,
+                    run_tagged(spark,
                                lambda _: writer.option("header", True).csv(folder), charged)
                 else:
-                    run_tagged(spark.sparkContext, lambda _: writer.parquet(folder), charged)
+                    run_tagged(spark, lambda _: writer.parquet(folder), charged)
             except BaseException:
                 if not existed and os.path.isdir(folder):  # what the failed write left
                     shutil.rmtree(folder, ignore_errors=True)

@@ -111,7 +111,7 @@ def _tagged(source: object, work: Callable[[Run], T_]) -> T_:
         SparkSession.getActiveSession()
     if spark is None:  # a table name without a session: work() says so
         return work(Run())
-    return run_tagged(spark.sparkContext, work)
+    return run_tagged(spark, work)
 
 
 def _release(
@@ -337,7 +337,12 @@ def preview(
     """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
     total epsilon at ``delta`` (default 1e-6): the table :func:`inftda_duckdb.preview` returns,
     for the options of :func:`release`. Spends nothing and reads no private data, except with
-    ``domain_from_data`` (then marked not private)."""
+    ``domain_from_data`` (then marked not private). Ctrl-C cancels its Spark jobs (:mod:`.jobs`)."""
+    return _tagged(source, lambda run: _preview(source, columns, beta, options))
+
+
+def _preview(source: DataFrame | str, columns: Sequence[str], beta: float,
+             options: dict[str, Any]) -> pa.Table:
     options.setdefault("delta", DEFAULT_DELTA)
     domain_tables = options.pop("domain_tables", None)
     report = _report_delta(options)

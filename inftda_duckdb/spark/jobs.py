@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pyspark import SparkContext
+from pyspark.sql import SparkSession
 
 from ..core.errors import ReleaseInterrupted
 from ..core.interrupts import GRACE, interruptible, stopped
@@ -64,15 +65,18 @@ def active_jobs(sc: SparkContext, tag: str) -> list[int]:
     return running
 
 
-def run_tagged(sc: SparkContext, work: Callable[[Run], T], run: Run | None = None) -> T:
-    """``work(run)`` under ``run``'s job tag on a helper thread; Ctrl-C cancels its jobs, waits
-    for them to end, and raises ``run.error()`` (see the module docstring)."""
+def run_tagged(spark: SparkSession, work: Callable[[Run], T], run: Run | None = None) -> T:
+    """``work(run)`` under ``run``'s job tag on a helper thread (``spark`` its active session);
+    Ctrl-C cancels its jobs, waits for them to end, and raises ``run.error()`` (see the module
+    docstring)."""
     run = run or Run()
+    sc = spark.sparkContext
     jsc: Any = sc._jsc.sc()
     properties = jsc.getLocalProperties().clone()  # the caller's, as InheritableThread does
 
     def body() -> T:
         jsc.setLocalProperties(properties)
+        sc._jvm.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[union-attr]
         sc.addJobTag(run.tag)
         sc.setInterruptOnCancel(True)
         try:

@@ -115,7 +115,7 @@ def test_ctrl_c_after_the_charge_says_the_budget_is_spent(
     try:
         watcher = interrupt_when_running(spark)
         with pytest.raises(ReleaseInterrupted) as stopped:
-            run_tagged(spark.sparkContext, lambda _: frame.write.parquet(str(out)),
+            run_tagged(spark, lambda _: frame.write.parquet(str(out)),
                        Run(charged="rho 1 on name:slow", ledger_id=7))
         watcher.join()
         assert stopped.value.charged is True

@@ -91,7 +91,7 @@ def test_the_leaves_are_coded_flagged_and_nested_in_the_jvm(spark: Any) -> None:
         values = (pa.array(["a", "b"]), pa.array([1, 2, 3], pa.int64()))
         nests = (np.array([[0, 0, 1], [0, 1, 2]]),)
         plan = SimpleNamespace(nestings=[SimpleNamespace(levels=(0, 1))])
-        sizes = [2, 3]
+        sizes = (2, 3)
         frame = Domains.frame
 
     raw = spark.createDataFrame(pa.table({
