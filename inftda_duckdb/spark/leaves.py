@@ -93,16 +93,29 @@ def _mixed(codes: np.ndarray, sizes: list[int]) -> np.ndarray:
     return key
 
 
+LITERAL_VALUES = 64
+"""Domains up to this size are looked up in a literal map (linear, but no job); larger ones by a
+broadcast hash join (one small job to broadcast the values)."""
+LITERAL_KEYS = 4096
+"""A domain table's listed combinations up to this many are checked by a hash set in the plan."""
+
+
 def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFrame:
     """The raw leaves coded by the public domains (the layout in the module docstring), in the
-    JVM, in the stage of the GROUP BY's final aggregation: each level's values are looked up in
-    its domain by a broadcast hash join (a small local table: no job, no Python worker), the
-    nested levels' combinations among the listed keys of their domain tables the same way."""
+    JVM, in the stage of the GROUP BY's final aggregation (no Python worker): each level's values
+    are looked up in its domain (a literal map for small domains, else a broadcast hash join),
+    the nested levels' combinations among the listed keys of their domain tables (a hash set,
+    else a broadcast hash join)."""
     spark = raw.sparkSession
     d, sizes = request.depth, domains.sizes
     frame = raw
     for k in range(d):
         kind = raw.schema[f"r{k + 1}"].dataType
+        if len(domains.values[k]) <= LITERAL_VALUES:  # a literal map: no job at all
+            lookup = F.create_map(*[x for code, value in enumerate(domains.values[k].to_pylist())
+                                    for x in (F.lit(value).cast(kind), F.lit(code))])
+            frame = frame.withColumn(f"c{k + 1}", lookup[F.col(f"r{k + 1}")])
+            continue
         values = domains.frame(spark, k).select(F.col("v").cast(kind).alias(f"v{k + 1}"),
                                                 F.col("code").alias(f"c{k + 1}"))
         frame = frame.join(F.broadcast(values), F.col(f"r{k + 1}") == F.col(f"v{k + 1}"),
@@ -120,11 +133,16 @@ def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFram
         table = domains.nests[t]
         table = table[:, (table >= 0).all(axis=0)]
         listed = np.unique(_mixed(table, [sizes[k] for k in nest.levels]))
-        keys = spark.createDataFrame(pa.table({f"a{t}": pa.array(listed, pa.int64()),
-                                               f"l{t}": pa.array(np.ones(listed.size, bool))}))
         at = _key([F.col(f"c{k + 1}") for k in nest.levels], [sizes[k] for k in nest.levels])
-        frame = frame.join(F.broadcast(keys), clean & (at == F.col(f"a{t}")), "left")
-        outside = outside.bitwiseOR(F.when(clean & F.col(f"l{t}").isNull(), F.lit(1 << t))
+        if listed.size <= LITERAL_KEYS:  # a hash set in the plan (InSet): no job
+            unlisted = ~at.isin([int(x) for x in listed]) if listed.size else F.lit(True)
+        else:
+            keys = spark.createDataFrame(pa.table({f"a{t}": pa.array(listed, pa.int64()),
+                                                   f"l{t}": pa.array(np.ones(listed.size,
+                                                                             bool))}))
+            frame = frame.join(F.broadcast(keys), clean & (at == F.col(f"a{t}")), "left")
+            unlisted = F.col(f"l{t}").isNull()
+        outside = outside.bitwiseOR(F.when(clean & unlisted, F.lit(1 << t))
                                     .otherwise(F.lit(0)).cast("long"))
     kept = clean & (outside == 0)
     columns = []
