@@ -1,8 +1,10 @@
 """What the ledger costs: a charge with 1 and with 10,000 rows in the ledger, the whole-chain check
 (first use in a process, `ledger --verify`), a shared ledger file, and the fixed cost of a
 100-row release with an empty and with a 10,000-row ledger, measured side by side in one run.
+With ``--postgres URL`` (an empty database; the postgres extra), also a shared ledger file beside
+a ledger on that PostgreSQL server, charges alternating.
 
-Run:  python benchmarks/bench_ledger.py [--rows 10000] [--repeat 41]
+Run:  python benchmarks/bench_ledger.py [--rows 10000] [--repeat 41] [--postgres URL]
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--rows", type=int, default=10_000)
     p.add_argument("--repeat", type=int, default=41)
+    p.add_argument("--postgres", help="an empty PostgreSQL database: compare its ledger")
     args = p.parse_args(argv)
     n, repeat = args.rows, args.repeat
     out = [f"Command: `python benchmarks/bench_ledger.py {' '.join(argv)}` "
@@ -123,6 +126,9 @@ def main(argv: list[str]) -> None:
                    f"{n:,} rows | ratio |\n|---|---|---|---|")
         out.append(row("one charge", t, "1", "n"))
 
+    if args.postgres:
+        out += ["", *server(args.postgres, n, repeat)]
+
     empty_con, full_con = duckdb.connect(), duckdb.connect()
     for c in (empty_con, full_con):
         load(c)
@@ -138,6 +144,31 @@ def main(argv: list[str]) -> None:
                f"empty ledger | {n:,}-row ledger | ratio |\n|---|---|---|---|")
     out.append(row("one release", t, "empty", "full"))
     print("\n".join(out))
+
+
+def server(url: str, n: int, repeat: int) -> list[str]:
+    """A shared ledger file and a ledger on a PostgreSQL server, both holding ``n`` rows:
+    one charge, and the first charge of a process (the whole chain fetched and checked)."""
+    with tempfile.TemporaryDirectory() as folder:
+        on_file, on_server = Ledger.file(os.path.join(folder, "l.duckdb")), Ledger.open(url)
+        start = time.perf_counter()
+        for ledger in (on_file, on_server):
+            fill(ledger, n)
+        filled = time.perf_counter() - start
+
+        def cold(ledger: Ledger) -> Callable[[], object]:
+            def run() -> object:
+                store._STATES.clear()
+                return ledger.charge(charge())
+            return run
+
+        t = interleaved({"file": lambda: on_file.charge(charge()),
+                         "server": lambda: on_server.charge(charge())}, repeat)
+        c = interleaved({"file": cold(on_file), "server": cold(on_server)}, max(repeat // 4, 5))
+    return [f"| {n:,}-row ledger | ledger file | PostgreSQL server | ratio |\n|---|---|---|---|",
+            row("one charge", t, "file", "server"),
+            row("first charge of a process (whole chain checked)", c, "file", "server"),
+            "", f"(filling both took {filled:.1f} s; the server: {Ledger.open(url).location})"]
 
 
 if __name__ == "__main__":

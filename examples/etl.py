@@ -21,6 +21,7 @@ import tempfile
 import duckdb
 
 from inftda_duckdb.core.identifiers import literal
+from inftda_duckdb.duckdb.budgets import set_budget
 from inftda_duckdb.duckdb.extension import load
 from inftda_duckdb.tools.demo import BOROUGHS, ZONES, load_sample
 
@@ -39,8 +40,7 @@ def run(input_path: str, output_path: str, ledger_path: str) -> int:
         # view and the file itself (what `inftda-duckdb release --input` charges).
         source = f"read_parquet({literal(input_path)})"
         con.execute(f"CREATE OR REPLACE VIEW trips AS SELECT * FROM {source}")
-        con.execute(f"SELECT inftda_set_budget(['trips', {literal('file:' + input_path)}], "
-                    "name := 'trip riders', rho := 2)").fetchall()
+        set_budget(con, ["trips", f"file:{input_path}"], name="trip riders", rho=2)
         # Write under a temporary name and rename at the end: a failed run leaves no output.
         temporary = output_path + ".tmp"
         con.execute(f"""

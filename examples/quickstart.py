@@ -5,6 +5,7 @@ Run: python examples/quickstart.py
 
 import duckdb
 
+from inftda_duckdb.duckdb.budgets import set_budget
 from inftda_duckdb.duckdb.extension import load, release
 from inftda_duckdb.tools.demo import load_sample
 
@@ -20,8 +21,10 @@ con.sql("""
                                  domains := {'hour': range(24)})
 """).show()
 
-# 2. A cap on what may ever be spent on this table (releases beyond it are refused).
-print(con.sql("SELECT inftda_set_budget('trips', rho := 1)").fetchall()[0][0])
+# 2. A cap on what may ever be spent on this table (releases beyond it are refused). Set from
+#    Python (or the CLI, or the shell's SQL): it commits at once, so it is refused inside an open
+#    transaction, which only the host of a statement can check.
+print(set_budget(con, "trips", rho=1))
 
 # 3. The release: one SQL statement. ENUM columns bring their own public domain; the integer
 #    column `hour` needs one (a public list, never read from the private data).

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 import duckdb
 import pytest
 
+from inftda_duckdb.duckdb.budgets import outside_transaction
 from inftda_duckdb.duckdb.extension import load
 
 # A developer's own shared ledger or ledger key must never see the tests' charges (subprocesses
@@ -29,3 +30,18 @@ def con() -> Iterator[duckdb.DuckDBPyConnection]:
 def charges(con: duckdb.DuckDBPyConnection) -> Callable[[], int]:
     """The number of rows in the ledger of ``con`` (charged releases), as a function."""
     return lambda: int(con.execute("SELECT count(*) FROM inftda_ledger").fetchall()[0][0])
+
+
+Vouched = Callable[[duckdb.DuckDBPyConnection, str], list[tuple[object, ...]]]
+
+
+@pytest.fixture
+def vouched() -> Vouched:
+    """Run one SQL statement as the shell runs it (vouched: the SQL budget setters may run when
+    no transaction is open) and fetch its rows."""
+
+    def run(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[object, ...]]:
+        with outside_transaction(con, sql):
+            return con.execute(sql).fetchall()
+
+    return run

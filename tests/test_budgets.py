@@ -4,7 +4,7 @@ capability tokens of a release, and the upgrade of an old ledger."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -16,6 +16,8 @@ from inftda_duckdb import set_budget as set_budget
 from inftda_duckdb.core.accounting import CONVERSION
 from inftda_duckdb.duckdb import budgets, capabilities, extension
 from inftda_duckdb.duckdb.catalog import home
+
+Vouched = Callable[[duckdb.DuckDBPyConnection, str], list[tuple[object, ...]]]  # conftest's
 
 DOM = {"x": [0, 1, 2]}
 SQL_DOM = "domains := {'x': [0, 1, 2]}"
@@ -60,44 +62,46 @@ def test_sql_inftda_budget_matches_python(con: duckdb.DuckDBPyConnection) -> Non
     ("inftda_set_budget('TRIPS', rho := 0)", "0"),
     ("inftda_set_budget(source := 'main.trips', rho := 3)", "3"),
 ])
-def test_sql_inftda_set_budget(con: duckdb.DuckDBPyConnection, call: str, exact: str) -> None:
-    (msg,) = con.execute(f"SELECT {call}").fetchall()[0]
+def test_sql_inftda_set_budget(con: duckdb.DuckDBPyConnection, call: str, exact: str,
+                               vouched: Vouched) -> None:
+    (msg,) = vouched(con, f"SELECT {call}")[0]
     assert msg.startswith(f"memory.main.trips: budget rho {exact}, spent 0, remaining {exact}")
     assert row(con, "memory.main.trips")["budget_rho_exact"] == exact
 
 
 def test_sql_set_budget_lists_names_files_and_missing_tables(
-    con: duckdb.DuckDBPyConnection,
+    con: duckdb.DuckDBPyConnection, vouched: Vouched,
 ) -> None:
-    msg = con.execute("SELECT inftda_set_budget(['trips', 'file:/data/t.parquet'], "
-                      "name := 'riders', rho := 1)").fetchall()[0][0]
+    msg = vouched(con, "SELECT inftda_set_budget(['trips', 'file:/data/t.parquet'], "
+                  "name := 'riders', rho := 1)")[0][0]
     assert msg == "riders: budget rho 1, spent 0, remaining 1"
     assert row(con, "riders")["sources"] == ["memory.main.trips", "/data/t.parquet"]
     with pytest.raises(duckdb.Error, match="later"):
-        con.execute("SELECT inftda_set_budget('later', rho := 1)").fetchall()
-    con.execute("SELECT inftda_set_budget('later', rho := 1, missing_ok := true)").fetchall()
+        vouched(con, "SELECT inftda_set_budget('later', rho := 1)")
+    vouched(con, "SELECT inftda_set_budget('later', rho := 1, missing_ok := true)")
     con.execute("CREATE TABLE later AS SELECT * FROM trips")
     con.execute(f"SELECT * FROM inftda_release('later', ['x'], rho := 1, {SQL_DOM})").fetchall()
     with pytest.raises(duckdb.Error, match="refused"):
         con.execute(f"SELECT * FROM inftda_release('later', ['x'], rho := 0.1, {SQL_DOM})")
 
 
-def test_sql_set_budget_epsilon_and_errors(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute("SELECT inftda_set_budget('trips', epsilon := 1, delta := 1e-6)").fetchall()
+def test_sql_set_budget_epsilon_and_errors(con: duckdb.DuckDBPyConnection,
+                                           vouched: Vouched) -> None:
+    vouched(con, "SELECT inftda_set_budget('trips', epsilon := 1, delta := 1e-6)")
     with_sql = row(con, "memory.main.trips")["budget_rho_exact"]
     set_budget(con, "trips", epsilon=1, delta=1e-6)
     assert row(con, "memory.main.trips")["budget_rho_exact"] == with_sql
     for bad in ["rho := 1, epsilon := 1", "rho := -1", "epsilon := 1"]:
         with pytest.raises(duckdb.Error, match=r"rho|delta|epsilon"):
-            con.execute(f"SELECT inftda_set_budget('trips', {bad})").fetchall()
+            vouched(con, f"SELECT inftda_set_budget('trips', {bad})")
     assert row(con, "memory.main.trips")["budget_rho_exact"] == with_sql
 
 
 def test_sql_set_budget_sees_the_callers_temp_tables_use_and_search_path(
-    con: duckdb.DuckDBPyConnection,
+    con: duckdb.DuckDBPyConnection, vouched: Vouched,
 ) -> None:
     def capped(name: str, label: str) -> None:
-        out = con.execute(f"SELECT inftda_set_budget('{name}', rho := 1)").fetchall()[0][0]
+        out = vouched(con, f"SELECT inftda_set_budget('{name}', rho := 1)")[0][0]
         assert out.startswith(f"{label}: budget rho 1")
         release(con, name, ["x"], rho="3/4", domains=DOM)
         with pytest.raises(BudgetExceededError):
@@ -114,7 +118,7 @@ def test_sql_set_budget_sees_the_callers_temp_tables_use_and_search_path(
         con.execute(f"SELECT * FROM inftda_release('t', ['x'], rho := 0.5, {SQL_DOM})")
 
 
-def test_register_twice_and_on_several_connections(tmp_path: Path) -> None:
+def test_register_twice_and_on_several_connections(tmp_path: Path, vouched: Vouched) -> None:
     path = str(tmp_path / "cur.db")
     a = duckdb.connect(path)
     a.execute("CREATE TABLE trips (a INTEGER)")
@@ -123,16 +127,16 @@ def test_register_twice_and_on_several_connections(tmp_path: Path) -> None:
     b = duckdb.connect(path)  # same instance: UDF names are shared
     load(b)
     load(a.cursor())
-    a.execute("SELECT inftda_set_budget('trips', rho := 1)").fetchall()
+    vouched(a, "SELECT inftda_set_budget('trips', rho := 1)")
     a.close()  # b's functions do not depend on a
-    b.execute("SELECT inftda_set_budget('trips', rho := 4)").fetchall()
+    vouched(b, "SELECT inftda_set_budget('trips', rho := 4)")
     assert b.execute("SELECT budget_rho_exact FROM inftda_budget()").fetchall() == [("4",)]
     b.close()
 
 
-def test_require_budget_end_to_end(con: duckdb.DuckDBPyConnection) -> None:
+def test_require_budget_end_to_end(con: duckdb.DuckDBPyConnection, vouched: Vouched) -> None:
     release(con, "trips", ["x"], rho=1, domains=DOM)
-    assert con.execute("SELECT inftda_require_budget()").fetchall() == [
+    assert vouched(con, "SELECT inftda_require_budget()") == [
         ("require_budget is on",)]
     with pytest.raises(BudgetExceededError, match="no budget covers it"):
         release(con, "trips", ["x"], rho=1, domains=DOM)
@@ -173,13 +177,15 @@ def test_budgets_of_sources_in_different_databases_need_a_shared_ledger(
     assert row(con, "both")["ledger"] == str(tmp_path / "budget.duckdb")
 
 
-def test_sql_functions_use_the_ledger_the_connection_was_loaded_with(tmp_path: Path) -> None:
+def test_sql_functions_use_the_ledger_the_connection_was_loaded_with(
+    tmp_path: Path, vouched: Vouched,
+) -> None:
     shared = tmp_path / "budget.duckdb"
     with duckdb.connect() as c:
         load(c, ledger=str(shared))
         c.execute("CREATE TABLE t AS SELECT (i % 3)::INTEGER AS x FROM range(30) t(i)")
-        c.execute("SELECT inftda_set_budget('t', rho := 1)").fetchall()
-        c.execute("SELECT inftda_require_budget()").fetchall()
+        vouched(c, "SELECT inftda_set_budget('t', rho := 1)")
+        vouched(c, "SELECT inftda_require_budget()")
         assert c.execute("SELECT budget, ledger FROM inftda_budget()").fetchall() == [
             ("memory.main.t", str(shared))]
         c.execute(f"SELECT * FROM inftda_release('t', ['x'], rho := 1, {SQL_DOM})").fetchall()

@@ -326,7 +326,13 @@ def test_edits_are_blocked_or_detected_by_every_charge_and_verify(
         assert ledger.verify()["ok"]
         return
     con.execute(sql)
-    store._STATES.clear()  # a process that did not see the ledger before
+    assert_broken(ledger, what)
+
+
+def assert_broken(ledger: Ledger, what: str) -> None:
+    """A process that did not see the ledger before refuses to charge or list it, and verify
+    says ``what`` is wrong."""
+    store._STATES.clear()
     for attempt in (lambda: ledger.charge(mk("1/100", source=OTHER)), ledger.budgets):
         with pytest.raises(LedgerError, match=what):
             attempt()

@@ -12,6 +12,7 @@ import textwrap
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -56,7 +57,7 @@ def city(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(("upper", "lower"), [("Ä", "ä"), ("Σ", "σ")])
-def test_unicode_case_twins_are_two_tables(upper: str, lower: str) -> None:
+def test_unicode_case_twins_are_two_tables(upper: str, lower: str, vouched: Any) -> None:
     con = duckdb.connect()
     load(con)
     table(con, f'"{lower}"', 100)
@@ -70,7 +71,7 @@ def test_unicode_case_twins_are_two_tables(upper: str, lower: str) -> None:
     with pytest.raises(BudgetExceededError):
         release(con, f'"{upper}"', ["x"], rho="1/100", domains=DOM)
     release(con, f'"{lower}"', ["x"], rho=1, domains=DOM)  # the twin is another table
-    con.execute(f"SELECT inftda_set_budget('\"{lower}2\"', rho := 1)").fetchall()
+    vouched(con, f"SELECT inftda_set_budget('\"{lower}2\"', rho := 1)")
     con.execute(f"SELECT * FROM inftda_release('\"{lower}2\"', ['x'], rho := 1, {SQL_DOM})")
     with pytest.raises(duckdb.Error, match="refused"):
         con.execute(f"SELECT * FROM inftda_release('\"{lower}2\"', ['x'], rho := 1, {SQL_DOM})")
@@ -80,14 +81,14 @@ def test_unicode_case_twins_are_two_tables(upper: str, lower: str) -> None:
 # budgets on names that do not resolve
 
 
-def test_budget_on_a_typo_is_an_error_naming_the_candidates() -> None:
+def test_budget_on_a_typo_is_an_error_naming_the_candidates(vouched: Any) -> None:
     con = duckdb.connect()
     load(con)
     table(con, "trips", 300)
     with pytest.raises(InputError, match=r"'tripz'.*trips"):
         set_budget(con, "tripz", rho=1)
     with pytest.raises(duckdb.Error, match=r"tripz.*trips"):
-        con.execute("SELECT inftda_set_budget('tripz', rho := 1)").fetchall()
+        vouched(con, "SELECT inftda_set_budget('tripz', rho := 1)")
     assert inftda_duckdb.budget(con).num_rows == 0
 
 
@@ -363,9 +364,98 @@ def test_set_budget_is_refused_inside_an_open_transaction(city: Path) -> None:
         con.execute("BEGIN")
         with pytest.raises(InputError, match="transaction"):
             set_budget(con, "trips", rho=5)
+        with pytest.raises(InputError, match="transaction"):
+            inftda_duckdb.require_budget(con, False)
         con.execute("ROLLBACK")
         with pytest.raises(BudgetExceededError):
             release(con, "trips", ["x"], rho="1/2", domains=DOM)
+
+
+def test_the_refusal_leaves_the_callers_transaction_intact(city: Path) -> None:
+    # the old check probed with a second BEGIN, whose failure aborted the caller's transaction:
+    # its uncommitted work was lost
+    with duckdb.connect(str(city)) as con:
+        load(con)
+        con.execute("CREATE TABLE work (i INTEGER)")
+        con.execute("BEGIN")
+        con.execute("INSERT INTO work VALUES (1)")
+        with pytest.raises(InputError, match="transaction"):
+            set_budget(con, "trips", rho=5)
+        con.execute("INSERT INTO work VALUES (2)")
+        con.execute("COMMIT")
+        assert con.execute("SELECT count(*) FROM work").fetchall() == [(2,)]
+
+
+SETTERS = ["SELECT inftda_set_budget('trips', rho := 5)",
+           "SELECT inftda_require_budget(required := false)"]
+
+
+@pytest.mark.parametrize("sql", SETTERS)
+def test_sql_setters_inside_begin_rollback_are_refused_and_change_nothing(
+    city: Path, sql: str,
+) -> None:
+    import io
+
+    from inftda_duckdb.tools.shell import Shell
+
+    with duckdb.connect(str(city)) as con:
+        load(con)
+        inftda_duckdb.require_budget(con)
+        before = inftda_duckdb.budget(con).to_pylist()
+        err = io.StringIO()
+        shell = Shell(con, io.StringIO(), err, interactive=True)
+        assert shell.execute("BEGIN")
+        assert not shell.execute(sql)
+        assert "refused inside an open transaction" in err.getvalue()
+        assert shell.execute("ROLLBACK")
+        assert inftda_duckdb.budget(con).to_pylist() == before
+        with pytest.raises(BudgetExceededError):  # the cap and require_budget both still hold
+            release(con, "trips", ["x"], rho="1/2", domains=DOM)
+        table(con, "other", 30)
+        with pytest.raises(BudgetExceededError, match="no budget covers it"):
+            release(con, "other", ["x"], rho="1/100", domains=DOM)
+        assert shell.execute(sql)  # outside a transaction the shell runs it (negative control)
+        if "set_budget" in sql:
+            assert inftda_duckdb.budget(con).to_pylist() != before
+        else:
+            release(con, "other", ["x"], rho="1/100", domains=DOM)
+
+
+@pytest.mark.parametrize("sql", SETTERS)
+def test_sql_setters_refuse_where_nobody_checked_for_a_transaction(city: Path, sql: str) -> None:
+    # a SQL function cannot tell BEGIN ... from autocommit: unvouched, it refuses either way
+    with duckdb.connect(str(city)) as con:
+        load(con)
+        inftda_duckdb.require_budget(con)
+        before = inftda_duckdb.budget(con).to_pylist()
+        for begin in (False, True):
+            if begin:
+                con.execute("BEGIN")
+            with pytest.raises(duckdb.Error, match="cannot tell whether it runs inside"):
+                con.execute(sql).fetchall()
+            if begin:
+                con.execute("ROLLBACK")
+        assert inftda_duckdb.budget(con).to_pylist() == before
+
+
+def test_a_voucher_belongs_to_one_connection_and_one_statement(city: Path) -> None:
+    from inftda_duckdb.duckdb.budgets import outside_transaction
+
+    with duckdb.connect(str(city)) as con:
+        load(con)
+        other = con.cursor()
+        other.execute("BEGIN")
+        sql = SETTERS[0]
+        with outside_transaction(con, sql):  # vouches for con, not for the cursor inside BEGIN
+            with pytest.raises(duckdb.Error, match="cannot tell whether it runs inside"):
+                other.execute(sql).fetchall()
+            con.execute(sql).fetchall()  # negative control: the vouched connection may
+        other.execute("ROLLBACK")
+        with pytest.raises(duckdb.Error, match="cannot tell whether it runs inside"):
+            con.execute(sql).fetchall()  # the voucher died with the block
+        with (pytest.raises(InputError, match="exactly one statement"),
+              outside_transaction(con, f"BEGIN; {sql}")):
+            pass
 
 
 # ---------------------------------------------------------------------------------------------

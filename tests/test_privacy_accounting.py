@@ -66,11 +66,12 @@ def spent(c: duckdb.DuckDBPyConnection) -> Fraction:
 # what is charged
 
 
-def test_load_creates_the_ledger_and_sql_functions(con: duckdb.DuckDBPyConnection) -> None:
+def test_load_creates_the_ledger_and_sql_functions(con: duckdb.DuckDBPyConnection,
+                                                    vouched: Any) -> None:
     assert n_charges(con) == 0
     assert con.execute("SELECT count(*) FROM inftda_budget()").fetchall() == [(0,)]
     extension.load(con)  # loading twice is harmless
-    con.execute("SELECT inftda_set_budget('trips', rho := 1)").fetchall()
+    vouched(con, "SELECT inftda_set_budget('trips', rho := 1)")
     assert con.execute("SELECT budget_rho_exact FROM inftda_budget()").fetchall() == [("1",)]
 
 
@@ -178,9 +179,9 @@ def test_three_thirds_under_a_budget_of_one_then_refusal(con: duckdb.DuckDBPyCon
 
 
 def test_refusal_message_has_requested_remaining_difference(
-    con: duckdb.DuckDBPyConnection,
+    con: duckdb.DuckDBPyConnection, vouched: Any,
 ) -> None:
-    con.execute("SELECT inftda_set_budget('trips', rho := 0.5)").fetchall()
+    vouched(con, "SELECT inftda_set_budget('trips', rho := 0.5)")
     extension.release(con, "trips", ["origin"], rho=0.375)
     with pytest.raises(BudgetExceededError) as info:
         extension.release(con, "trips", ["origin"], rho=0.25)

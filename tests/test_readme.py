@@ -1,8 +1,9 @@
 """The README's code runs: its ```python blocks in order in one namespace, its ```sql blocks
-on the connection ``con`` that earlier Python blocks made (else a loaded connection holding the
-sample table ``trips``). A block preceded by ``<!-- no-test -->`` is skipped. Every
-``inftda-duckdb ...`` command in a ```bash block must parse with the CLI's own grammar, and the
-bash recipes run, in order, in an empty folder (as does the CLI line of examples/etl.py)."""
+(one statement at a time, as the shell runs them) on the connection ``con`` that earlier Python
+blocks made (else a loaded connection holding the sample table ``trips``). A block preceded by
+``<!-- no-test -->`` is skipped. Every ``inftda-duckdb ...`` command in a ```bash block must
+parse with the CLI's own grammar, and the bash recipes run, in order, in an empty folder (as
+does the CLI line of examples/etl.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from inftda_duckdb.duckdb.budgets import outside_transaction
 from inftda_duckdb.tools.shell import split_statements
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -69,9 +71,10 @@ def test_readme_code_blocks_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
                     con = fallback
                 statements, rest = split_statements(code)
                 for statement in [*statements, rest] if rest.strip() else statements:
-                    relation = con.sql(statement)
-                    if relation is not None:
-                        relation.fetchall()
+                    with outside_transaction(con, statement):  # as the shell runs SQL
+                        relation = con.sql(statement)
+                        if relation is not None:
+                            relation.fetchall()
             except Exception as error:
                 raise AssertionError(f"README.md block at line {line} failed: {error}") from error
     finally:

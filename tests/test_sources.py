@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -31,7 +32,7 @@ def ledger(con: duckdb.DuckDBPyConnection) -> list[tuple]:
     return con.execute("SELECT source, origin FROM inftda_ledger ORDER BY id").fetchall()
 
 
-def test_cursor_sees_every_function(con: duckdb.DuckDBPyConnection) -> None:
+def test_cursor_sees_every_function(con: duckdb.DuckDBPyConnection, vouched: Any) -> None:
     # before: 'Table Function with name inftda_release does not exist!' on con.cursor()
     con.execute("CREATE TABLE t AS SELECT (['x', 'y'])[1 + i % 2] AS a, i % 3 AS b "
                 "FROM range(300) r(i)")
@@ -41,7 +42,7 @@ def test_cursor_sees_every_function(con: duckdb.DuckDBPyConnection) -> None:
     assert out == [(300,)]
     assert cur.sql("SELECT count(*) FROM inftda_preview('t', ['a'], rho := 1, "
                    "domains := {'a': ['x', 'y']})").fetchall() == [(1,)]
-    cur.execute("SELECT inftda_set_budget('t', rho := 3)").fetchall()
+    vouched(cur, "SELECT inftda_set_budget('t', rho := 3)")
     assert cur.sql("SELECT spent_rho FROM inftda_budget()").fetchall() == [(1.0,)]
     assert ledger(con) == [("memory.main.t", "sql")]
 

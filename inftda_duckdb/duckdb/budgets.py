@@ -3,17 +3,27 @@
 SQL functions (``inftda_budget()``, ``inftda_set_budget(...)``, ``inftda_ledger_rows()``) and
 :func:`charge`, called once per executed release before any noise is drawn.
 
+Setting a budget commits in the ledger at once (a ROLLBACK could not undo it), so it is refused
+inside an open transaction. Python checks the connection; a SQL function cannot (DuckDB tells a
+UDF nothing about the caller's transaction, and a UDF cannot use the caller's connection), so
+the SQL setters run only in a statement vouched for by :func:`outside_transaction` (the shell
+vouches for each statement it runs after checking) and refuse everywhere else.
+
 Which ledger, and which identity a source has, is decided in :mod:`.catalog`; the ledger itself
 (chain, exact arithmetic, refusal) is :mod:`inftda_duckdb.ledger`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import secrets
 import weakref
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute
 
@@ -32,6 +42,58 @@ from ..ledger.store import (
 from . import catalog, disclosure
 from .catalog import Context, Where
 from .connections import create_macro, register_udfs
+
+_VOUCHED: dict[str, bool] = {}  # live vouchers -> whether a transaction was open at the check
+_VOUCHER = "inftda_vouch"  # the connection's variable carrying its voucher to the setters
+
+
+@contextlib.contextmanager
+def outside_transaction(con: Any, sql: str) -> Iterator[None]:
+    """Run the ONE statement ``sql`` on ``con`` within this block, vouched for: the SQL budget
+    setters (``inftda_set_budget``, ``inftda_require_budget``) it calls run if no transaction
+    was open on ``con`` when the block began, and refuse (naming the transaction) if one was.
+    Several statements are refused (a ``BEGIN`` among them would open one after the check).
+
+    The voucher is a fresh random value in ``con``'s own variable ``inftda_vouch`` (DuckDB
+    variables belong to one connection: another cursor, perhaps inside a transaction, does not
+    see it), known to this process only while the block runs."""
+    try:
+        count = len(con.extract_statements(sql))
+    except duckdb.Error:  # a parse error: the statement itself reports it
+        count = 1
+    if count != 1:
+        raise bad_argument("sql", sql, "must be exactly one statement (a BEGIN among several "
+                           "would open a transaction after the check)",
+                           "run the statements one by one")
+    voucher = secrets.token_hex(16)
+    _VOUCHED[voucher] = catalog.in_transaction(con)
+    try:
+        with contextlib.suppress(duckdb.Error):  # an aborted transaction: the statement (a
+            con.execute(f"SET VARIABLE {_VOUCHER} = '{voucher}'")  # ROLLBACK?) still runs
+        yield
+    finally:
+        _VOUCHED.pop(voucher, None)
+        with contextlib.suppress(duckdb.Error):
+            con.execute(f"RESET VARIABLE {_VOUCHER}")
+
+
+def _refuse_unvouched(voucher: str | None, what: str) -> None:
+    """The SQL setters' guard: see :func:`outside_transaction`."""
+    state = _VOUCHED.get(voucher or "")
+    if state is False:
+        return
+    if state is True:
+        raise InputError(
+            f"{what} commits in the ledger at once, so a ROLLBACK could not undo it; it is "
+            "refused inside an open transaction. Nothing was changed. Fix: COMMIT or ROLLBACK "
+            "first, then run it again")
+    raise InputError(
+        f"{what} from SQL is refused here: it commits in the ledger at once, and a SQL function "
+        "cannot tell whether it runs inside an open transaction (a ROLLBACK could not undo it). "
+        "Nothing was changed. Fix: from Python call inftda_duckdb.set_budget(con, ...) or "
+        "require_budget(con) (both refused inside a transaction), use the command line "
+        "(inftda-duckdb budget --set ...), or run the SQL in inftda-duckdb shell, which checks "
+        "for an open transaction before each statement")
 
 
 def charge(con: Any, where: Where, fields: dict[str, Any]) -> int:
@@ -135,6 +197,10 @@ def require_budget(con: Any, on: bool = True, *, database: str | None = None) ->
     the connection's (``database``: the one inside that database, default the default one)."""
     if not isinstance(on, bool):
         raise bad_argument("on", on, "must be true or false", "pass on=True or on=False")
+    if catalog.in_transaction(con):
+        raise InputError(
+            "require_budget commits in the ledger at once, so a ROLLBACK could not undo it; it "
+            "is refused inside an open transaction. Fix: COMMIT or ROLLBACK first, then call it")
     fallback = catalog.default_database(con)
     with con.cursor() as cur:
         h = catalog.home(cur, database or fallback)
@@ -273,7 +339,8 @@ def register(con: Any) -> None:
     list) and
     ``inftda_require_budget(required := true)``. ``inftda_set_budget`` resolves names in the
     caller's context (current database, schema, search_path and TEMP objects, passed by the
-    macro), exactly as a release does, and commits at once (ROLLBACK does not undo it)."""
+    macro), exactly as a release does. The setters commit at once, so they run only in a
+    statement vouched for by :func:`outside_transaction` (the shell's)."""
     ref = weakref.ref(con)
 
     def live() -> Any:
@@ -289,7 +356,7 @@ def register(con: Any) -> None:
     @speaks("sql")
     def set_text(source: str, rho: str | None, epsilon: str | None, delta: str | None,
                  name: str | None, missing_ok: bool | None, db: str, schema: str, path: str,
-                 temp: list[str] | None) -> str:
+                 temp: list[str] | None, voucher: str | None) -> str:
         import json
 
         spec = json.loads(source)
@@ -298,6 +365,7 @@ def register(con: Any) -> None:
         disclosure.refuse_if_public(con, "inftda_set_budget from SQL (it would let callers "
                                     "raise their own budget)", "the curator sets budgets "
                                     "from Python or the budget command")
+        _refuse_unvouched(voucher, "inftda_set_budget")
         with catalog.share_choice(con, con.cursor()) as cur:
             shown = set_budget(cur, spec, rho=rho, epsilon=epsilon, delta=delta, name=name,
                                missing_ok=bool(missing_ok), context=context,
@@ -315,10 +383,14 @@ def register(con: Any) -> None:
         return table_sql(rows)
 
     @speaks("sql")
-    def require_text(on: bool) -> str:
+    def require_text(on: bool, voucher: str | None) -> str:
         con = live()
         disclosure.refuse_if_public(con, "inftda_require_budget from SQL", "the curator sets "
                                     "it from Python")
+        _refuse_unvouched(voucher, "inftda_require_budget")
+        if on is None:
+            raise bad_argument("required", on, "must be true or false",
+                               "pass required := true or required := false")
         with catalog.share_choice(con, con.cursor()) as cur:
             require_budget(cur, bool(on))
         return f"require_budget is {'on' if on else 'off'}"
@@ -330,12 +402,12 @@ def register(con: Any) -> None:
         )  # fmt: skip
         con.create_function(
             f"inftda_set_budget_udf_{n}", set_text,
-            ["VARCHAR"] * 5 + ["BOOLEAN"] + ["VARCHAR"] * 3 + ["VARCHAR[]"], "VARCHAR",
-            side_effects=True, null_handling="special",
+            ["VARCHAR"] * 5 + ["BOOLEAN"] + ["VARCHAR"] * 3 + ["VARCHAR[]", "VARCHAR"],
+            "VARCHAR", side_effects=True, null_handling="special",
         )  # fmt: skip
         con.create_function(
-            f"inftda_require_budget_udf_{n}", require_text, ["BOOLEAN"], "VARCHAR",
-            side_effects=True,
+            f"inftda_require_budget_udf_{n}", require_text, ["BOOLEAN", "VARCHAR"], "VARCHAR",
+            side_effects=True, null_handling="special",
         )  # fmt: skip
         con.create_function(
             f"inftda_releases_sql_{n}", releases_text, ["VARCHAR"], "VARCHAR",
@@ -353,14 +425,14 @@ def register(con: Any) -> None:
         "name::VARCHAR, missing_ok, current_database(), current_schema(), "
         "current_setting('search_path'), (SELECT list(n) FROM (SELECT table_name AS n FROM "
         "duckdb_tables() WHERE temporary UNION ALL SELECT view_name FROM duckdb_views() WHERE "
-        "temporary AND NOT internal)))",
+        "temporary AND NOT internal)), getvariable('inftda_vouch'))",
     )
     create_macro(con, "inftda_releases(source := NULL) AS TABLE "
                  f"SELECT * FROM query(inftda_releases_sql_{n}(source))")
     create_macro(con, "inftda_require_budget(required := true) AS "
-                 f"inftda_require_budget_udf_{n}(required)")
+                 f"inftda_require_budget_udf_{n}(required, getvariable('inftda_vouch'))")
 
 
-__all__ = ["budget", "charge", "ledger_rows", "move_ledger", "register", "remaining",
-           "require_budget",
+__all__ = ["budget", "charge", "ledger_rows", "move_ledger", "outside_transaction", "register",
+           "remaining", "require_budget",
            "set_budget", "upgrade_ledger", "verify_ledger"]

@@ -332,14 +332,16 @@ def ledgers(con: Any) -> list[Ledger]:
 
 
 def in_transaction(con: Any) -> bool:
-    """Whether ``con`` has an open transaction (BEGIN without COMMIT or ROLLBACK)."""
+    """Whether ``con`` has an open transaction (BEGIN without COMMIT or ROLLBACK), asked without
+    touching it: in autocommit every statement is a transaction of its own, so two statements
+    in a row see two transaction ids; inside BEGIN ... they see one. (A probing BEGIN would fail
+    inside a transaction and abort it, losing the caller's work.)"""
+    probe = "SELECT current_transaction_id()"
     try:
-        con.execute("BEGIN TRANSACTION")
-    except duckdb.TransactionException:
+        first, second = con.execute(probe).fetchall(), con.execute(probe).fetchall()
+    except duckdb.TransactionException:  # an aborted transaction is still open
         return True
-    with contextlib.suppress(duckdb.Error):
-        con.execute("ROLLBACK")
-    return False
+    return bool(first == second)
 
 
 def parse_sources(

@@ -58,7 +58,7 @@ CONTENT = {
 _CHAINED = """,
     seq BIGINT PRIMARY KEY,
     prev_hash VARCHAR NOT NULL,
-    digest VARCHAR NOT NULL CHECK (digest = sha256({content})),
+    digest VARCHAR NOT NULL{check},
     hash VARCHAR NOT NULL
 )"""
 
@@ -80,10 +80,10 @@ DDL = {
     neighbours VARCHAR NOT NULL CHECK (neighbours IN ('substitute', 'add_remove')),
     privacy_unit VARCHAR,
     max_rows_per_unit BIGINT NOT NULL CHECK (max_rows_per_unit >= 1),
-    rho VARCHAR NOT NULL CHECK (regexp_full_match(rho, {_POSITIVE})),
-    rho_approx DOUBLE NOT NULL,
-    epsilon DOUBLE NOT NULL,
-    delta DOUBLE NOT NULL,
+    rho VARCHAR NOT NULL CHECK ({{positive}}),
+    rho_approx {{double}} NOT NULL,
+    epsilon {{double}} NOT NULL,
+    delta {{double}} NOT NULL,
     output VARCHAR NOT NULL,
     seeded BOOLEAN NOT NULL,
     data_domain BOOLEAN NOT NULL,
@@ -96,8 +96,8 @@ DDL = {
     label VARCHAR NOT NULL,
     sources VARCHAR[] NOT NULL,
     labels VARCHAR[] NOT NULL,
-    rho VARCHAR NOT NULL CHECK (rho = '0' OR regexp_full_match(rho, {_POSITIVE})),
-    rho_approx DOUBLE NOT NULL,
+    rho VARCHAR NOT NULL CHECK (rho = '0' OR {{positive}}),
+    rho_approx {{double}} NOT NULL,
     set_at TIMESTAMPTZ NOT NULL{_CHAINED}""",
     SETTINGS: f"""CREATE TABLE {{t}} (
     name VARCHAR NOT NULL,
@@ -106,9 +106,15 @@ DDL = {
 }
 
 
-def ddl(table: str, qualified: str) -> str:
-    """The CREATE TABLE statement of ``table`` under the qualified name ``qualified``."""
-    return DDL[table].format(t=qualified, content=CONTENT.get(table, ""))
+def ddl(table: str, qualified: str, postgres: bool = False) -> str:
+    """The CREATE TABLE statement of ``table`` under the qualified name ``qualified``, in
+    DuckDB's dialect or PostgreSQL's (same columns and checks, but no digest CHECK: PostgreSQL
+    has no ``to_json`` of DuckDB's; every charge's verification, run by DuckDB, checks it)."""
+    if postgres:
+        return DDL[table].format(t=qualified, check="", double="DOUBLE PRECISION",
+                                 positive=f"rho ~ '^{_POSITIVE[1:-1]}$'")
+    return DDL[table].format(t=qualified, check=f" CHECK (digest = sha256({CONTENT.get(table)}))",
+                             double="DOUBLE", positive=f"regexp_full_match(rho, {_POSITIVE})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,20 +200,23 @@ SELECT count(*), min(seq) FILTER (NOT ok_row), min(seq) FILTER (NOT ok_link), ma
 FROM c"""
 
 
-def insert_sql(table: str, prefix: str, columns: list[str]) -> str:
-    """INSERT one chained row of ``table`` from the named parameters ``$<column>`` (cast as in
-    ``columns``: ``'name::TYPE'``) plus ``$seq`` and ``$prev_hash``: the digest and the hash are
-    computed by DuckDB, from the very values stored; returns the new hash."""
+def row_sql(table: str, columns: list[str]) -> str:
+    """SELECT one chained row of ``table`` from the named parameters ``$<column>`` (cast as in
+    ``columns``: ``'name::TYPE'``) plus ``$seq`` and ``$prev_hash``, with its digest and hash
+    computed by DuckDB from the very values it holds."""
     values = ", ".join(f"${c.split('::')[0]}::{c.split('::')[1]} AS {c.split('::')[0]}"
                        if "::" in c else f"{c.split('=')[1]} AS {c.split('=')[0]}"
                        for c in columns)
     return (
-        f"INSERT INTO {prefix}{table} BY NAME "
         f"SELECT *, {hmac_sql('prev_hash || digest')} AS hash FROM ("
         f"SELECT *, sha256({CONTENT[table]}) AS digest FROM ("
-        f"SELECT $seq::BIGINT AS seq, $prev_hash::VARCHAR AS prev_hash, {values})) "
-        "RETURNING hash"
+        f"SELECT $seq::BIGINT AS seq, $prev_hash::VARCHAR AS prev_hash, {values}))"
     )
+
+
+def insert_sql(table: str, prefix: str, columns: list[str]) -> str:
+    """INSERT :func:`row_sql`'s row into ``prefix`` + ``table``; returns the new hash."""
+    return f"INSERT INTO {prefix}{table} BY NAME {row_sql(table, columns)} RETURNING hash"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,9 @@ A :class:`Ledger` is four tables (:mod:`.chain`) in one DuckDB database, which i
 - a ledger file shared by any number of processes, tools and data files (:meth:`Ledger.file`):
   DuckDB lets one process write a file at a time, so the file is attached for each operation
   and detached right after (a process waiting for another retries with back-off), or
-- an in-memory ledger chosen explicitly (:meth:`Ledger.memory`, one per process).
+- an in-memory ledger chosen explicitly (:meth:`Ledger.memory`, one per process), or
+- a PostgreSQL database (:meth:`Ledger.server`, :mod:`.postgres`): the ledger of a cluster's
+  drivers. The same code runs on it; a :class:`Dialect` holds what differs.
 
 Every engine calls :meth:`Ledger.charge` once per executed release, before any noise is drawn:
 under a process-wide lock and one transaction it verifies the chain (incrementally: the rows
@@ -156,6 +158,54 @@ def _host() -> Any:
     return _HOST[0]
 
 
+class Dialect:
+    """What differs between the databases a ledger is kept in (DuckDB here; PostgreSQL in
+    :mod:`.postgres`): parameters, DDL, catalog queries, locking, errors, and where the chain's
+    SQL (DuckDB's: digests, verification, folding) runs. Everything else is one code path."""
+
+    errors: tuple[type[BaseException], ...] = (duckdb.Error,)
+    missing: tuple[type[BaseException], ...] = (duckdb.CatalogException,)  # no such table
+    retry: tuple[type[BaseException], ...] = (duckdb.TransactionException,)  # conflicts
+
+    def prefix(self, database: str | None) -> str:
+        return "main." if database is None else f"{quote(database)}.main."
+
+    def sql(self, text: str) -> str:
+        """``text`` with ``?`` parameters in this database's style."""
+        return text
+
+    def ddl(self, table: str, qualified: str) -> str:
+        return chain.ddl(table, qualified)
+
+    def begin(self, write: bool) -> str:
+        return "BEGIN TRANSACTION"  # snapshot isolation; DuckDB's conflicts are retried
+
+    def lock(self, cur: Any, prefix: str, create: bool = False) -> None:
+        """Serialise writers of the ledger in ``cur``'s open transaction (DuckDB: one writer
+        per file, plus the process lock)."""
+
+    def tables(self, database: str | None) -> tuple[str, str]:
+        """Queries (parameters: database, then names) listing the ledger's tables present, and
+        counting a ``seq`` column of a table (a chained ledger)."""
+        where = ("WHERE database_name = coalesce(?, current_database()) AND schema_name = "
+                 "'main' AND table_name")
+        return (f"SELECT table_name FROM duckdb_tables() {where} IN (?, ?, ?, ?)",
+                f"SELECT count(*) FROM duckdb_columns() {where} = ? AND column_name = 'seq'")
+
+    def view(self, cur: Any, prefix: str, after: int) -> tuple[Any, str]:
+        """A DuckDB cursor and prefix on which the chained tables' rows with ``seq > after``
+        (at least) can be read with DuckDB's SQL: here the tables themselves."""
+        return cur, prefix
+
+    def append(self, cur: Any, prefix: str, table: str, columns: list[str],
+               params: dict[str, Any]) -> str:
+        """Insert the chained row :func:`chain.row_sql` computes; returns its hash."""
+        return str(cur.execute(chain.insert_sql(table, prefix, columns), params).fetchall()[0][0])
+
+
+DUCKDB = Dialect()
+
+
 class Ledger:
     """One ledger. Engines pick one per source (see :mod:`inftda_duckdb.duckdb.catalog`), then
     call :meth:`charge`, :meth:`set_budget`, :meth:`set_setting`, :meth:`budgets`,
@@ -163,10 +213,12 @@ class Ledger:
 
     def __init__(self, opener: Callable[[], contextlib.AbstractContextManager[Any]],
                  database: str | None, location: str, where: str, *, durable: bool,
-                 explicit: bool, read_only: bool = False, key: Key | None = None) -> None:
+                 explicit: bool, read_only: bool = False, key: Key | None = None,
+                 dialect: Dialect = DUCKDB) -> None:
         self._open, self.database, self.location, self.where = opener, database, location, where
+        self.dialect = dialect
         # tables are named in the database of the cursor the opener gives, or in ``database``
-        self.prefix = "main." if database is None else f"{quote(database)}.main."
+        self.prefix = dialect.prefix(database)
         self.durable, self.explicit, self.read_only = durable, explicit, read_only
         self.key = key if key is not None else chain.key_from_environment()
 
@@ -219,11 +271,25 @@ class Ledger:
 
     @classmethod
     def open(cls, location: str) -> Ledger:
-        """``':memory:'`` -> :meth:`memory`; anything else is a ledger file path."""
+        """``':memory:'`` -> :meth:`memory`; a ``postgresql://`` URL -> :meth:`server`;
+        anything else is a ledger file path."""
         if not isinstance(location, str) or not location.strip():
-            raise bad_argument("ledger", location, "must be a file path or ':memory:'",
+            raise bad_argument("ledger", location,
+                               "must be a file path, ':memory:' or a postgresql:// URL",
                                "pass e.g. ledger='budget.duckdb'")
+        if location.startswith(("postgresql://", "postgres://")):
+            return cls.server(location)
         return cls.memory() if location == ":memory:" else cls.file(location)
+
+    @classmethod
+    def server(cls, url: str, key: Key | None = None) -> Ledger:
+        """A ledger in a PostgreSQL database (``postgresql://user@host:port/db``; the password
+        from PGPASSFILE, PGPASSWORD or a libpq service, never shown): for clusters."""
+        from . import postgres
+
+        opener, location = postgres.opener(url)
+        return cls(opener, None, location, location, durable=True, explicit=True, key=key,
+                   dialect=postgres.dialect())
 
     # -- transactions -------------------------------------------------------------------------
 
@@ -236,44 +302,46 @@ class Ledger:
                 "read-only. Nothing was charged. Fix: open it read-write, or keep the budgets in "
                 "a ledger file shared by every tool: load(con, ledger='budget.duckdb') (CLI: "
                 "--ledger, or INFTDA_LEDGER)")
+        missing: tuple[type[BaseException], ...] = (_Missing, *self.dialect.missing)
         with _LOCK, self._open() as cur:
             for attempt in range(_RETRIES):
-                cur.execute("BEGIN TRANSACTION")
+                cur.execute(self.dialect.begin(write))
                 try:
+                    if write:
+                        self.dialect.lock(cur, self.prefix)
                     result = body(cur)
                     cur.execute("COMMIT")
                     return result
-                except _Missing:
-                    _rollback(cur)
+                except missing:
+                    self._rollback(cur)
                     present = self._tables(cur)
                     if HEAD in present:
                         raise self._broken("one of its tables is missing (dropped?)") from None
                     if not write and not present:
                         return body(None)
                     self._create(cur)
-                except duckdb.TransactionException:
-                    _rollback(cur)
+                except self.dialect.retry:
+                    self._rollback(cur)
                     if attempt == _RETRIES - 1:
                         raise
                     time.sleep(0.01 * 2**attempt)
                 except BaseException:
-                    _rollback(cur)
+                    self._rollback(cur)
                     raise
         raise InternalError("the ledger transaction loop ended without a result")
 
     def _create(self, cur: Any) -> None:
         """Create the four tables and the head row (one transaction), unless an older format is
         there: that needs an explicit :meth:`upgrade`."""
-        cur.execute("BEGIN TRANSACTION")
+        cur.execute(self.dialect.begin(True))
         try:
+            self.dialect.lock(cur, self.prefix, create=True)
             present = self._tables(cur)
             if HEAD in present:
                 cur.execute("ROLLBACK")  # another connection made them meanwhile
                 return
-            chained = cur.execute(
-                "SELECT count(*) FROM duckdb_columns() WHERE database_name = coalesce(?, "
-                "current_database()) AND schema_name = 'main' AND table_name = ? AND "
-                "column_name = 'seq'", [self.database, LEDGER]).fetchall()[0][0]
+            chained = cur.execute(self.dialect.sql(self.dialect.tables(self.database)[1]),
+                                  [self.database, LEDGER]).fetchall()[0][0]
             if chained or SETTINGS in present:
                 raise self._broken("its head table is missing (dropped?)")
             if LEDGER in present or BUDGETS in present:
@@ -285,33 +353,36 @@ class Ledger:
                     "inftda_budgets_v1)")
             self._new(cur)
             cur.execute("COMMIT")
-        except duckdb.Error as exc:
-            _rollback(cur)
+        except self.dialect.errors as exc:
+            self._rollback(cur)
             raise LedgerError(f"the privacy ledger cannot be created in {self.location} ({exc})."
                               " Nothing was charged. Fix: open the database read-write, or "
                               "pass a writable ledger file: load(con, ledger='budget.duckdb')"
                               ) from None
         except BaseException:
-            _rollback(cur)
+            self._rollback(cur)
             raise
+
+    def _rollback(self, cur: Any) -> None:
+        with contextlib.suppress(*self.dialect.errors):  # a failed COMMIT has rolled back
+            cur.execute("ROLLBACK")
 
     def _new(self, cur: Any) -> _State:
         """Create the four tables and the head of a new, empty ledger (in ``cur``'s open
         transaction); returns its state."""
         ledger_id = uuid.uuid4().hex
         for table in (HEAD, *ROWS):
-            cur.execute(chain.ddl(table, self.prefix + table))
+            cur.execute(self.dialect.ddl(table, self.prefix + table))
         start = chain.genesis(ledger_id)
-        cur.execute(f"INSERT INTO {self.prefix}{HEAD} VALUES (?, ?, current_timestamp, ?, 0, ?, ?)",
+        cur.execute(self.dialect.sql(f"INSERT INTO {self.prefix}{HEAD} VALUES "
+                                     "(?, ?, current_timestamp, ?, 0, ?, ?)"),
                     [ledger_id, chain.FORMAT, self.key.check(), start,
                      chain.head_mac(self.key, ledger_id, 0, start)])
         return _State(ledger_id, last=start)
 
     def _tables(self, cur: Any) -> set[str]:
-        rows = cur.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = "
-            "coalesce(?, current_database()) AND schema_name = 'main' AND table_name IN "
-            "(?, ?, ?, ?)", [self.database, HEAD, *ROWS]).fetchall()
+        rows = cur.execute(self.dialect.sql(self.dialect.tables(self.database)[0]),
+                           [self.database, HEAD, *ROWS]).fetchall()
         return {r[0] for r in rows}
 
     # -- reading and verifying ----------------------------------------------------------------
@@ -323,7 +394,7 @@ class Ledger:
                 f"SELECT ledger_id, key_check, seq, hash, mac, "
                 f"(SELECT count(*) FROM {p}{LEDGER}), (SELECT count(*) FROM {p}{BUDGETS}), "
                 f"(SELECT count(*) FROM {p}{SETTINGS}) FROM {p}{HEAD}").fetchall()
-        except duckdb.CatalogException:
+        except self.dialect.missing:
             raise _Missing() from None
         if len(rows) != 1:
             raise self._broken(f"its head table holds {len(rows)} rows, not 1")
@@ -365,26 +436,30 @@ class Ledger:
         if sum(counts) != seq:
             raise self._broken(f"it holds {sum(counts)} rows but its head counts {seq} "
                                "(rows were deleted or inserted by hand)")
-        if cached is not None and seq > cached.seq and self._check(cur, cached, seq, last):
-            state = self._fold(cur, cached.copy())
+        if cached is not None and seq > cached.seq and self._check(
+                rows := self.dialect.view(cur, self.prefix, cached.seq), cached, seq, last):
+            state = self._fold(rows, cached.copy())
         else:
+            rows = self.dialect.view(cur, self.prefix, 0)
             fresh = _State(ledger_id, last=chain.genesis(ledger_id))
-            if not self._check(cur, fresh, seq, last, raise_=True):
+            if not self._check(rows, fresh, seq, last, raise_=True):
                 raise InternalError("ledger verification returned without a verdict")
             if cached is not None and cached.seq > 0 and (
-                    seq < cached.seq or self._hash_at(cur, cached.seq) != cached.last):
+                    seq < cached.seq or self._hash_at(rows, cached.seq) != cached.last):
                 raise self._broken("it no longer holds the rows this process saw earlier "
                                    "(truncated, or replaced by an older copy)")
-            state = self._fold(cur, fresh)
+            state = self._fold(rows, fresh)
         state.seq, state.last, state.counts = seq, last, counts
         _STATES[(ledger_id, self.where)] = state
         return state
 
-    def _check(self, cur: Any, since: _State, seq: int, last: str,
+    def _check(self, rows: tuple[Any, str], since: _State, seq: int, last: str,
                raise_: bool = False) -> bool:
-        """Verify rows ``since.seq + 1 .. seq`` (digests, hashes, links); True if sound."""
+        """Verify rows ``since.seq + 1 .. seq`` (digests, hashes, links) of ``rows`` (a
+        :meth:`Dialect.view`); True if sound."""
+        cur, prefix = rows
         n, bad_row, bad_link, top, top_hash = cur.execute(
-            chain.verify_sql(self.prefix),
+            chain.verify_sql(prefix),
             {"after": since.seq, "last": since.last, **self.key.pads()}).fetchall()[0]
         problem = None
         if bad_row is not None:
@@ -400,17 +475,18 @@ class Ledger:
             raise self._broken(problem, at)
         return False
 
-    def _hash_at(self, cur: Any, seq: int) -> str | None:
+    def _hash_at(self, rows: tuple[Any, str], seq: int) -> str | None:
         if seq == 0:
             return None
-        union = " UNION ALL ".join(f"SELECT hash FROM {self.prefix}{t} WHERE seq = $s"
-                                   for t in ROWS)
+        cur, prefix = rows
+        union = " UNION ALL ".join(f"SELECT hash FROM {prefix}{t} WHERE seq = $s" for t in ROWS)
         rows = cur.execute(union, {"s": seq}).fetchall()
         return rows[0][0] if rows else None
 
-    def _fold(self, cur: Any, state: _State) -> _State:
-        """Add the rows after ``state.seq`` to the state (already verified)."""
-        p, after = self.prefix, {"after": state.seq}
+    def _fold(self, rows: tuple[Any, str], state: _State) -> _State:
+        """Add the rows after ``state.seq`` of ``rows`` (a :meth:`Dialect.view`) to the state
+        (already verified)."""
+        (cur, p), after = rows, {"after": state.seq}
         for key, label, rho, n, not_private, top_id, _ in cur.execute(
             f"SELECT source_key, arg_max(source, seq), rho, count(*), count(*) FILTER (NOT "
             f"private), max(id), max(seq) AS s FROM {p}{LEDGER} WHERE seq > $after "
@@ -449,13 +525,14 @@ class Ledger:
         if digest is not None:  # the hot path: one plain INSERT (the CHECK verifies the digest)
             new = self.key.mac(state.last + digest)
             row.update(digest=digest, hash=new)
-            cur.execute(f"INSERT INTO {self.prefix}{LEDGER} ({', '.join(chain.CHARGE_INSERT)}) "
-                        f"VALUES ({', '.join('?' * len(chain.CHARGE_INSERT))})",
-                        [row[c] for c in chain.CHARGE_INSERT])
+            cur.execute(self.dialect.sql(
+                f"INSERT INTO {self.prefix}{LEDGER} ({', '.join(chain.CHARGE_INSERT)}) "
+                f"VALUES ({', '.join('?' * len(chain.CHARGE_INSERT))})"),
+                [row[c] for c in chain.CHARGE_INSERT])
         else:
-            (new,) = cur.execute(chain.insert_sql(table, self.prefix, columns),
-                                 {**row, **self.key.pads()}).fetchall()[0]
-        cur.execute(f"UPDATE {self.prefix}{HEAD} SET seq = ?, hash = ?, mac = ?",
+            new = self.dialect.append(cur, self.prefix, table, columns,
+                                      {**row, **self.key.pads()})
+        cur.execute(self.dialect.sql(f"UPDATE {self.prefix}{HEAD} SET seq = ?, hash = ?, mac = ?"),
                     [seq, new, chain.head_mac(self.key, state.ledger_id, seq, new)])
         after = state.copy()
         counts = list(state.counts)
@@ -607,7 +684,7 @@ class Ledger:
             if cur is None:
                 return None
             self._state(cur)  # a broken ledger is reported, not listed
-            return _charges(cur, self.prefix, self.location)
+            return _charges(*self.dialect.view(cur, self.prefix, 0), self.location)
 
         table = self._run(body, write=False)
         return no_charges(self.location) if table is None else table
@@ -637,11 +714,10 @@ class Ledger:
         sources and conversions kept, release ids renumbered) to ``target``, once, then close
         this ledger: its further charges are refused and name ``target``. Returns the rows
         moved (0 when they were moved before)."""
-        p = self.prefix
-
         def read(cur: Any) -> tuple[_State, list[tuple[str, dict[str, Any]]]]:
             state = self._state(cur)
             events: list[tuple[str, dict[str, Any]]] = []
+            cur, p = self.dialect.view(cur, self.prefix, 0)
             for table in ROWS:
                 rows = cur.sql(f"SELECT * EXCLUDE (prev_hash, digest, hash) FROM {p}{table}")
                 events += [(table, r) for r in rows.to_arrow_table().to_pylist()]
@@ -734,11 +810,6 @@ def no_charges(location: str = "") -> pa.Table:
 
 class _Missing(Exception):
     """The ledger's tables do not exist yet."""
-
-
-def _rollback(cur: Any) -> None:
-    with contextlib.suppress(duckdb.Error):  # a failed COMMIT has already rolled back
-        cur.execute("ROLLBACK")
 
 
 @contextlib.contextmanager

@@ -85,7 +85,8 @@ def release(
     OPTIONS`: ``rho`` or ``epsilon``/``delta``, ``domains``, ``domain_tables`` (DataFrames or
     table names here), ``domain_from_data``, ``level_weights``, ``auto_target``, ``output``,
     ``neighbours``, ``privacy_unit``, ``max_rows_per_unit``, ``unknown``, ``seed``), checked as
-    DuckDB checks them. ``ledger`` (a ledger file on the driver, ``':memory:'``, a ``Ledger`` or
+    DuckDB checks them. ``ledger`` (a ledger file on the driver, a ``postgresql://`` URL (for a
+    cluster), ``':memory:'``, a ``Ledger`` or
     a DuckDB connection; default ``INFTDA_LEDGER``) is charged once, before any noise is drawn;
     ``source_name`` is the source's identity in the ledger (``'file:PATH'``, ``'name:NAME'`` or
     a plain name; default: a catalog table's identity, or the files a DataFrame reads: see

@@ -6,7 +6,8 @@ budgets (a budget may cover several sources; ``require_budget`` refuses sources 
 
 - **Which ledger** (:func:`ledger_of`): ``ledger=`` a ledger file on the driver (created on first
   use; give DuckDB the same file with ``load(con, ledger=...)``, ``--ledger`` or
-  ``INFTDA_LEDGER``), ``':memory:'`` (this process only, chosen on purpose), a
+  ``INFTDA_LEDGER``), a ``postgresql://`` URL (a ledger on a server: the drivers of a
+  cluster), ``':memory:'`` (this process only, chosen on purpose), a
   :class:`~inftda_duckdb.ledger.Ledger`, or a DuckDB connection (the ledger it charges); without
   one, the file named by ``INFTDA_LEDGER``. There is no implicit default: Spark data outlives the
   process, and a budget kept only in memory would not hold.
@@ -53,8 +54,9 @@ def ledger_of(ledger: object) -> Ledger:
         found = Ledger.open(os.fspath(ledger))
     else:
         raise bad_argument(
-            "ledger", ledger, "must be a ledger file on the driver, ':memory:', a Ledger or a "
-            "DuckDB connection: every Spark release is charged to a ledger",
+            "ledger", ledger, "must be a ledger file on the driver, a postgresql:// URL, "
+            "':memory:', a Ledger or a DuckDB connection: every Spark release is charged to a "
+            "ledger",
             f"pass {opt('ledger', 'budget.duckdb')} (the file DuckDB releases of the same data "
             f"use), or set {LEDGER_VARIABLE}=budget.duckdb",
         )

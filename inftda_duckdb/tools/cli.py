@@ -255,8 +255,10 @@ def _add_database_and_ledger(p: argparse.ArgumentParser,
 def _add_ledger_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ledger", metavar="FILE",
                    help="keep budgets and charges in this ledger file, shared by every tool, "
-                   "process and data file that names it (':memory:' for a throwaway ledger); "
-                   "default: $INFTDA_LEDGER, else the ledger inside the database")
+                   "process and data file that names it (':memory:' for a throwaway ledger; "
+                   "postgresql://USER@HOST:PORT/DB for a ledger on a server, shared by the "
+                   "machines of a cluster); default: $INFTDA_LEDGER, else the ledger inside the "
+                   "database")
 
 
 def _add_source_options(p: argparse.ArgumentParser, need: bool) -> None:

@@ -129,6 +129,7 @@ class Shell:
 
     def execute(self, sql: str) -> bool:
         """Run one statement and print its result; False (message on ``err``) if it failed."""
+        from ..duckdb.budgets import outside_transaction
         from ..duckdb.extension import statement
         from .output import emit
 
@@ -137,7 +138,8 @@ class Shell:
             return None if relation is None else relation.to_arrow_table()
 
         try:
-            with speaking("sql"):
+            # vouched: the SQL budget setters run if no transaction is open now (one statement)
+            with speaking("sql"), outside_transaction(self.con, sql):
                 # on a helper thread: Ctrl-C stops a release within a block (extension.statement)
                 table = statement(self.con, run)
                 if table is None:
