@@ -26,6 +26,7 @@ inftda_release(
     'unknown': unknown, 'seed': seed,
     'current_database': current_database(), 'current_schema': current_schema(),
     'search_path': current_setting('search_path'), 'query_id': current_query_id(),
+    'memory_limit': current_setting('memory_limit'),
     'session': {'profiling': current_setting('enable_profiling')}
 })::VARCHAR))
 

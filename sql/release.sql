@@ -189,9 +189,9 @@ checks AS (SELECT to_json({$totals
 
 -- @column_check_enum
 -- level $i's ENUM labels: valid and distinct by construction (read from the typed row, the
--- FROM of the checks list: one subquery for all such columns, ~0.7 ms less planning for four)
-{'type': typeof(v$i), 'size': len(enum_range(v$i)), 'bad': 0,
- 'bad_examples': []::VARCHAR[], 'dups': 0}
+-- FROM of the checks list: one subquery for all such columns, ~0.7 ms less planning for four;
+-- no bad labels or duplicates to report: load_checks fills in the zeros, ~0.3 ms less)
+{'type': typeof(v$i), 'size': len(enum_range(v$i))}
 
 -- @datastats
 -- one pass over the coded leaves: rows, rows kept, and per column NULLs and undeclared values
@@ -203,12 +203,12 @@ datastats AS MATERIALIZED (
 )
 
 -- @datastat_enum
-coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
-    0::BIGINT AS unknown$i, []::VARCHAR[] AS examples$i
+-- an ENUM column's values all have a code: only its NULLs are counted (load_checks fills in
+-- no unknown values; constant columns here cost ~0.3 ms each to plan and run)
+coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i
 
 -- @datastat_keyed
-coalesce(sum(n) FILTER (kz < 0 AND (-1 - kz) // $radix % $base = $null), 0)::BIGINT AS nulls$i,
-    0::BIGINT AS unknown$i, []::VARCHAR[] AS examples$i
+coalesce(sum(n) FILTER (kz < 0 AND (-1 - kz) // $radix % $base = $null), 0)::BIGINT AS nulls$i
 
 -- @datastat
 coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,

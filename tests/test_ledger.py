@@ -350,6 +350,24 @@ def test_a_deletion_is_detected_by_a_process_that_already_verified(
         ledger.charge(mk("1/2"))
 
 
+def test_the_budget_first_check_sees_what_changed_since_this_process_verified(
+    con: duckdb.DuckDBPyConnection, ledger: Ledger
+) -> None:
+    # check() answers from the verified state after one read of the head only while the head
+    # and the row counts are unchanged; a deletion by hand, or a budget set by another
+    # process, is seen at once
+    ledger.set_budget([TRIPS], Fraction(1))
+    ledger.charge(mk("1/2"))
+    ledger.check(mk("1/2"))  # fits: answered from the state the charge left
+    other = Ledger.in_database(con, "memory", path=None, read_only=False)
+    other.set_budget([TRIPS], Fraction(1, 4))  # written through another handle
+    with pytest.raises(BudgetExceededError):
+        ledger.check(mk("1/2"))
+    con.execute("DELETE FROM inftda_ledger WHERE id = 1")
+    with pytest.raises(LedgerError, match="deleted"):
+        ledger.check(mk("1/100"))
+
+
 def test_a_ledger_rolled_back_under_a_running_process_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "l.duckdb"
     lg = Ledger.file(str(path))

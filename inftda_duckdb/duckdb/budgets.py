@@ -96,12 +96,20 @@ def _refuse_unvouched(voucher: str | None, what: str) -> None:
         "for an open transaction before each statement")
 
 
-def charge(con: Any, where: Where, fields: dict[str, Any]) -> int:
+def charge(con: Any, where: Where, fields: dict[str, Any],
+           found: tuple[SourceId, catalog.Home] | None = None) -> int:
     """Charge one executed release of the source at ``where`` (the other :class:`Charge`
-    fields in ``fields``) to its ledger; returns the ledger row id. Refusals raise."""
+    fields in ``fields``) to its ledger; returns the ledger row id. Refusals raise.
+    ``found``: the source's identity and home as the budget-first check of the same statement
+    read them (:func:`.disclosure.check_budget`), reused when that home was already bound to
+    its ledger (binding is once, and a later move is refused by the ledger moved from); else
+    both are read again here."""
     fallback = catalog.default_database(con)
     with con.cursor() as cur:  # one cursor for the identity and an in-database ledger
-        source, h = catalog.source_id(cur, where, fallback, owner=con)
+        if found is not None and found[1].ledger_id is not None:
+            source, h = found
+        else:
+            source, h = catalog.source_id(cur, where, fallback, owner=con)
         ledger = catalog.ledger_for(con, h, cursor=cur)
         rid, ledger_id = ledger.charge(Charge(source=source, **fields),
                                        expect=catalog.expectation(h))

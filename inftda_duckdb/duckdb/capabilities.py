@@ -31,7 +31,8 @@ from ..core.errors import InputError
 MAX_TOKENS = 4096  #: tokens kept (most are used within a second; EXPLAIN renders never run)
 
 _LOCK = threading.Lock()
-# token -> [digest of its spec, query id (None: Python API), state]; state is 'minted', then
+# token -> [digest of its spec, query id (None: Python API), state, the parsed request it was
+# rendered from (or None)]; state is 'minted', then
 # 'begun' by the begin step, 'done' once the levels step claimed it. A prepared statement that
 # DuckDB re-executes without rendering it again (DuckDB 1.5) begins a 'done' token again: a new
 # release, charged again. Two begin steps of one token before its claim are a correlated subquery.
@@ -43,11 +44,13 @@ def new() -> str:
     return secrets.token_hex(16)
 
 
-def mint(token: str, spec_text: str, query_id: int | None) -> None:
+def mint(token: str, spec_text: str, query_id: int | None, parsed: object = None) -> None:
     """Allow ``spec_text`` (which holds ``token``) to begin in the statement ``query_id``
-    (None: a statement rendered and run by the Python API itself)."""
+    (None: a statement rendered and run by the Python API itself). ``parsed``: an immutable
+    object the spec was rendered from (the release request), handed back by :func:`redeem`
+    so the begin step need not parse the spec's copy again."""
     with _LOCK:
-        _TOKENS[token] = [_digest(spec_text), query_id, "minted"]
+        _TOKENS[token] = [_digest(spec_text), query_id, "minted", parsed]
         while len(_TOKENS) > MAX_TOKENS:
             _TOKENS.popitem(last=False)
 
@@ -70,20 +73,23 @@ CORRELATED = (
 
 
 def redeem(step: str, token: object, spec_text: str, query_id: int | None,
-           once: bool = True) -> None:
-    """Accept the spec of a begin step (``once``) or a preview step, or raise InputError."""
+           once: bool = True) -> object:
+    """Accept the spec of a begin step (``once``) or a preview step, or raise InputError.
+    Returns what the token was minted with as ``parsed`` (the spec text is exactly the one
+    minted: its digest matched)."""
     with _LOCK:
         entry = _TOKENS.get(token) if isinstance(token, str) else None
         if entry is None or entry[0] != _digest(spec_text) or (
                 entry[1] is not None and entry[1] != query_id):
             raise InputError(_HAND_MADE.format(step=step))
         if not once:
-            return
+            return entry[3]
         if entry[2] == "begun":
             entry[2] = "duplicated"
         if entry[2] == "duplicated":
             raise InputError(CORRELATED)
         entry[2] = "begun"
+        return entry[3]
 
 
 def claim(token: str | None) -> None:

@@ -46,9 +46,10 @@ import duckdb
 from ..core.errors import BudgetExceededError, InftdaError, InputError, bad_argument, opt
 from ..core.identifiers import parse_qualified, quote_qualified
 from ..core.request import ReleaseRequest
+from ..ledger.sources import SourceId
 from ..ledger.store import Charge
 from . import catalog
-from .catalog import Where
+from .catalog import Home, Where
 from .domain import DomainPlan, enum_labels
 
 MODES = ("curator", "public")
@@ -270,11 +271,12 @@ def check_evaluate(con: Any, *tables: str) -> None:
 # ---------------------------------------------------------------------------------- budget
 
 
-def check_budget(con: Any, where: Where, charge: dict[str, Any]) -> None:
+def check_budget(con: Any, where: Where, charge: dict[str, Any]) -> tuple[SourceId, Home]:
     """Would the charge (the :class:`~inftda_duckdb.ledger.store.Charge` fields but the
     source) be refused? Then raise the ledger's own refusal now, charging nothing, before any
     data check or data-dependent message. In public-facing mode a source no budget covers is
-    refused too. The charge itself checks again, atomically."""
+    refused too. The charge itself checks again, atomically. Returns the source's identity and
+    home (the charge of the same statement may reuse them: :func:`.budgets.charge`)."""
     with con.cursor() as cur:  # (an in-database ledger works through this cursor)
         source, home = catalog.source_id(cur, where, catalog.default_database(con), owner=con)
         ledger = catalog.ledger_for(con, home, cursor=cur)
@@ -285,6 +287,7 @@ def check_budget(con: Any, where: Where, charge: dict[str, Any]) -> None:
             f"release of {source.label} refused: no budget covers it, and a public-facing "
             "connection releases only sources with a budget. Nothing was charged and no noise "
             "was drawn. Fix: ask the curator to set one")
+    return source, home
 
 
 @contextlib.contextmanager

@@ -317,15 +317,21 @@ def no_domain(column: str, type_name: str, enums: bool = True) -> InputError:
 
 
 def load_checks(checks_json: str) -> dict[str, Any]:
-    """The check row as one dict: the data stats (one struct in SQL) spread over the columns."""
+    """The check row as one dict: the data stats (one struct in SQL) spread over the columns.
+    An ENUM column's checks leave out what cannot happen (no bad or duplicate labels, no value
+    outside its domain): zeros here."""
     checks: dict[str, Any] = json.loads(checks_json)
+    for c in checks["columns"]:
+        c.setdefault("bad", 0)
+        c.setdefault("bad_examples", [])
+        c.setdefault("dups", 0)
     stats = checks.pop("stats", None)
     if stats is not None:
         checks["n"], checks["kept"] = stats["n"], stats["kept"]
         checks["nulls_unit"] = stats.get("nulls_unit", 0)
         for i, c in enumerate(checks["columns"], 1):
-            c.update(nulls=stats[f"nulls{i}"], unknown=stats[f"unknown{i}"],
-                     examples=stats[f"examples{i}"] or [])
+            c.update(nulls=stats[f"nulls{i}"], unknown=stats.get(f"unknown{i}", 0),
+                     examples=stats.get(f"examples{i}") or [])
     return checks
 
 

@@ -126,6 +126,7 @@ class _Pending:
     where: Where
     origin: str
     hidden: InftdaError | None = None  # public-facing mode: a data problem, raised once charged
+    found: tuple[SourceId, catalog.Home] | None = None  # the source's identity and home, as read
 
 
 @dataclass
@@ -240,8 +241,9 @@ def _begin(con_ref: Any, step: str, spec_text: str, checks: str,
         _BEGINNING[id(flag)] = (owner, token, flag)
     try:
         with _active(owner, token):
-            capabilities.redeem(step, token, spec_text, query_id)
-            return _begin_spec(con_ref, spec, checks, flag)
+            parsed = capabilities.redeem(step, token, spec_text, query_id)
+            return _begin_spec(con_ref, spec, checks, flag,
+                               parsed if isinstance(parsed, ReleaseRequest) else None)
     except KeyboardInterrupt as exc:  # Ctrl-C landed in this UDF: nothing is charged here
         err = exc if isinstance(exc, ReleaseInterrupted) else stopped(None)
         _keep_error(token, err)
@@ -254,12 +256,13 @@ def _begin(con_ref: Any, step: str, spec_text: str, checks: str,
             _BEGINNING.pop(id(flag), None)
 
 
-def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str,
-                flag: threading.Event) -> dict[str, Any]:
+def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading.Event,
+                request: ReleaseRequest | None = None) -> dict[str, Any]:
     """Budget first: the mode's refusals and the budget (request and catalog only), then the
     data checks: in curator mode their errors raise here (nothing charged); in public-facing
-    mode one is kept and raised as one fixed message once charged (see :mod:`.disclosure`)."""
-    request = from_json(spec["request"])
+    mode one is kept and raised as one fixed message once charged (see :mod:`.disclosure`).
+    ``request``: the one the spec was rendered from (its token's; else parsed from the spec)."""
+    request = request if request is not None else from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
     plan = budget_plan(request, domains, checks)
     data = load_checks(checks)
@@ -271,7 +274,7 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str,
         raise InputError("the connection that loaded inftda_duckdb is closed")
     disclosure.admit(con, request, domains, data)
     # before any data check: refused, nothing charged, nothing said
-    disclosure.check_budget(con, where, charge_fields(request, plan.rho, spec["origin"]))
+    found = disclosure.check_budget(con, where, charge_fields(request, plan.rho, spec["origin"]))
     hidden: InftdaError | None = None
     n, fits = 0, True
     try:
@@ -293,7 +296,7 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str,
         _log_frame_enums(request, domains, data)
     rid = uuid.uuid4().hex
     pending = _Pending(con_ref, request, plan, n, sizes, nodes, fits, nests, where, spec["origin"],
-                       hidden)
+                       hidden, found)
     with _LOCK:
         state = _Release([], 0, Nodes.root(0), token, _PROGRESS.get(token) if token else None,
                          flag, id(con), pending=pending, kept=n)
@@ -335,7 +338,8 @@ def _claim(state: _Release) -> None:
     request = p.request
     try:
         # refusal raises BudgetExceededError: nothing drawn
-        ledger_id = budgets.charge(con, p.where, charge_fields(request, p.plan.rho, p.origin))
+        ledger_id = budgets.charge(con, p.where, charge_fields(request, p.plan.rho, p.origin),
+                                   p.found)
     except KeyboardInterrupt:  # while the charge was being written
         raise stopped(None, recording=True) from None
     state.charged = charged = f"rho {p.plan.rho} on {p.where.label}"
@@ -558,11 +562,14 @@ _UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 <
 
 def memory_limit(con: Any) -> int | None:
     """DuckDB's ``memory_limit`` setting in bytes (None if unreadable): a release too large for
-    one list of its leaves under it is planned in parts."""
-    try:
-        text = str(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
-    except duckdb.Error:
-        return None
+    one list of its leaves under it is planned in parts. ``con``: a connection to read it
+    from, or the setting's text as the release macro already read it (no query)."""
+    text = con
+    if not isinstance(con, str):
+        try:
+            text = str(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+        except duckdb.Error:
+            return None
     m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]+)\s*", text)
     if m is None or m.group(2) not in _UNITS:
         return None
@@ -905,10 +912,11 @@ def _register(con: Any, n: int) -> None:
         data = json.loads(options)
         context, session = _context(data), data.pop("session", None)
         query_id = data.pop("query_id", None)
+        setting = data.pop("memory_limit", None)  # the macro read it: no query here
         request = from_json(json.dumps(disclosure.defaults(ref(), data)))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
-            limit = memory_limit(cur)
+            limit = memory_limit(cur if setting is None else str(setting))
         _public_first(ref(), request, plan, session)
         plan.check_sizes()
         return _rendered(request, plan, names, "sql", query_id, limit=limit)[0]
@@ -918,6 +926,7 @@ def _register(con: Any, n: int) -> None:
         data = json.loads(options)
         context, session = _context(data), data.pop("session", None)
         data.pop("query_id", None)
+        data.pop("memory_limit", None)
         beta, report = _beta(data.pop("beta", 0.05)), _report_delta(data)
         request = from_json(json.dumps(disclosure.defaults(ref(), data)))
         with cursor() as cur:
@@ -963,7 +972,7 @@ def _rendered(request: ReleaseRequest, plan: DomainPlan, names: UdfNames, origin
     DuckDB's ``memory_limit`` (``limit``, bytes) it may come in parts."""
     token = capabilities.new()
     where = (charge or Where.of(plan.source)).to_json()
-    capabilities.mint(token, spec_json(request, plan, origin, token, where), query_id)
+    capabilities.mint(token, spec_json(request, plan, origin, token, where), query_id, request)
     return render_release(request, plan, names, origin, token, where, limit), token
 
 

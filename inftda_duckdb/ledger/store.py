@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import duckdb
 import pyarrow as pa
@@ -57,6 +57,7 @@ REQUIRE_BUDGET = "require_budget"  # setting: refuse releases of sources no budg
 MOVED_TO = "moved_to"  # setting: this ledger's rows were moved to another ledger (see move_to)
 LOCK_WAIT = 30.0  # seconds a process waits for a ledger file another process holds
 _RETRIES = 5
+T = TypeVar("T")
 
 # One process-wide lock: read, decide, append and commit happen atomically with respect to every
 # other operation on any ledger in this process (another process is kept out by DuckDB's lock).
@@ -608,8 +609,26 @@ class Ledger:
         """Raise what :meth:`charge` would raise for the budget, writing nothing: a release
         checks its budget before it reads its data (the charge checks again, atomically)."""
         _validate(charge)
-        self._run(lambda cur: None if cur is None else self._refuse(self._state(cur), charge),
-                  write=False)
+        self._read(lambda state: None if state is None else self._refuse(state, charge))
+
+    def _read(self, use: Callable[[_State | None], T]) -> T:
+        """``use(state)`` on the verified state at the head (None: no ledger yet), writing
+        nothing. One read of the head when it and the row counts are still those this process
+        verified (one statement: a consistent snapshot on its own, ~0.5 ms less than BEGIN ..
+        COMMIT around it), else a transaction that verifies the rows appended since (or the
+        whole chain)."""
+        with _LOCK, self._open() as cur:
+            try:
+                ledger_id, _, seq, last, _, counts = self._head(cur)
+            except _Missing:
+                pass
+            else:
+                cached = _STATES.get((ledger_id, self.where))
+                if cached is not None and (cached.seq, cached.last, cached.counts) == (
+                        seq, last, counts):
+                    return use(cached)
+        return cast(T, self._run(lambda cur: use(None if cur is None else self._state(cur)),
+                                 write=False))
 
     def set_budget(self, sources: list[SourceId], cap: Fraction, name: str | None = None) -> str:
         """Cap the total rho of all releases of any of ``sources`` at ``cap`` (exact; 0 freezes
@@ -657,15 +676,14 @@ class Ledger:
         """The least rho left among the budgets covering ``source``, and that budget (None:
         no budget covers it)."""
 
-        def body(cur: Any) -> tuple[Fraction, Budget] | None:
-            if cur is None:
+        def body(state: _State | None) -> tuple[Fraction, Budget] | None:
+            if state is None:
                 return None
-            state = self._state(cur)
             left = [(max(b.cap - state.spent_by(b), Fraction(0)), b)
                     for b in state.covering(source.key)]
             return min(left, key=lambda t: t[0]) if left else None
 
-        found = self._run(body, write=False)
+        found = self._read(body)
         return None if found is None else (found[0], found[1])
 
     def budgets(self, delta: object = DEFAULT_DELTA) -> pa.Table:
