@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from typing import Any
 
@@ -27,6 +28,7 @@ from ..tools import cli
 from ..tools.output import emit, sidecar
 from ..tools.status import EXIT_OK
 from .driver import preview, release
+from .jobs import Run, run_tagged
 from .ledger import LEDGER_VARIABLE
 
 KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -112,15 +114,27 @@ def spark_release(args: argparse.Namespace) -> int:
         progress.say(f"charged rho {record['rho']} (~{record['rho_decimal']}) to the ledger in "
                      f"{ledger} (id {record['ledger_id']}); releasing the subtrees")
         mode = "overwrite" if args.overwrite else "errorifexists"
+        # the write runs the subtree job: Ctrl-C cancels it (the budget is spent: exit 130 says so)
+        charged = Run(charged=f"rho {record['rho']} on {record['source']}",
+                      ledger_id=int(record["ledger_id"]))
         if args.into_table is not None:
-            result.write.mode(mode).saveAsTable(args.into_table)
+            run_tagged(spark,
+                       lambda _: result.write.mode(mode).saveAsTable(args.into_table), charged)
             where = f"table {args.into_table} (provenance: its columns' metadata)"
         else:
+            folder = os.path.abspath(args.output)
+            existed = os.path.exists(folder)
             writer = result.write.mode(mode)
-            if kind == "csv":
-                writer.option("header", True).csv(os.path.abspath(args.output))
-            else:
-                writer.parquet(os.path.abspath(args.output))
+            try:
+                if kind == "csv":
+                    run_tagged(spark,
+                               lambda _: writer.option("header", True).csv(folder), charged)
+                else:
+                    run_tagged(spark, lambda _: writer.parquet(folder), charged)
+            except BaseException:
+                if not existed and os.path.isdir(folder):  # what the failed write left
+                    shutil.rmtree(folder, ignore_errors=True)
+                raise
             with open(sidecar(args.output), "w") as f:
                 json.dump(record, f, indent=1)
             where = f"{args.output} and {sidecar(args.output)}"

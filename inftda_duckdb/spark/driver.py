@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
@@ -58,9 +58,11 @@ from ..ledger import Ledger
 from . import domains as dom
 from . import leaves as lv
 from . import ledger as charges
+from .jobs import Run, run_tagged
 from .subtrees import CHUNK_CELLS, SubtreeJob, choose_cut, export_below
 from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
 
+T_ = TypeVar("T_")
 ROWS_PER_PARTITION = 1 << 20
 """Default subtree partitions: one per this many kept leaves (at least the default parallelism,
 at most one per cut node)."""
@@ -91,7 +93,40 @@ def release(
     :mod:`.ledger`). ``partitions`` sets the number of
     subtree partitions. Returns a lazy, deterministic DataFrame: the columns (their own names and
     types) and ``count``, or one row per synthetic record with ``output='rows'``.
+
+    Ctrl-C (a ``KeyboardInterrupt``) cancels the release's Spark jobs and raises
+    :class:`~inftda_duckdb.core.errors.ReleaseInterrupted` saying whether the budget was spent
+    (:mod:`.jobs`).
     """
+
+    def work(run: Run) -> DataFrame:
+        return _release(run, source, columns, ledger=ledger, source_name=source_name,
+                        partitions=partitions, origin=origin, options=options)
+
+    return _tagged(source, work)
+
+
+def _tagged(source: object, work: Callable[[Run], T_]) -> T_:
+    """``work`` under a job tag of its own (:func:`.jobs.run_tagged`), when there is a session."""
+    spark = source.sparkSession if isinstance(source, DataFrame) else \
+        SparkSession.getActiveSession()
+    if spark is None:  # a table name without a session: work() says so
+        return work(Run())
+    return run_tagged(spark, work)
+
+
+def _release(
+    run: Run,
+    source: DataFrame | str,
+    columns: Sequence[str],
+    *,
+    ledger: str | os.PathLike[str] | Ledger | duckdb.DuckDBPyConnection | None,
+    source_name: str | None,
+    partitions: int | None,
+    origin: str,
+    options: dict[str, Any],
+) -> DataFrame:
+    """The release (:func:`release`), with ``run``'s cancellation state."""
     if origin not in ORIGINS:
         raise bad_argument("origin", origin, f"must be one of {', '.join(ORIGINS)}",
                            "leave it out (the default is 'python')")
@@ -131,12 +166,14 @@ def release(
     # the cell limit from public information: the domains, and n when it is published as it is
     fits = limits.check_cells(request.columns, sizes, nodes,
                               None if request.noised_root else n)
+    run.before_charge()  # cancelled meanwhile: nothing is charged
     ledger_id = charges.charge(book, sid, request, plan.rho, origin)  # refused: no noise
+    run.charged, run.ledger_id = f"rho {plan.rho} on {sid.label}", ledger_id
     secret = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
     root = release_root(n, plan, secret)
     if not fits:  # only the noised root can decide: after the charge, and the error says so
         limits.check_cells(request.columns, sizes, nodes, root,
-                           charged=f"rho {plan.rho} on {sid.label}")
+                           charged=run.charged)
     allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
     levels = Levels.build(sizes, plan, secret, allowed)
     cut_nodes = Nodes.root(root)
@@ -301,7 +338,12 @@ def preview(
     """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
     total epsilon at ``delta`` (default 1e-6): the table :func:`inftda_duckdb.preview` returns,
     for the options of :func:`release`. Spends nothing and reads no private data, except with
-    ``domain_from_data`` (then marked not private)."""
+    ``domain_from_data`` (then marked not private). Ctrl-C cancels its Spark jobs (:mod:`.jobs`)."""
+    return _tagged(source, lambda run: _preview(source, columns, beta, options))
+
+
+def _preview(source: DataFrame | str, columns: Sequence[str], beta: float,
+             options: dict[str, Any]) -> pa.Table:
     options.setdefault("delta", DEFAULT_DELTA)
     domain_tables = options.pop("domain_tables", None)
     report = _report_delta(options)

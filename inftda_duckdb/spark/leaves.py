@@ -2,8 +2,9 @@
 
 Algorithm 1 needs the true count of every non-empty leaf (c1..cd). Spark computes them in one
 GROUP BY over the source (a privacy unit adds a window that keeps at most ``m`` rows per unit,
-as DuckDB does); :class:`Coder` codes each level's values against its public domain (Arrow hash
-lookups in ``mapInArrow``: no join, no broadcast job), and the result is **pinned**:
+as DuckDB does); :func:`coded` codes each level's values against its public domain (broadcast
+hash joins with small local tables, in the JVM, in the stage of the GROUP BY's final aggregation:
+no Python worker, no extra job), and the result is **pinned**:
 ``checkpoint`` (reliable, when the SparkContext has a checkpoint directory) or
 ``localCheckpoint`` (executor storage; a lost executor then fails the job instead of re-reading
 data that may have changed). :func:`summary` is the one job that materialises the pinned leaves
@@ -20,16 +21,13 @@ not list. When the key would pass 2**62 the codes travel as columns ``k1..kd`` i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from ..core import units
 from ..core.request import ReleaseRequest
@@ -86,73 +84,8 @@ def keyed(domains: Domains) -> bool:
     return key_span(domains.sizes) < MAX_KEY_SPAN
 
 
-@dataclass(frozen=True)
-class Coder:
-    """Codes raw leaves by the public domains, as the function of ``mapInArrow``: each level's
-    values are looked up in its domain (a hash lookup over whole Arrow batches), the nested
-    levels' combinations in their domain tables; out comes the layout of the module docstring.
-    The domains travel with the function (public values)."""
-
-    values: tuple[pa.Array, ...]
-    nests: tuple[tuple[tuple[int, ...], np.ndarray], ...]  # levels, sorted allowed keys
-    keyed: bool
-    unit: bool
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            yield self._code(batch)
-
-    def _code(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        d, rows = len(self.values), batch.num_rows
-        codes = np.empty((d, rows), np.int64)
-        flags = np.zeros(rows, np.int64)
-        for k, values in enumerate(self.values):
-            raw = batch.column(k)
-            found = pc.index_in(raw.cast(values.type), value_set=values)
-            flags |= raw.is_null().to_numpy(zero_copy_only=False).astype(np.int64) << k
-            unknown = (found.is_null().to_numpy(zero_copy_only=False)
-                       & raw.is_valid().to_numpy(zero_copy_only=False))
-            flags |= unknown.astype(np.int64) << (32 + k)
-            codes[k] = found.fill_null(-1).to_numpy(zero_copy_only=False)
-        clean = flags == 0
-        outside = np.zeros(rows, np.int64)
-        for t, (levels, allowed) in enumerate(self.nests):
-            sizes = [len(self.values[k]) for k in levels]
-            keys = _mixed(codes[list(levels)], sizes)
-            pos = np.minimum(np.searchsorted(allowed, keys), max(allowed.shape[0] - 1, 0))
-            listed = allowed[pos] == keys if allowed.size else np.zeros(rows, bool)
-            outside |= (clean & ~listed).astype(np.int64) << t
-        kept = clean & (outside == 0)
-        columns: dict[str, pa.Array] = {}
-        if self.keyed:
-            key = _mixed(codes, [len(v) for v in self.values])
-            columns["key"] = pa.array(key, pa.int64(), mask=~kept)
-        columns["n"] = batch.column("n")
-        columns["flags"] = pa.array(flags, pa.int64(), mask=clean)
-        if not self.keyed:
-            for k in range(d):
-                columns[f"k{k + 1}"] = pa.array(codes[k].astype(np.int32), mask=~kept)
-        if self.nests:
-            columns["outside"] = pa.array(outside, pa.int64(), mask=~(clean & ~kept))
-        if self.unit:
-            columns["nulls_unit"] = batch.column("nulls_unit")
-        return pa.RecordBatch.from_pydict(columns)
-
-    def schema(self) -> T.StructType:
-        fields = [T.StructField("key", T.LongType())] if self.keyed else []
-        fields += [T.StructField("n", T.LongType()), T.StructField("flags", T.LongType())]
-        if not self.keyed:
-            fields += [T.StructField(f"k{k + 1}", T.IntegerType())
-                       for k in range(len(self.values))]
-        if self.nests:
-            fields.append(T.StructField("outside", T.LongType()))
-        if self.unit:
-            fields.append(T.StructField("nulls_unit", T.LongType()))
-        return T.StructType(fields)
-
-
 def _mixed(codes: np.ndarray, sizes: list[int]) -> np.ndarray:
-    """Mixed-radix keys of codes (one row per level); garbage where a code is -1."""
+    """Mixed-radix keys of codes (one row per level)."""
     key = np.zeros(codes.shape[1], np.int64)
     for row, size in zip(codes, sizes, strict=True):
         key *= int(size)
@@ -160,16 +93,71 @@ def _mixed(codes: np.ndarray, sizes: list[int]) -> np.ndarray:
     return key
 
 
+LITERAL_VALUES = 64
+"""Domains up to this size are looked up in a literal map (linear, but no job); larger ones by a
+broadcast hash join (one small job to broadcast the values)."""
+LITERAL_KEYS = 4096
+"""A domain table's listed combinations up to this many are checked by a hash set in the plan."""
+
+
 def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFrame:
-    """The raw leaves coded by the public domains (the layout in the module docstring)."""
-    nests = []
+    """The raw leaves coded by the public domains (the layout in the module docstring), in the
+    JVM, in the stage of the GROUP BY's final aggregation (no Python worker): each level's values
+    are looked up in its domain (a literal map for small domains, else a broadcast hash join),
+    the nested levels' combinations among the listed keys of their domain tables (a hash set,
+    else a broadcast hash join)."""
+    spark = raw.sparkSession
+    d, sizes = request.depth, domains.sizes
+    frame = raw
+    for k in range(d):
+        kind = raw.schema[f"r{k + 1}"].dataType
+        if len(domains.values[k]) <= LITERAL_VALUES:  # a literal map: no job at all
+            lookup = F.create_map(*[x for code, value in enumerate(domains.values[k].to_pylist())
+                                    for x in (F.lit(value).cast(kind), F.lit(code))])
+            frame = frame.withColumn(f"c{k + 1}", lookup[F.col(f"r{k + 1}")])
+            continue
+        values = domains.frame(spark, k).select(F.col("v").cast(kind).alias(f"v{k + 1}"),
+                                                F.col("code").alias(f"c{k + 1}"))
+        frame = frame.join(F.broadcast(values), F.col(f"r{k + 1}") == F.col(f"v{k + 1}"),
+                           "left")
+    bits = [F.when(F.col(f"r{k + 1}").isNull(), F.lit(1 << k))
+            .when(F.col(f"c{k + 1}").isNull(), F.lit(1 << (32 + k))).otherwise(F.lit(0))
+            for k in range(d)]
+    flags = bits[0]
+    for bit in bits[1:]:
+        flags = flags.bitwiseOR(bit)
+    frame = frame.withColumn("flags", F.when(flags != 0, flags.cast("long")))
+    clean = F.col("flags").isNull()
+    outside: Any = F.lit(0).cast("long")
     for t, nest in enumerate(domains.plan.nestings):
         table = domains.nests[t]
         table = table[:, (table >= 0).all(axis=0)]
-        sizes = [domains.sizes[k] for k in nest.levels]
-        nests.append((nest.levels, np.unique(_mixed(table, sizes))))
-    coder = Coder(domains.values, tuple(nests), keyed(domains), request.privacy_unit is not None)
-    return raw.mapInArrow(coder, coder.schema())
+        listed = np.unique(_mixed(table, [sizes[k] for k in nest.levels]))
+        at = _key([F.col(f"c{k + 1}") for k in nest.levels], [sizes[k] for k in nest.levels])
+        if listed.size <= LITERAL_KEYS:  # a hash set in the plan (InSet): no job
+            unlisted = ~at.isin([int(x) for x in listed]) if listed.size else F.lit(True)
+        else:
+            keys = spark.createDataFrame(pa.table({f"a{t}": pa.array(listed, pa.int64()),
+                                                   f"l{t}": pa.array(np.ones(listed.size,
+                                                                             bool))}))
+            frame = frame.join(F.broadcast(keys), clean & (at == F.col(f"a{t}")), "left")
+            unlisted = F.col(f"l{t}").isNull()
+        outside = outside.bitwiseOR(F.when(clean & unlisted, F.lit(1 << t))
+                                    .otherwise(F.lit(0)).cast("long"))
+    kept = clean & (outside == 0)
+    columns = []
+    if keyed(domains):
+        columns.append(F.when(kept, _key([F.col(f"c{k + 1}") for k in range(d)], sizes))
+                       .alias("key"))
+    columns += [F.col("n"), F.col("flags")]
+    if not keyed(domains):
+        columns += [F.when(kept, F.col(f"c{k + 1}")).cast("int").alias(f"k{k + 1}")
+                    for k in range(d)]
+    if domains.plan.nestings:
+        columns.append(F.when(clean & ~kept, outside).alias("outside"))
+    if request.privacy_unit is not None:
+        columns.append(F.col("nulls_unit"))
+    return frame.select(*columns)
 
 
 def _key(codes: list[Any], sizes: list[int]) -> Any:

@@ -79,6 +79,33 @@ def rows(frame: Any) -> list[tuple]:
     return sorted(tuple(r) for r in frame.collect())
 
 
+def test_the_leaves_are_coded_flagged_and_nested_in_the_jvm(spark: Any) -> None:
+    """``coded``: codes by the public domains, flags (bit k: NULL in column k, bit 32 + k:
+    outside its domain), a nesting's unlisted combinations, the key only for kept leaves."""
+    from types import SimpleNamespace
+
+    from inftda_duckdb.spark.domains import Domains
+    from inftda_duckdb.spark.leaves import coded
+
+    class Stub:  # a: 1, 2; b: 3 (the nesting's coded combinations, one row per level)
+        values = (pa.array(["a", "b"]), pa.array([1, 2, 3], pa.int64()))
+        nests = (np.array([[0, 0, 1], [0, 1, 2]]),)
+        plan = SimpleNamespace(nestings=[SimpleNamespace(levels=(0, 1))])
+        sizes = (2, 3)
+        frame = Domains.frame
+
+    raw = spark.createDataFrame(pa.table({
+        "r1": ["a", "b", None, "z", "b", "a"], "r2": pa.array([2, 3, 1, 1, 1, None], pa.int64()),
+        "n": pa.array([5, 6, 7, 8, 9, 10], pa.int64())}))
+    request = SimpleNamespace(depth=2, privacy_unit=None)
+    out = coded(request, Stub(), raw).orderBy("n")  # type: ignore[arg-type]
+    assert out.columns == ["key", "n", "flags", "outside"]
+    got = [tuple(r) for r in out.collect()]
+    assert got == [(1, 5, None, None), (5, 6, None, None), (None, 7, 1, None),
+                   (None, 8, 1 << 32, None), (None, 9, None, 1),  # (b, 1) is not listed
+                   (None, 10, 1 << 1, None)]
+
+
 def test_names_types_and_provenance(spark: Any, ledger: Any) -> None:
     frame = spark.createDataFrame(trips_table())
     with pytest.warns(NotPrivateWarning, match="seed := 3"):

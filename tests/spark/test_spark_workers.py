@@ -1,4 +1,4 @@
-"""The executors' functions without Spark: :class:`SubtreeJob` and :class:`Coder` fed Arrow batches
+"""The executors' functions without Spark: :class:`SubtreeJob` fed Arrow batches
 the way ``mapInArrow`` feeds them (any partitioning of the subtrees, any batch size, any chunk),
 against ``release_tree`` and a row-by-row transcription. Fast: no SparkSession."""
 
@@ -14,7 +14,6 @@ from inftda_duckdb.core.accounting import plan_budget
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import release_below, release_root, release_tree
 from inftda_duckdb.core.tree import Levels, Nodes, mixed_radix
-from inftda_duckdb.spark.leaves import Coder
 from inftda_duckdb.spark.subtrees import SubtreeJob, _cells_bound, choose_cut, export_below
 
 pytestmark = pytest.mark.spark
@@ -111,18 +110,3 @@ def test_cut_and_chunk_bound() -> None:
     # a node released with count 3 below levels of 40: 40 + min(3, 40) * 40 + 3 * 40 cells
     assert _cells_bound([40, 40, 40])(np.array([3, 10**6])) == (40 + 120 + 120) + (
         40 + 1600 + 64000)
-
-
-def test_coder_codes_flags_and_nesting() -> None:
-    values = (pa.array(["a", "b"]), pa.array([1, 2, 3], pa.int64()))
-    nest = ((0, 1), np.array([0 * 3 + 0, 0 * 3 + 1, 1 * 3 + 2]))  # a: 1, 2; b: 3
-    coder = Coder(values, (nest,), keyed=True, unit=False)
-    raw = pa.record_batch({"r1": ["a", "b", None, "z", "b", "a"],
-                           "r2": pa.array([2, 3, 1, 1, 1, None], pa.int64()),
-                           "n": pa.array([5, 6, 7, 8, 9, 10], pa.int64())})
-    out = next(coder(iter([raw]))).to_pydict()
-    assert out["key"] == [1, 5, None, None, None, None]
-    assert out["n"] == [5, 6, 7, 8, 9, 10]
-    assert out["flags"] == [None, None, 1, 1 << 32, None, 1 << 1]
-    assert out["outside"] == [None, None, None, None, 1, None]  # (b, 1) is not listed
-    assert coder.schema().names == ["key", "n", "flags", "outside"]
