@@ -83,10 +83,7 @@ def _refuse_unvouched(voucher: str | None, what: str) -> None:
     if state is False:
         return
     if state is True:
-        raise InputError(
-            f"{what} commits in the ledger at once, so a ROLLBACK could not undo it; it is "
-            "refused inside an open transaction. Nothing was changed. Fix: COMMIT or ROLLBACK "
-            "first, then run it again")
+        raise _in_transaction(what)
     raise InputError(
         f"{what} from SQL is refused here: it commits in the ledger at once, and a SQL function "
         "cannot tell whether it runs inside an open transaction (a ROLLBACK could not undo it). "
@@ -94,6 +91,14 @@ def _refuse_unvouched(voucher: str | None, what: str) -> None:
         "require_budget(con) (both refused inside a transaction), use the command line "
         "(inftda-duckdb budget --set ...), or run the SQL in inftda-duckdb shell, which checks "
         "for an open transaction before each statement")
+
+
+def _in_transaction(what: str) -> InputError:
+    """The refusal of a budget setter inside an open transaction (Python and SQL alike)."""
+    return InputError(
+        f"{what} commits in the ledger at once, so a ROLLBACK could not undo it; it is refused "
+        "inside an open transaction. Nothing was changed. Fix: COMMIT or ROLLBACK first, then "
+        "run it again")
 
 
 def charge(con: Any, where: Where, fields: dict[str, Any],
@@ -177,10 +182,7 @@ def set_budget(
                            "pass missing_ok=True to budget a table not created yet")
     cap = exact_cap(rho, epsilon, delta)
     if context is None and catalog.in_transaction(con):
-        raise InputError(
-            "set_budget commits in the ledger at once, so a ROLLBACK could not undo it; it is "
-            "refused inside an open transaction. Fix: COMMIT or ROLLBACK first, then set the "
-            "budget")
+        raise _in_transaction("set_budget")
     wheres = catalog.parse_sources(con, source, missing_ok=missing_ok, context=context,
                                    temp=temp)
     ledger, sources, homes = _ledger_of(con, wheres)
@@ -206,9 +208,7 @@ def require_budget(con: Any, on: bool = True, *, database: str | None = None) ->
     if not isinstance(on, bool):
         raise bad_argument("on", on, "must be true or false", "pass on=True or on=False")
     if catalog.in_transaction(con):
-        raise InputError(
-            "require_budget commits in the ledger at once, so a ROLLBACK could not undo it; it "
-            "is refused inside an open transaction. Fix: COMMIT or ROLLBACK first, then call it")
+        raise _in_transaction("require_budget")
     fallback = catalog.default_database(con)
     with con.cursor() as cur:
         h = catalog.home(cur, database or fallback)
