@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from . import memory
+from . import kernel, memory
 from .accounting import BudgetPlan
 from .errors import InftdaError, InternalError, bad_argument
 from .intopt import intopt_positive
@@ -618,9 +618,13 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
         x = noise.sample_addressed(source, n, _scratch(n))  # line 5
     else:
         x = noise.sample(source, addresser.cells(parent_codes, None, kids), _scratch(n))
-    x[pos] += true_counts
-    # lines 6-8: IntOpt, and the children > 0 in code order (flat positions ascending)
-    flat, kept, sums = intopt_positive(x.reshape(n_par, width), c)
+    # lines 5-8: the true children added, IntOpt, and the children > 0 in code order (flat
+    # positions ascending): fused in the compiled kernel when it is on, else numpy passes
+    if kernel.wanted(n):
+        flat, kept, sums = kernel.intopt_kept(x, width, c, pos, true_counts)
+    else:
+        x[pos] += true_counts
+        flat, kept, sums = intopt_positive(x.reshape(n_par, width), c)
     _check(sums, c, kept)
     rows = flat // width
     codes = flat - rows * width if first_child is None else kids.reshape(-1)[flat]
