@@ -28,7 +28,7 @@ def lookup(words: Any, table: Any, shift: Any, out: Any) -> int:  # pragma: no c
     return unsure
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _select(a: Any, n: int, k: int) -> int:  # pragma: no cover (compiled)
     """The ``k``-th smallest (0-based) of the unique ``a[:n]`` (reorders ``a[:n]``)."""
     lo, hi = 0, n - 1
@@ -55,12 +55,12 @@ def _select(a: Any, n: int, k: int) -> int:  # pragma: no cover (compiled)
     return a[k]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _ceil_div(a: int, b: int) -> int:  # pragma: no cover (compiled)
     return -((-a) // b)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _easy_row(x: Any, base: int, m: int, q: int, t_hat: int, target: int, keys: Any,
               y: Any) -> None:  # pragma: no cover (compiled)
     """Step 5 of intopt's docstring: every child at least ``t^``; the excess ``D = m q - T``
@@ -86,7 +86,7 @@ def _easy_row(x: Any, base: int, m: int, q: int, t_hat: int, target: int, keys: 
         y[i] = v
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _narrow_row(x: Any, base: int, m: int, c: int, total: int, q: int, low: int, high: int,
                 count: Any, flat: Any, vals: Any, kept: int) -> tuple[int, int]:
     """Steps 1-4 without sorting, for a row whose values span a short range: every quantity of
@@ -151,7 +151,7 @@ def _narrow_row(x: Any, base: int, m: int, c: int, total: int, q: int, low: int,
     return kept, s
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _general_row(x: Any, base: int, m: int, c: int, total: int, q: int, scratch: Any,
                  y: Any) -> None:  # pragma: no cover (compiled)
     """Steps 1-4 (intopt's ``_solve_dense``) on one row, in the order of its sorted unique keys
@@ -215,8 +215,9 @@ def solve_block(x: Any, m: int, c: Any, pos: Any, add: Any, flat: Any, vals: Any
             low = min(low, v)
             high = max(high, v)
         target = c[r] - total  # T
-        q = _ceil_div(target, m)  # line 2
-        t_hat = max(q, -(target // m))
+        low_q = target // m  # (one division: q = ceil(T / m))
+        q = low_q + (low_q * m != target)  # line 2
+        t_hat = max(q, -low_q)
         if low < t_hat and high - low < _NARROW * m + 64:
             kept, sums[r] = _narrow_row(x, base, m, c[r], total, q, low, high, rest, flat,
                                         vals, kept)
