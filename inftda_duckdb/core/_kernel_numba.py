@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from numba import njit
 
 _LIMIT = float(1 << 62)  # intopt._SAFE_LIMIT: (4 m + 4) (B + 1) below this keeps int64 exact
@@ -237,4 +238,14 @@ def solve_block(x: Any, m: int, c: Any, pos: Any, add: Any, flat: Any, vals: Any
     return kept
 
 
-__all__ = ["lookup", "solve_block"]
+def warm() -> None:
+    """Compile (or load from the cache) the kernels for the types the callers pass."""
+    x = np.zeros(2, np.int64)
+    scratch = np.zeros(1040, np.int64)
+    solve_block(x, 1, np.zeros(2, np.int64), x[:0], x[:0], x.copy(), x.copy(), x.copy(), scratch)
+    words = np.zeros((2, 2), np.uint64)
+    lookup(words[:, 0], np.zeros(2, np.int64), np.uint64(63), x)
+    lookup(words[:, 0].copy(), np.zeros(2, np.int64), np.uint64(63), x)
+
+
+__all__ = ["lookup", "solve_block", "warm"]

@@ -5,15 +5,17 @@ noise table lookup of :mod:`~inftda_duckdb.core.noise`), computed row by row in 
 block instead of ~25 numpy passes: a block of parents with ``width`` children each gets its true
 children's counts added to its noise (Algorithm 1, line 5), every row is solved by IntOpt's closed
 form (line 6; :mod:`~inftda_duckdb.core.intopt`'s docstring, steps 1-5, ties in index order) and
-only the children > 0 are emitted (lines 7-9). A row's sort is a counting sort when its values
-span a short range (noisy sparse rows), else a sort of the unique keys ``m x_i + i``; step 5
-(every child well above the noise) needs only the ``r``-th smallest key (a selection).
+only the children > 0 are emitted (lines 7-9). A row whose values span a short range (noisy
+sparse rows) is solved from a histogram of its values, without sorting; step 5 (every child well
+above the noise) needs only the ``r``-th smallest key ``m x_i + i`` (a selection); other rows
+sort their keys.
 
 Selected by the environment variable ``INFTDA_KERNEL``: ``numpy`` (never), ``numba`` (every
 block, whatever its size; an error if numba is missing) or ``auto`` (the default: blocks of at
-least :data:`MIN_CELLS` cells when numba is importable). numba is imported on the first such
-block, never at package import, so small releases never pay for it. Outputs are identical either
-way; blocks whose sums could pass int64 (see intopt's docstring) take the numpy path's exact one.
+least :data:`MIN_CELLS` cells, once numba is loaded: in a background thread, when a release
+plans at least :data:`LOAD_CELLS` noised cells; never at package import, so small releases never
+pay for it). Outputs are identical either way; blocks whose sums could pass int64 (see intopt's
+docstring) take the numpy path's exact one.
 """
 
 from __future__ import annotations
@@ -32,39 +34,65 @@ IntArray = npt.NDArray[np.int64]
 MIN_CELLS = 1 << 15
 """With ``INFTDA_KERNEL=auto``, smaller blocks stay on the numpy path (numba's import and cache
 load, ~0.5 s once per process, would outweigh them)."""
+LOAD_CELLS = 1 << 25
+"""With ``auto``, numba is loaded (in the background, once per process) for a release of at
+least this many noised cells: its import and cache load hold the GIL for ~0.3-1 s, which the
+kernel wins back (~10-15 ns per cell on one thread) only on releases this large."""
 ENV = "INFTDA_KERNEL"
 CHOICES = ("auto", "numba", "numpy")
 
 _LOCK = threading.Lock()
 _COMPILED: dict[str, Any] = {}
 _MISSING: list[str] = []
+_STARTED: list[threading.Thread] = []
 
 
-def wanted(cells: int) -> bool:
-    """Whether a block of ``cells`` cells runs in the compiled kernel (loading it if so)."""
+def _choice() -> str:
     choice = os.environ.get(ENV, "auto").strip().lower() or "auto"
-    if choice == "numpy":
-        return False
     if choice not in CHOICES:
         raise bad_argument(ENV, choice, f"must be one of {', '.join(CHOICES)}",
                            f"unset {ENV}, or set it to numpy or numba")
-    if choice == "auto" and (cells < MIN_CELLS or _MISSING):
+    return choice
+
+
+def wanted(cells: int) -> bool:
+    """Whether a block of ``cells`` cells runs in the compiled kernel. ``auto`` never waits
+    for it: until :func:`warm_up` has loaded it, blocks take the numpy path (same outputs)."""
+    choice = _choice()
+    if choice == "numpy" or (choice == "auto" and (cells < MIN_CELLS or not _COMPILED)):
         return False
     if _COMPILED:
         return True
-    with _LOCK:
-        if not _COMPILED and not _MISSING:
-            try:
-                from . import _kernel_numba
-            except ImportError as exc:  # numba absent (or broken): the numpy path
-                _MISSING.append(str(exc))
-            else:
-                _COMPILED.update(solve=_kernel_numba.solve_block,
-                                 lookup=_kernel_numba.lookup)
-    if _MISSING and choice == "numba":
+    _load()
+    if _MISSING:
         raise bad_argument(ENV, choice, f"needs numba, which did not import ({_MISSING[0]})",
                            "pip install 'inftda-duckdb[fast]', or unset " + ENV)
-    return not _MISSING
+    return True
+
+
+def warm_up(cells: int) -> None:
+    """Start loading the kernel in a background thread (``auto``) for a release of about
+    ``cells`` noised cells, if that is at least :data:`LOAD_CELLS`."""
+    if _COMPILED or _MISSING or _STARTED or cells < LOAD_CELLS or _choice() != "auto":
+        return
+    with _LOCK:
+        if _STARTED:
+            return
+        _STARTED.append(threading.Thread(target=_load, name="inftda-kernel-load", daemon=True))
+    _STARTED[0].start()
+
+
+def _load() -> None:
+    with _LOCK:
+        if _COMPILED or _MISSING:
+            return
+        try:
+            from . import _kernel_numba
+        except ImportError as exc:  # numba absent (or broken): the numpy path
+            _MISSING.append(str(exc))
+            return
+        _kernel_numba.warm()  # compiled, or loaded from numba's cache
+        _COMPILED.update(solve=_kernel_numba.solve_block, lookup=_kernel_numba.lookup)
 
 
 def lookup(words: np.ndarray, table: IntArray, shift: int, out: IntArray) -> int:
@@ -103,4 +131,5 @@ def intopt_kept(x: IntArray, width: int, c: IntArray, pos: IntArray,
     return flat[:kept].copy(), vals[:kept].copy(), sums
 
 
-__all__ = ["CHOICES", "ENV", "MIN_CELLS", "intopt_kept", "lookup", "wanted"]
+__all__ = ["CHOICES", "ENV", "LOAD_CELLS", "MIN_CELLS", "intopt_kept", "lookup", "wanted",
+           "warm_up"]

@@ -141,6 +141,7 @@ def release_below(
     if counts_arr is not None and counts_arr.size and counts_arr.min() < 0:
         raise bad_argument("counts", int(counts_arr.min()), "must be >= 0",
                            "pass the true (non-negative) counts")
+    kernel.warm_up(_planned_cells(nodes, levels.sizes, upto))  # in the background
     truth_arr = np.asarray(truth)
     t = truth_arr.shape[0] if truth_arr.ndim == 2 else upto
     if not upto <= t <= depth:
@@ -153,6 +154,17 @@ def release_below(
         nodes, parent_truth = _level(levels, k, nodes, parent_truth, truth_t, runner, k == upto)
         truth_t.done(k)
     return nodes
+
+
+def _planned_cells(nodes: Nodes, sizes: Sizes, upto: int) -> int:
+    """A bound on the noised cells of the levels below ``nodes`` (a parent > 0 needs a unit of
+    the released total), from released counts and public sizes only."""
+    total, parents, cells = int(nodes.counts.sum()), nodes.counts.shape[0], 0
+    for k in range(nodes.codes.shape[0] + 1, upto + 1):
+        parents = min(parents, total)
+        cells += parents * int(sizes[k - 1])
+        parents *= int(sizes[k - 1])
+    return cells
 
 
 def release_tree(
