@@ -12,8 +12,10 @@ subtrees into batches, any block size and any number of workers.
 
 Work per level: the parents are cut into blocks of about ``BLOCK_CELLS`` noised cells; a block
 draws its noise straight into one cache-sized matrix, adds its parents' true children, runs IntOpt
-in place and keeps the children > 0 (densify, noise, IntOpt and keep fused). Blocks run on a pool
-of ``workers`` threads (numpy and the AES cipher release the GIL); results are joined in order.
+in place and keeps the children > 0 (densify, noise, IntOpt and keep fused; with numba, in one
+compiled pass per row: :mod:`~inftda_duckdb.core.kernel`, same outputs). Blocks run on a pool of
+``workers`` threads (numpy, the AES cipher and the compiled kernel release the GIL); results are
+joined in order.
 Memory: the truth and the released nodes (proportional to the data), plus a few blocks per worker,
 whatever the number of noised cells.
 """
