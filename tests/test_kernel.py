@@ -264,4 +264,4 @@ def test_a_small_release_never_imports_numba():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["True", "False"]
+    assert out.stdout.split() == ["True", "False"], (out.stdout, out.stderr[-2000:])

@@ -143,7 +143,7 @@ def release_below(
     if counts_arr is not None and counts_arr.size and counts_arr.min() < 0:
         raise bad_argument("counts", int(counts_arr.min()), "must be >= 0",
                            "pass the true (non-negative) counts")
-    kernel.warm_up(_planned_cells(nodes, levels.sizes, upto))  # in the background
+    kernel.warm_up(_planned_cells(nodes, levels, upto))  # in the background
     truth_arr = np.asarray(truth)
     t = truth_arr.shape[0] if truth_arr.ndim == 2 else upto
     if not upto <= t <= depth:
@@ -158,14 +158,14 @@ def release_below(
     return nodes
 
 
-def _planned_cells(nodes: Nodes, sizes: Sizes, upto: int) -> int:
-    """A bound on the noised cells of the levels below ``nodes`` (a parent > 0 needs a unit of
-    the released total), from released counts and public sizes only."""
+def _planned_cells(nodes: Nodes, levels: Levels, upto: int) -> int:
+    """A bound on the noised cells of the flat (not nested) levels below ``nodes`` (a parent
+    > 0 needs a unit of the released total), from released counts and public sizes only."""
     total, parents, cells = int(nodes.counts.sum()), nodes.counts.shape[0], 0
     for k in range(nodes.codes.shape[0] + 1, upto + 1):
-        parents = min(parents, total)
-        cells += parents * int(sizes[k - 1])
-        parents *= int(sizes[k - 1])
+        parents, size = min(parents, total), int(levels.sizes[k - 1])
+        cells += parents * size if levels.children[k - 1] is None else 0
+        parents *= size
     return cells
 
 
@@ -633,8 +633,9 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
     else:
         x = noise.sample(source, addresser.cells(parent_codes, None, kids), _scratch(n))
     # lines 5-8: the true children added, IntOpt, and the children > 0 in code order (flat
-    # positions ascending): fused in the compiled kernel when it is on, else numpy passes
-    if kernel.wanted(n):
+    # positions ascending): fused in the compiled kernel when it is on (flat levels: a nested
+    # level's rows, a few huge counts among noise, need its sort, slower than numpy's)
+    if first_child is None and kernel.wanted(n):
         flat, kept, sums = kernel.intopt_kept(x, width, c, pos, true_counts)
     else:
         x[pos] += true_counts
