@@ -12,10 +12,10 @@ sort their keys.
 
 Selected by the environment variable ``INFTDA_KERNEL``: ``numpy`` (never), ``numba`` (every
 block, whatever its size; an error if numba is missing) or ``auto`` (the default: blocks of at
-least :data:`MIN_CELLS` cells, once numba is loaded: in a background thread, when a release
-plans at least :data:`LOAD_CELLS` noised cells; never at package import, so small releases never
-pay for it). Outputs are identical either way; blocks whose sums could pass int64 (see intopt's
-docstring) take the numpy path's exact one.
+least :data:`MIN_CELLS` cells, once numba is loaded: in a background thread, when a release's
+flat levels plan at least :data:`LOAD_CELLS` cells; never at package import, so small releases
+never pay for it). :mod:`.topdown` keeps nested levels on numpy. Outputs are identical either
+way; blocks whose sums could pass int64 (see intopt's docstring) take numpy's exact path.
 """
 
 from __future__ import annotations
