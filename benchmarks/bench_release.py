@@ -23,6 +23,7 @@ Writes its section of benchmarks/RESULTS.md (headed ``## bench_release.py``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -32,7 +33,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,9 @@ import duckdb
 import numpy as np
 from results import cpu_model, peak_rss_mb, write_section
 
-from inftda_duckdb.core import intopt, noise, topdown
+from inftda_duckdb.core import intopt, kernel, noise, topdown
 from inftda_duckdb.core.accounting import plan_budget
+from inftda_duckdb.core.errors import InftdaError
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import LevelProgress, release_below
 from inftda_duckdb.core.tree import Levels, Nodes
@@ -385,7 +387,8 @@ def profile() -> list[str]:
         addresser.cells(parents, None, np.arange(m), out=noise.address_buffer(n))
 
     address()
-    sample = best(lambda: dist.sample_addressed(source, n, x))
+    with kernel_choice("numpy"):
+        sample = best(lambda: dist.sample_addressed(source, n, x))
     y = x.copy()
     y[rng.integers(0, n, n // 10)] += 1
     steps = {
@@ -394,10 +397,32 @@ def profile() -> list[str]:
         "IntOpt + keep the children > 0": best(
             lambda: intopt.intopt_positive(y.copy().reshape(n_par, m), c)),
     }
+    numpy_sum = sum(steps.values())
+    with contextlib.suppress(InftdaError), kernel_choice("numba"):  # the compiled kernel
+        kernel.wanted(n)
+        none = np.zeros(0, np.int64)
+        steps["noise, compiled table lookup (numba)"] = best(
+            lambda: dist.sample_addressed(source, n, x))
+        steps["densify + IntOpt + keep, compiled kernel (numba)"] = best(
+            lambda: kernel.intopt_kept(y.copy(), m, c, none, none))
     lines = [f"| one block of 2**{topdown.BLOCK_CELLS.bit_length() - 1} cells (m = 40), one thread "
              "| CPU ns/cell |", "|---|---|"]
     lines += [f"| {k} | {v:.1f} |" for k, v in steps.items()]
-    return [*lines, f"| sum of the stages | {sum(steps.values()):.1f} |"]
+    return [*lines, f"| sum of the numpy stages | {numpy_sum:.1f} |"]
+
+
+@contextlib.contextmanager
+def kernel_choice(which: str) -> Iterator[None]:
+    """INFTDA_KERNEL=which inside the block."""
+    before = os.environ.get(kernel.ENV)
+    os.environ[kernel.ENV] = which
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[kernel.ENV]
+        else:
+            os.environ[kernel.ENV] = before
 
 
 # ------------------------------------------------------------------------------------ main

@@ -18,6 +18,7 @@ Map of the package (the folder listing reads like the algorithm):
 - ``core/``      engine-neutral, numpy/Arrow in and out, imports no engine:
   ``exact`` (budgets as Fractions), ``randomness`` (AES-256 keyed PRF; seeded for tests only),
   ``noise`` (exact discrete Gaussian), ``intopt`` (the paper's IntOpt over whole levels),
+  ``kernel`` (optional: the same per block, compiled with numba, GIL-free),
   ``accounting`` (rho / (epsilon, delta), level split, Theorem 1), ``topdown`` (Algorithm 1 a
   level at a time), ``request`` (every release argument validated), ``units`` (which rows of a
   privacy unit are kept), ``limits`` (the cell limit), ``interrupts`` (stopping a release),

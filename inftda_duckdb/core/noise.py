@@ -31,7 +31,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import memory
+from . import kernel, memory
 from .errors import InternalError, bad_argument
 from .exact import to_positive_fraction
 from .randomness import MAX_WIDTH, RandomSource, _as_ids
@@ -213,16 +213,20 @@ class DiscreteGaussian:
         """Samples from their first words ``w0`` (``ids``: their addresses, for the rare paths)."""
         tab = self._tab
         index = _buffers(w0.shape[0])[2][: w0.shape[0]]
-        np.right_shift(w0, np.uint64(63 - tab.kbits), out=index)  # sign and top K bits of U
-        np.take(tab.signed, index.view(np.int64), out=out)  # +-|Y|, or _SEARCH
-        if out.shape[0] and out.min() == _SEARCH:  # (the index scratch, done, holds the mask)
+        if kernel.wanted(out.shape[0]):  # one compiled pass: same table, same values
+            unsure = kernel.lookup(w0, tab.signed, 63 - tab.kbits, out) > 0
+        else:
+            np.right_shift(w0, np.uint64(63 - tab.kbits), out=index)  # sign, top K bits of U
+            np.take(tab.signed, index.view(np.int64), out=out)  # +-|Y|, or _SEARCH
+            unsure = bool(out.shape[0]) and bool(out.min() == _SEARCH)
+        if unsure:  # (the index scratch, done, holds the mask)
             mask = np.equal(out, _SEARCH, out=index.view(np.bool_)[: out.shape[0]])
-            unsure = np.flatnonzero(mask)
-            word = w0[unsure]
+            at = np.flatnonzero(mask)
+            word = w0[at]
             if ids is w0:  # the hot path's ids are the AES input's low halves
                 ids = _buffers(w0.shape[0])[0][: w0.shape[0], 0]
-            magnitude = self._search(source, ids[unsure], word).astype(np.int64)
-            out[unsure] = np.where(word >> np.uint64(63) == 1, -magnitude, magnitude)
+            magnitude = self._search(source, ids[at], word).astype(np.int64)
+            out[at] = np.where(word >> np.uint64(63) == 1, -magnitude, magnitude)
 
     def _search(self, source: RandomSource, ids: np.ndarray, w0: np.ndarray) -> np.ndarray:
         """``#{a : T_a < u}`` by binary search; exact refinement where ``u`` equals a ``T_a``."""

@@ -12,8 +12,10 @@ subtrees into batches, any block size and any number of workers.
 
 Work per level: the parents are cut into blocks of about ``BLOCK_CELLS`` noised cells; a block
 draws its noise straight into one cache-sized matrix, adds its parents' true children, runs IntOpt
-in place and keeps the children > 0 (densify, noise, IntOpt and keep fused). Blocks run on a pool
-of ``workers`` threads (numpy and the AES cipher release the GIL); results are joined in order.
+in place and keeps the children > 0 (densify, noise, IntOpt and keep fused; with numba, in one
+compiled pass per row: :mod:`~inftda_duckdb.core.kernel`, same outputs). Blocks run on a pool of
+``workers`` threads (numpy, the AES cipher and the compiled kernel release the GIL); results are
+joined in order.
 Memory: the truth and the released nodes (proportional to the data), plus a few blocks per worker,
 whatever the number of noised cells.
 """
@@ -33,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from . import memory
+from . import kernel, memory
 from .accounting import BudgetPlan
 from .errors import InftdaError, InternalError, bad_argument
 from .intopt import intopt_positive
@@ -141,6 +143,7 @@ def release_below(
     if counts_arr is not None and counts_arr.size and counts_arr.min() < 0:
         raise bad_argument("counts", int(counts_arr.min()), "must be >= 0",
                            "pass the true (non-negative) counts")
+    kernel.warm_up(_planned_cells(nodes, levels, upto))  # in the background
     truth_arr = np.asarray(truth)
     t = truth_arr.shape[0] if truth_arr.ndim == 2 else upto
     if not upto <= t <= depth:
@@ -153,6 +156,17 @@ def release_below(
         nodes, parent_truth = _level(levels, k, nodes, parent_truth, truth_t, runner, k == upto)
         truth_t.done(k)
     return nodes
+
+
+def _planned_cells(nodes: Nodes, levels: Levels, upto: int) -> int:
+    """A bound on the noised cells of the flat (not nested) levels below ``nodes`` (a parent
+    > 0 needs a unit of the released total), from released counts and public sizes only."""
+    total, parents, cells = int(nodes.counts.sum()), nodes.counts.shape[0], 0
+    for k in range(nodes.codes.shape[0] + 1, upto + 1):
+        parents, size = min(parents, total), int(levels.sizes[k - 1])
+        cells += parents * size if levels.children[k - 1] is None else 0
+        parents *= size
+    return cells
 
 
 def release_tree(
@@ -618,9 +632,14 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
         x = noise.sample_addressed(source, n, _scratch(n))  # line 5
     else:
         x = noise.sample(source, addresser.cells(parent_codes, None, kids), _scratch(n))
-    x[pos] += true_counts
-    # lines 6-8: IntOpt, and the children > 0 in code order (flat positions ascending)
-    flat, kept, sums = intopt_positive(x.reshape(n_par, width), c)
+    # lines 5-8: the true children added, IntOpt, and the children > 0 in code order (flat
+    # positions ascending): fused in the compiled kernel when it is on (flat levels: a nested
+    # level's rows, a few huge counts among noise, need its sort, slower than numpy's)
+    if first_child is None and kernel.wanted(n):
+        flat, kept, sums = kernel.intopt_kept(x, width, c, pos, true_counts)
+    else:
+        x[pos] += true_counts
+        flat, kept, sums = intopt_positive(x.reshape(n_par, width), c)
     _check(sums, c, kept)
     rows = flat // width
     codes = flat - rows * width if first_child is None else kids.reshape(-1)[flat]

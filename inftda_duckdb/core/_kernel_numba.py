@@ -1,0 +1,251 @@
+"""The numba functions behind :mod:`~inftda_duckdb.core.kernel` (imported only from there, lazily).
+
+Compiled on first use and cached on disk (``cache=True``); ``nogil=True``: worker threads run
+blocks truly in parallel. All arithmetic is int64 and the same as :mod:`.intopt`'s closed form,
+guarded by the same bound (blocks past it are refused here and solved exactly by the caller).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+_LIMIT = float(1 << 62)  # intopt._SAFE_LIMIT: (4 m + 4) (B + 1) below this keeps int64 exact
+_SEARCH = -(1 << 63)  # noise._SEARCH: the table's marker of a bucket that needs a search
+_NARROW = 4  # rows whose values span under _NARROW * m + 64 are solved without a sort
+
+
+@njit(nogil=True, cache=True)
+def lookup(words: Any, table: Any, shift: Any, out: Any) -> int:  # pragma: no cover (compiled)
+    """``out[i] = table[words[i] >> shift]``; the number of search markers written."""
+    unsure = 0
+    for i in range(out.shape[0]):
+        v = table[words[i] >> shift]
+        out[i] = v
+        if v == _SEARCH:
+            unsure += 1
+    return unsure
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _select(a: Any, n: int, k: int) -> int:  # pragma: no cover (compiled)
+    """The ``k``-th smallest (0-based) of the unique ``a[:n]`` (reorders ``a[:n]``)."""
+    lo, hi = 0, n - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        p1, p2, p3 = a[lo], a[mid], a[hi]  # median of three
+        pivot = max(min(p1, p2), min(max(p1, p2), p3))
+        i, j = lo, hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return a[k]
+    return a[k]
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _ceil_div(a: int, b: int) -> int:  # pragma: no cover (compiled)
+    return -((-a) // b)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _easy_row(x: Any, base: int, m: int, q: int, t_hat: int, target: int, keys: Any,
+              y: Any) -> None:  # pragma: no cover (compiled)
+    """Step 5 of intopt's docstring: every child at least ``t^``; the excess ``D = m q - T``
+    takes ``cap = q + t^`` from the ``r = D // cap`` smallest keys, the rest from the next."""
+    cap = q + t_hat
+    excess = m * q - target
+    if excess == 0:
+        for i in range(m):
+            y[i] = x[base + i] + q
+        return
+    r = excess // cap
+    rem = excess - r * cap
+    for i in range(m):
+        keys[i] = x[base + i] * m + i
+    nth = _select(keys, m, r)
+    for i in range(m):
+        key = x[base + i] * m + i
+        v = x[base + i] + q
+        if key < nth:
+            v -= cap
+        elif key == nth:
+            v -= rem
+        y[i] = v
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _narrow_row(x: Any, base: int, m: int, c: int, total: int, q: int, low: int, high: int,
+                count: Any, flat: Any, vals: Any, kept: int) -> tuple[int, int]:
+    """Steps 1-4 without sorting, for a row whose values span a short range: every quantity of
+    the closed form depends on a child only through its value, so one histogram of the values
+    gives ``t*`` (``G(t + 1) = G(t) + #{x_i > t}``) and the value ``v`` where the final cycle
+    stops; the children below ``v`` keep their floor, those above their start, the ties at
+    ``v`` are visited in index order. Emits the children > 0; returns (kept, row sum)."""
+    span = high - low + 1
+    count[:span] = 0
+    for i in range(m):
+        count[x[base + i] - low] += 1
+    need = total - c
+    t0 = max(max(q, -low), -max(q, -high))  # line 3
+    t_star = t0  # step 2: t* = max(t0, tG), tG the smallest t with G(t) >= need
+    if t0 < high:
+        if t0 < low:
+            g, t = m * t0, t0
+            if m * low >= need:  # tG <= low: G(t) = m t up to there
+                t_star = max(t0, _ceil_div(need, m))
+                g = need  # (done)
+            else:
+                g, t = m * low, low
+        else:
+            g, t, below = 0, low, 0  # G(t) = sum_{v < t} v n_v + t #{x >= t}
+            for v in range(low, t0):
+                g += v * count[v - low]
+                below += count[v - low]
+            t = t0
+            g += t * (m - below)
+        if g < need:  # G(t + 1) = G(t) + #{x_i > t}
+            above = 0
+            for v in range(t + 1, high + 1):
+                above += count[v - low]
+            while g < need:
+                g += above
+                t += 1
+                above -= count[t - low] if t <= high else 0
+            t_star = t
+    u = 1 - t_star if t_star != t0 else q  # the final cycle's start (step 2)
+    excess = -c  # D = sum(hi) - c >= 0
+    for v in range(low, high + 1):
+        excess += count[v - low] * max(v + u, 0)
+    run, stop = 0, high  # step 4: the value where D is absorbed, in sorted order
+    for v in range(low, high + 1):
+        cap_v = count[v - low] * (max(v + u, 0) - max(v - t_star, 0))
+        if run + cap_v >= excess:
+            stop = v
+            break
+        run += cap_v
+    s = 0
+    for i in range(m):  # (branch-free: the comparisons with v are unpredictable)
+        xv = x[base + i]
+        lo = max(xv - t_star, 0)
+        cap = max(xv + u, 0) - lo
+        tie = xv == stop
+        run += cap * tie
+        v = lo + (cap if xv > stop else 0) + tie * min(max(run - excess, 0), cap)
+        s += v
+        flat[kept] = base + i
+        vals[kept] = v
+        kept += v > 0
+    return kept, s
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _general_row(x: Any, base: int, m: int, c: int, total: int, q: int, scratch: Any,
+                 y: Any) -> None:  # pragma: no cover (compiled)
+    """Steps 1-4 (intopt's ``_solve_dense``) on one row, in the order of its sorted unique keys
+    ``m x_i + i`` (ascending x, ties in index order)."""
+    order, keys = scratch[:m], scratch[m: 2 * m]
+    for i in range(m):
+        keys[i] = x[base + i] * m + i
+    keys.sort()
+    for j in range(m):
+        order[j] = keys[j] - (keys[j] // m) * m
+    need = total - c  # step 3: j*, the first sorted j with G(xs_j) = P_j + (m - j) xs_j >= need
+    cum, j_star, prefix = 0, m - 1, 0
+    for j in range(m):
+        xv = x[base + order[j]]
+        cum += xv
+        if cum + (m - 1 - j) * xv >= need:
+            j_star, prefix = j, cum - xv
+            break
+    first, last = x[base + order[0]], x[base + order[m - 1]]
+    t0 = max(max(q, -first), -max(q, -last))  # line 3
+    t_star = max(t0, _ceil_div(need - prefix, m - j_star))  # step 2
+    u = 1 - t_star if t_star != t0 else q
+    excess = -c  # D = sum(hi) - c
+    for i in range(m):
+        excess += max(x[base + i] + u, 0)
+    run = 0
+    for j in range(m):  # step 4: the first in sorted order drop to their floors
+        i = order[j]
+        xv = x[base + i]
+        lo = max(xv - t_star, 0)
+        cap = max(xv + u, 0) - lo
+        run += cap
+        y[i] = lo + min(max(run - excess, 0), cap)
+
+
+@njit(nogil=True, cache=True)
+def solve_block(x: Any, m: int, c: Any, pos: Any, add: Any, flat: Any, vals: Any, sums: Any,
+                scratch: Any) -> int:  # pragma: no cover (compiled)
+    """``x[pos] += add``, then IntOpt of every row (``m`` wide) of ``x`` against ``c``: the
+    entries > 0 into ``flat`` (positions, ascending) and ``vals``, row sums into ``sums``.
+    Returns how many were kept, or -1 (``x`` densified, nothing solved) when the block's values
+    could take int64 sums past 2**62."""
+    n_rows = c.shape[0]
+    for k in range(pos.shape[0]):
+        x[pos[k]] += add[k]
+    if n_rows == 0 or m == 0:
+        sums[:] = 0
+        return 0
+    bound = max(float(x.max()), -float(x.min()), float(c.max()))
+    if (4.0 * m + 4.0) * (bound + 1.0) >= _LIMIT:
+        return -1
+    y = scratch[:m]
+    rest = scratch[m:]
+    kept = 0
+    for r in range(n_rows):
+        base = r * m
+        total, low, high = 0, x[base], x[base]
+        for i in range(m):
+            v = x[base + i]
+            total += v
+            low = min(low, v)
+            high = max(high, v)
+        target = c[r] - total  # T
+        low_q = target // m  # (one division: q = ceil(T / m))
+        q = low_q + (low_q * m != target)  # line 2
+        t_hat = max(q, -low_q)
+        if low < t_hat and high - low < _NARROW * m + 64:
+            kept, sums[r] = _narrow_row(x, base, m, c[r], total, q, low, high, rest, flat,
+                                        vals, kept)
+            continue
+        if low >= t_hat:
+            _easy_row(x, base, m, q, t_hat, target, rest, y)
+        else:
+            _general_row(x, base, m, c[r], total, q, rest, y)
+        s = 0
+        for i in range(m):  # lines 7-9: the children > 0 (written always, counted if kept)
+            v = y[i]
+            s += v
+            flat[kept] = base + i
+            vals[kept] = v
+            kept += v > 0
+        sums[r] = s
+    return kept
+
+
+def warm() -> None:
+    """Compile (or load from the cache) the kernels for the types the callers pass."""
+    x = np.zeros(2, np.int64)
+    scratch = np.zeros(1040, np.int64)
+    solve_block(x, 1, np.zeros(2, np.int64), x[:0], x[:0], x.copy(), x.copy(), x.copy(), scratch)
+    words = np.zeros((2, 2), np.uint64)
+    lookup(words[:, 0], np.zeros(2, np.int64), np.uint64(63), x)
+    lookup(words[:, 0].copy(), np.zeros(2, np.int64), np.uint64(63), x)
+
+
+__all__ = ["lookup", "solve_block", "warm"]

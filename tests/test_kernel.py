@@ -1,0 +1,267 @@
+"""The compiled kernel (core/kernel.py, numba): the same integers as the numpy path everywhere.
+
+IntOpt against intopt_positive, intopt and the paper's procedure on random and adversarial rows;
+the noise table lookup against numpy's; seeded releases (flat and nested, 1-3 workers) equal with
+INFTDA_KERNEL=numba and =numpy; the selection (auto, numpy, numba, refusals) and that a small
+release never imports numba. Tests needing numba skip, with the reason, when it is absent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import textwrap
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from test_intopt import paper_intopt
+
+from inftda_duckdb.core import kernel, noise, topdown
+from inftda_duckdb.core.accounting import plan_budget
+from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.core.intopt import intopt, intopt_positive
+from inftda_duckdb.core.noise import DiscreteGaussian
+from inftda_duckdb.core.randomness import RandomSource
+from inftda_duckdb.core.topdown import release_below, release_tree
+from inftda_duckdb.core.tree import Allowed, Levels, Nodes
+
+HAS_NUMBA = importlib.util.find_spec("numba") is not None
+needs_numba = pytest.mark.skipif(
+    not HAS_NUMBA, reason="the compiled kernel needs numba: pip install 'inftda-duckdb[fast]'")
+I64_MAX = 2**63 - 1
+
+
+@pytest.fixture
+def use(monkeypatch):
+    """``use('numba')`` / ``use('numpy')``: the kernel choice for what follows."""
+    def choose(which: str) -> None:
+        monkeypatch.setenv(kernel.ENV, which)
+    return choose
+
+
+def kernel_rows(x: np.ndarray, c: np.ndarray, pos=None, add=None):
+    """The kernel on the rows of ``x`` (densified by pos/add first)."""
+    z = np.zeros(0, np.int64)
+    assert kernel.wanted(x.size)  # INFTDA_KERNEL=numba: loaded
+    flat = np.ascontiguousarray(x, dtype=np.int64).reshape(-1).copy()
+    return kernel.intopt_kept(flat, x.shape[1], np.asarray(c, np.int64),
+                              z if pos is None else pos, z if add is None else add)
+
+
+def numpy_rows(x: np.ndarray, c: np.ndarray):
+    return intopt_positive(np.array(x, dtype=np.int64), np.asarray(c, np.int64))
+
+
+def dense(result, shape) -> np.ndarray:
+    out = np.zeros(shape[0] * shape[1], np.int64)
+    out[result[0]] = result[1]
+    return out.reshape(shape)
+
+
+def assert_same(x: np.ndarray, c: np.ndarray) -> None:
+    got, want = kernel_rows(x, c), numpy_rows(x, c)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == np.int64 and np.array_equal(a, b), (x.tolist(), c.tolist())
+    assert np.array_equal(dense(got, x.shape), intopt(x, c))
+    assert (np.diff(got[0]) > 0).all() and (got[1] > 0).all()
+
+
+def rows(rng: np.random.Generator, n_rows: int, m: int, kind: str):
+    if kind == "noisy":  # level-5-like: a few small true counts plus discrete-Gaussian-like noise
+        x = rng.integers(-6, 7, (n_rows, m))
+        x[rng.random((n_rows, m)) < 0.1] += rng.integers(1, 5)
+        c = rng.integers(0, 3 * m // 4 + 2, n_rows)
+    elif kind == "dense":  # large counts, every child well above the noise (step 5)
+        x = rng.integers(900, 1100, (n_rows, m))
+        c = x.sum(axis=1) + rng.integers(-3 * m, 3 * m, n_rows)
+    elif kind == "wide":  # values far apart: the rows sort their keys
+        x = rng.integers(-(10**9), 10**9, (n_rows, m))
+        c = rng.integers(0, 10**9, n_rows)
+    elif kind == "ties":  # few distinct values: ties everywhere
+        x = rng.integers(-2, 3, (n_rows, m)) * rng.integers(1, 4)
+        c = rng.integers(0, 2 * m + 1, n_rows)
+    elif kind == "negative":
+        x = -rng.integers(1, 50, (n_rows, m))
+        c = rng.integers(0, 50, n_rows)
+    else:  # zero totals
+        x = rng.integers(-20, 40, (n_rows, m))
+        c = np.zeros(n_rows, np.int64)
+    return x.astype(np.int64), np.maximum(c, 0).astype(np.int64)
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", ["noisy", "dense", "wide", "ties", "negative", "zero"])
+def test_kernel_equals_intopt_on_random_rows(kind, use):
+    use("numba")
+    rng = np.random.default_rng(17)
+    for m in [1, 2, 3, 4, 5, 7, 16, 40, 41, 64, 127, 300]:
+        for _ in range(3):
+            x, c = rows(rng, int(rng.integers(1, 40)), m, kind)
+            assert_same(x, c)
+
+
+@needs_numba
+def test_kernel_equals_the_papers_procedure(use):
+    use("numba")
+    rng = np.random.default_rng(5)
+    checked = 0
+    for _ in range(3000):
+        m = int(rng.integers(1, 8))
+        x = rng.integers(-8, 12, m).astype(np.int64)
+        c = int(rng.integers(0, 30))
+        want = paper_intopt(x.tolist(), c, max_visits=10_000)
+        if want is None:
+            continue
+        got = dense(kernel_rows(x[None, :], np.array([c])), (1, m))[0]
+        assert got.tolist() == want, (x.tolist(), c)
+        checked += 1
+    assert checked > 2500
+
+
+@needs_numba
+def test_kernel_adversarial_rows(use):
+    use("numba")
+    # ties in every order, m = 1, c = 0, all negative, one huge child, rows on each side of
+    # the int64 guard (4 m + 4) (B + 1) < 2**62 (past it: the exact path, Python integers)
+    cases = [
+        ([[0, 0, 0, 0]], [3]), ([[5, 5, 5, 5, 5]], [0]), ([[7]], [0]), ([[-7]], [4]),
+        ([[3, 1, 3, 1, 3]], [2]), ([[-1, -1, -1]], [0]), ([[10**6, -5, -5, -5]], [10**6]),
+        ([[2, 2, -2, -2]], [1]), ([[0, 1, 0, 1, 0, 1]], [5]), ([[4] * 40], [200]),
+    ]
+    for x, c in cases:
+        assert_same(np.array(x, np.int64), np.array(c, np.int64))
+    for m in [1, 3, 40]:
+        edge = (1 << 62) // (4 * m + 4) - 2  # the largest B on the int64 side of the guard
+        for b in [edge - 1, edge, edge + 1, edge + 5, 2**62, I64_MAX // 2, I64_MAX]:
+            x = np.full((2, m), b, np.int64)
+            x[1] = -b + np.arange(m)
+            x[1, 0] = b
+            c = np.array([min(b, I64_MAX), 0], np.int64)
+            assert_same(x, c)
+            assert_same(-x[:, ::-1].copy(), np.array([0, min(b, I64_MAX)], np.int64))
+
+
+@needs_numba
+def test_kernel_densifies_like_numpy(use):
+    use("numba")
+    rng = np.random.default_rng(9)
+    for m in [1, 6, 40]:
+        x, c = rows(rng, 50, m, "noisy")
+        pos = np.flatnonzero(rng.random(x.size) < 0.2)
+        add = rng.integers(1, 30, pos.size)
+        want = x.reshape(-1).copy()
+        want[pos] += add
+        c = want.reshape(x.shape).sum(axis=1).clip(0)
+        got = kernel_rows(x, c, pos, add)
+        for a, b in zip(got, numpy_rows(want.reshape(x.shape), c), strict=True):
+            assert np.array_equal(a, b)
+
+
+@needs_numba
+@pytest.mark.parametrize("sigma2", [Fraction(1, 3), 5, 1000, 10**8])
+def test_noise_lookup_equals_numpys(sigma2, use):
+    # 10**8: a third of the words need the bucket search; 12-bit words (small sigma2 only:
+    # slow otherwise): ties with a threshold, the exact refinement
+    ids = np.arange(40_000, dtype=np.uint64) * np.uint64(7919)
+    for bits in [63, 12] if sigma2 in (5, Fraction(1, 3)) else [63]:
+        dist = DiscreteGaussian(sigma2, _word_bits=bits)
+        use("numpy")
+        want = dist.sample(RandomSource.from_seed(4), ids)
+        use("numba")
+        got = dist.sample(RandomSource.from_seed(4), ids)
+        assert np.array_equal(got, want)
+        out = np.empty(ids.size, np.int64)
+        noise.address_buffer(ids.size)[:] = ids
+        assert np.array_equal(dist.sample_addressed(RandomSource.from_seed(4), ids.size, out),
+                              want)
+
+
+def random_leaves(rng: np.random.Generator, sizes: list[int], n: int):
+    codes = np.unique(np.column_stack([rng.integers(0, s, n) for s in sizes]), axis=0)
+    return codes, rng.integers(1, 30, codes.shape[0])
+
+
+@needs_numba
+@pytest.mark.parametrize("nested", [False, True])
+def test_seeded_releases_equal_with_and_without_the_kernel(nested, use, monkeypatch):
+    rng = np.random.default_rng(3)
+    sizes = [4, 9, 40, 30]
+    allowed = None
+    if nested:  # level 3 nested under level 2: 1..40 allowed children per parent
+        per = [np.sort(rng.choice(40, int(rng.integers(1, 41)), replace=False)) for _ in range(9)]
+        table = np.array([np.repeat(np.arange(9), [p.size for p in per]), np.concatenate(per)])
+        allowed = {2: Allowed((1,), table)}
+        ok = {(a, b) for a, b in table.T.tolist()}
+    leaves, counts = random_leaves(rng, sizes, 3000)
+    if nested:
+        keep = np.array([(a, b) in ok for a, b in leaves[:, 1:3].tolist()])
+        leaves, counts = leaves[keep], counts[keep]
+    plan = plan_budget(4, rho=Fraction(1, 2))
+    use("numpy")
+    want = release_tree(leaves, counts, sizes, plan, RandomSource.from_seed(8), allowed)
+    levels = Levels.build(sizes, plan, RandomSource.from_seed(8), allowed)
+    mid = release_below(levels, Nodes.root(int(want[1].sum())), leaves.T, counts, upto=2)
+    below = release_below(levels, mid, leaves.T, counts)
+    use("numba")
+    for workers in [1, 2, 3]:
+        for block in [1 << 18, 997]:
+            monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
+            monkeypatch.setattr(topdown, "MIN_BLOCK_CELLS", min(block, 1 << 14))
+            got = release_tree(leaves, counts, sizes, plan, RandomSource.from_seed(8), allowed,
+                               workers=workers)
+            assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+            again = release_below(levels, mid, leaves.T, counts, workers=workers)
+            assert np.array_equal(again.codes, below.codes)
+            assert np.array_equal(again.counts, below.counts)
+    other = release_tree(leaves, counts, sizes, plan, RandomSource.from_seed(9), allowed)
+    assert not all(np.array_equal(a, b) for a, b in zip(other, want, strict=True))
+
+
+@needs_numba
+def test_auto_uses_the_kernel_on_large_blocks_only_once_loaded(use, monkeypatch):
+    use("auto")
+    monkeypatch.setattr(kernel, "LOAD_CELLS", 1 << 62)
+    assert kernel.wanted(1) is False
+    monkeypatch.setattr(kernel, "LOAD_CELLS", 0)
+    kernel.warm_up(1 << 20)
+    for thread in kernel._STARTED:
+        thread.join(120)
+    assert kernel.wanted(kernel.MIN_CELLS) is True
+    assert kernel.wanted(kernel.MIN_CELLS - 1) is False
+    use("numpy")
+    assert kernel.wanted(1 << 30) is False
+
+
+def test_choice_is_checked_and_a_missing_numba_is_explained(use, monkeypatch):
+    use("fastest")
+    with pytest.raises(InputError, match=r"INFTDA_KERNEL.*must be one of auto, numba, numpy"):
+        kernel.wanted(1 << 20)
+    use("numba")
+    monkeypatch.setattr(kernel, "_COMPILED", {})
+    monkeypatch.setattr(kernel, "_MISSING", ["No module named 'numba'"])
+    with pytest.raises(InputError, match=r"needs numba.*pip install 'inftda-duckdb\[fast\]'"):
+        kernel.wanted(1)
+    use("auto")  # without numba, auto is the numpy path: same outputs
+    assert kernel.wanted(1 << 30) is False
+    kernel.warm_up(1 << 40)
+
+
+def test_a_small_release_never_imports_numba():
+    # the fixed cost of a 100-row release: no numba import, no compilation (fresh process)
+    code = textwrap.dedent("""
+        import sys, duckdb, inftda_duckdb
+        con = duckdb.connect()
+        inftda_duckdb.load(con)
+        con.execute("CREATE TYPE a AS ENUM ('x', 'y', 'z'); CREATE TYPE b AS ENUM ('p', 'q')")
+        con.execute("CREATE TABLE t AS SELECT (['x','y','z'])[1 + i % 3]::a AS a, "
+                    "(['p','q'])[1 + i % 2]::b AS b FROM range(100) r(i)")
+        inftda_duckdb.set_budget(con, 't', rho=10)
+        n = con.execute("SELECT count(*) FROM inftda_release('t', ['a', 'b'], rho := 1)").fetchone()
+        print(n[0] > 0, 'numba' in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "False"], (out.stdout, out.stderr[-2000:])
