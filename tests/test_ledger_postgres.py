@@ -433,6 +433,85 @@ def test_the_password_is_never_shown(server: Server, monkeypatch: pytest.MonkeyP
     assert cli.returncode == 0 and PASSWORD not in cli.stdout + cli.stderr, cli
 
 
+# ---------------------------------------------------------------------------------------------
+# least privilege and TLS (the README's "A ledger on a server (clusters)")
+
+
+def _least_privilege(server: Server) -> tuple[str, str]:
+    """The README's recipe: a database owned by an admin role, which sets the budgets (creating
+    the tables and their triggers) and grants a driver role what charging needs, and no more.
+    Returns (admin URL, driver URL)."""
+    db = server.database()
+    admin, driver = f"{db}_admin", f"{db}_driver"
+    server.sql("postgres", f"CREATE ROLE {admin} LOGIN; CREATE ROLE {driver} LOGIN; "
+                           f"ALTER DATABASE {db} OWNER TO {admin}")
+    server.sql(db, "REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+
+    def url(role: str) -> str:
+        return f"postgresql://{role}@/{db}?host={server.folder}&port={server.port}"
+
+    Ledger.open(url(admin)).set_budget([TRIPS], Fraction(1), name="trips people")
+    server.sql(db, f"SET ROLE {admin}; "
+                   f"GRANT SELECT, INSERT ON {chain.LEDGER} TO {driver}; "
+                   f"GRANT SELECT ON {chain.BUDGETS}, {chain.SETTINGS} TO {driver}; "
+                   f"GRANT SELECT, UPDATE ON {chain.HEAD} TO {driver}")
+    return url(admin), url(driver)
+
+
+def test_a_least_privilege_driver_role_charges_but_cannot_edit_or_disable_the_triggers(
+    server: Server,
+) -> None:
+    import psycopg
+
+    admin, driver = _least_privilege(server)
+    book = Ledger.open(driver)
+    book.charge(mk("1/3"))  # a driver charges and is refused past the budget
+    with pytest.raises(BudgetExceededError, match="only 2/3"):
+        book.charge(mk("3/4"))
+    refused = [
+        f"UPDATE {chain.LEDGER} SET rho = '1/1000'",
+        f"DELETE FROM {chain.LEDGER}",
+        f"TRUNCATE {chain.LEDGER}",
+        f"ALTER TABLE {chain.LEDGER} DISABLE TRIGGER ALL",
+        f"DROP TRIGGER inftda_append_only_update ON {chain.LEDGER}",
+        "SET session_replication_role = replica",  # would skip every trigger
+        f"DROP TABLE {chain.LEDGER}",
+        f"INSERT INTO {chain.BUDGETS} SELECT * FROM {chain.BUDGETS}",  # a budget of its own
+        f"DELETE FROM {chain.HEAD}",
+        "CREATE TABLE inftda_ledger_shadow (x int)",
+    ]
+    for text in refused:
+        with psycopg.connect(driver, autocommit=True) as c, \
+                pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute(text)
+    with pytest.raises(LedgerError, match="permission denied"):  # the API says why
+        Ledger.open(driver).set_budget([TRIPS], Fraction(5))
+    with psycopg.connect(admin, autocommit=True) as c:  # negative control: the owner can
+        c.execute(f"ALTER TABLE {chain.LEDGER} DISABLE TRIGGER inftda_append_only_update")
+        c.execute(f"ALTER TABLE {chain.LEDGER} ENABLE TRIGGER inftda_append_only_update")
+    fresh = Ledger.server(driver)
+    assert fresh.verify()["ok"]
+    (people,) = fresh.budgets().to_pylist()
+    assert (people["spent_rho_exact"], people["releases"], people["budget_rho_exact"]) == (
+        "1/3", 1, "1")
+
+
+def test_sslmode_verify_full_refuses_a_server_without_tls_and_charges_nothing(
+    server: Server,
+) -> None:
+    """libpq's sslmode passes through the URL: ``verify-full`` insists on TLS with a verified
+    certificate and host name, so a server without TLS is refused before anything is read."""
+    db = server.database()
+    Ledger.open(server.url(db)).set_budget([TRIPS], Fraction(1))
+    tcp = server.tcp(db, PASSWORD)
+    with pytest.raises(LedgerError, match="SSL was required"):
+        Ledger.server(f"{tcp}?sslmode=verify-full&sslrootcert=/nonexistent/root.crt").charge(
+            mk("1/3"))
+    assert Ledger.server(server.url(db)).rows().num_rows == 0
+    Ledger.server(f"{tcp}?sslmode=disable").charge(mk("1/3"))  # control: only sslmode differs
+    assert Ledger.server(server.url(db)).rows().num_rows == 1
+
+
 def test_psycopg_is_needed_only_for_a_server_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
     code = ("import sys, duckdb, inftda_duckdb; c = duckdb.connect(); inftda_duckdb.load(c); "
             "print('psycopg' in sys.modules)")
