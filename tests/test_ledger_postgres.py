@@ -26,6 +26,7 @@ from typing import Any
 import duckdb
 import pytest
 import test_ledger
+from spark.conftest import spark  # noqa: F401 (the Spark tests' local[2] session)
 
 import inftda_duckdb
 from inftda_duckdb import load, release, set_budget
@@ -404,7 +405,42 @@ def test_duckdb_the_cli_and_a_spark_charge_draw_from_one_server_ledger(
         assert budgets.ledger_rows(con).column("origin").to_pylist() == [
             "python", "cli", "spark"]
     listed = _cli("ledger", "--verify", "--ledger", url)
-    assert listed.returncode == 0 and "3" in listed.stdout, listed
+    assert listed.returncode == 0 and "is intact: 4 rows" in listed.stdout, listed  # budget + 3
+
+
+@pytest.mark.spark
+def test_a_spark_release_is_charged_once_to_the_server_ledger_and_refused_over_budget(
+    spark: Any, url: str, tmp_path: Path  # noqa: F811 (the fixture imported above)
+) -> None:
+    """inftda_duckdb.spark.release(..., ledger=URL) on a real SparkSession: charged once, on the
+    server, under the key DuckDB gives the same file; evaluating the result again charges
+    nothing; a release past the budget is refused before any noise, and nothing is charged."""
+    from inftda_duckdb.spark import release as spark_release
+
+    parquet = tmp_path / "trips.parquet"
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT (i % 3)::INTEGER AS x FROM range(300) t(i)) TO '{parquet}' "
+                    "(FORMAT parquet)")
+    source = SourceId.file(str(parquet))
+    Ledger.open(url).set_budget([source], Fraction(1), name="trips people")
+    frame = spark.read.parquet(str(parquet))
+    result = spark_release(frame, ["x"], rho="1/2", domains=DOM, ledger=url)
+    first = sorted(tuple(r) for r in result.collect())
+    assert {x for x, _ in first} <= {0, 1, 2} and sum(c for _, c in first) == 300
+    result.write.parquet(str(tmp_path / "out"))  # evaluated again: the same rows, no charge
+    written = spark.read.parquet(str(tmp_path / "out"))
+    assert sorted(tuple(r) for r in written.collect()) == first
+    with pytest.raises(BudgetExceededError, match=r"requests rho 3/5 .* only 1/2"):
+        spark_release(frame, ["x"], rho="3/5", domains=DOM, ledger=url)
+    fresh = Ledger.server(url)  # what another driver, or a new process, reads from the server
+    charged = fresh.rows()
+    assert charged.column("source_key").to_pylist() == [source.key]
+    assert charged.column("rho").to_pylist() == ["1/2"]
+    assert charged.column("origin").to_pylist() == ["spark-python"]
+    (people,) = fresh.budgets().to_pylist()
+    assert (people["spent_rho_exact"], people["releases"]) == ("1/2", 1)
+    report = fresh.verify()
+    assert report["ok"] and report["problem"] is None, report
 
 
 # ---------------------------------------------------------------------------------------------
