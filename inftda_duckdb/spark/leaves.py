@@ -182,15 +182,19 @@ def _literal_map(values: pa.Array, kind: T.DataType) -> Any:
 
 def _key(codes: list[str], sizes: list[int]) -> Any:
     """The mixed-radix key (BIGINT) of the code columns named ``codes``, as one expression."""
+    return F.expr(_key_sql(codes, sizes))
+
+
+def _key_sql(codes: list[str], sizes: list[int]) -> str:
     key = f"CAST({codes[0]} AS BIGINT)"
     for c, size in zip(codes[1:], sizes[1:], strict=True):
         key = f"({key} * {int(size)}L + {c})"
-    return F.expr(key)
+    return key
 
 
-def is_kept(domains: Domains) -> Any:
-    """The condition of a kept leaf on the pinned layout."""
-    return F.col("key").isNotNull() if keyed(domains) else F.col("k1").isNotNull()
+def is_kept(domains: Domains) -> str:
+    """The condition of a kept leaf on the pinned layout (SQL)."""
+    return "key IS NOT NULL" if keyed(domains) else "k1 IS NOT NULL"
 
 
 def pin(frame: DataFrame) -> DataFrame:
@@ -208,13 +212,13 @@ def pin(frame: DataFrame) -> DataFrame:
     return frame.localCheckpoint(eager=False)
 
 
-def subtree(domains: Domains, cut: int) -> Any:
-    """The subtree of a kept leaf: the mixed-radix key of its codes at levels 1..cut."""
+def subtree(domains: Domains, cut: int) -> str:
+    """The subtree of a kept leaf (SQL): the mixed-radix key of its codes at levels 1..cut."""
     if cut == 0:
-        return F.lit(0).cast("long")
+        return "0L"
     if keyed(domains):
-        return F.expr(f"key div {key_span(domains.sizes[cut:])}")
-    return _key([f"k{j}" for j in range(1, cut + 1)], domains.sizes[:cut])
+        return f"key div {key_span(domains.sizes[cut:])}L"
+    return _key_sql([f"k{j}" for j in range(1, cut + 1)], domains.sizes[:cut])
 
 
 @dataclass(frozen=True)
@@ -232,14 +236,11 @@ def summary(request: ReleaseRequest, domains: Domains, leaves: DataFrame, cut: i
     gets the rows, rows kept, kept leaves, per column NULLs and undeclared values, per nesting
     rows outside, NULL units, and the true count of every cut prefix (at most the cells of the
     cut level: a few hundred kB)."""
-    kept = is_kept(domains)
-    keys = [F.when(kept, subtree(domains, cut)).alias("s"), F.col("flags")]
-    if domains.plan.nestings:
-        keys.append(F.col("outside"))
-    aggs = [F.sum("n").alias("n"), F.count(F.lit(1)).alias("leaves")]
-    if request.privacy_unit is not None:
-        aggs.append(F.sum("nulls_unit").alias("nulls_unit"))
-    table = leaves.groupBy(*keys).agg(*aggs).toArrow()
+    s = f"CASE WHEN {is_kept(domains)} THEN {subtree(domains, cut)} END AS s"
+    keys: list[Any] = [F.expr(s), "flags", *(["outside"] if domains.plan.nestings else [])]
+    aggs = ["sum(n) AS n", "count(1) AS leaves",
+            *(["sum(nulls_unit) AS nulls_unit"] if request.privacy_unit is not None else [])]
+    table = leaves.groupBy(*keys).agg(*[F.expr(a) for a in aggs]).toArrow()
 
     def column(name: str) -> np.ndarray:
         if name not in table.column_names:
