@@ -1,7 +1,8 @@
 """The ledger on a PostgreSQL server (``Ledger.open('postgresql://...')``): the same decisions,
 chain and exact arithmetic as a ledger file, hand edits detected, writers from several processes
 serialised (with a negative control), DuckDB, the CLI and a Spark-style charge drawing from one
-server ledger, and no password shown.
+server ledger, a real Spark release charged to it (also marked ``spark``), the README's
+least-privilege roles and ``sslmode=verify-full``, and no password shown.
 
 A throwaway server is started once per session (``initdb`` + ``pg_ctl`` in a temporary folder,
 on a free port and a private socket; stopped at the end); without PostgreSQL's server binaries
