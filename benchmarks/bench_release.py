@@ -7,7 +7,8 @@ Measures, each side by side with its bare leaf ``GROUP BY`` (interleaved pairs o
 of each side and the median of the pairs' ratios, steadier on shared cores):
 
 1. flat: 10M rows, 4 ENUM columns 50 x 20 x 24 x 10 (target <= 1.5x), with the cumulative time
-   of each stage of the release statement, and the fixed cost of a 100-row release (<= 25 ms);
+   of each stage of the release statement, and the fixed cost of a 100-row release (<= 25 ms)
+   in fresh processes and after the flat workload (it may differ);
 2. wide: 1e7 rows, 5 ENUM levels x 40 values, uniform (~7e7 noised cells at level 5; target
    <= 2.0x, peak RSS <= 1 GB): release and GROUP BY each in a fresh process for its peak RSS;
 3. nested: the Italy-like workload (6 levels, domain tables; target <= 3x);
@@ -179,16 +180,33 @@ def stages(con: duckdb.DuckDBPyConnection, columns: list[str], repeat: int) -> l
     return lines + [f"| {k} | {min(v):.3f} |" for k, v in times.items()]
 
 
-def fixed_cost(con: duckdb.DuckDBPyConnection, repeat: int, leaf: float) -> str:
+def fixed_runs(con: duckdb.DuckDBPyConnection, repeat: int) -> list[float]:
+    """Seconds of ``repeat`` releases of a 100-row table (the flat workload's 4 ENUM columns),
+    after one warm-up release."""
     columns = enum_table(con, "t", 100, FLAT, skewed=True)
     q = one_row(queries("t", columns)[1])
     timed(con, q)
-    runs = [timed(con, q) for _ in range(max(repeat, 5))]
-    best = min(runs)
-    return (f"Fixed cost of a release (the same 4 ENUM columns, a table of 100 rows, best of "
-            f"{len(runs)}, median {statistics.median(runs) * 1000:.1f} ms): {best * 1000:.1f} ms "
-            f"(target <= 25 ms); beside the 10M-row GROUP BY above ({leaf:.3f} s): "
-            f"{best / leaf:.2f}x.")
+    return [timed(con, q) for _ in range(max(repeat, 5))]
+
+
+def fixed_cost(con: duckdb.DuckDBPyConnection, repeat: int, processes: int,
+               leaf: float) -> str:
+    """The fixed cost of a release, best of ``repeat``, in fresh processes (the median of
+    their bests) and in this process after the flat workload: both, as they may differ."""
+    fresh = [run_child("fixed", 100, repeat) for _ in range(processes)]
+    after = fixed_runs(con, repeat)
+    best = min(after)
+    if any("error" in r for r in fresh):
+        return f"Fixed cost of a release: FAILED in a fresh process: {fresh[0].get('error')}"
+    bests = sorted(min(r["seconds"]) * 1000 for r in fresh)
+    medians = sorted(statistics.median(r["seconds"]) * 1000 for r in fresh)
+    return (f"Fixed cost of a release (the same 4 ENUM columns, a table of 100 rows; target <= "
+            f"25 ms): in a fresh process {statistics.median(bests):.1f} ms (best of "
+            f"{len(after)}; median of {len(fresh)} processes, their bests "
+            f"{', '.join(f'{b:.1f}' for b in bests)} ms, medians "
+            f"{', '.join(f'{m:.1f}' for m in medians)} ms); after the flat workload, in its "
+            f"process: {best * 1000:.1f} ms (median {statistics.median(after) * 1000:.1f} ms); "
+            f"beside the 10M-row GROUP BY above ({leaf:.3f} s): {best / leaf:.2f}x.")
 
 
 # ------------------------------------------------------------------- 2-4. wide, nested, memory
@@ -196,6 +214,9 @@ def child(args: argparse.Namespace) -> None:
     """One measurement in a fresh process (its peak RSS is its own): prints JSON."""
     con = duckdb.connect()
     load(con)
+    if args.child == "fixed":
+        print(json.dumps({"seconds": fixed_runs(con, args.repeat)}))
+        return
     if args.child.startswith("italy"):
         wl = italy_like(con, materialize=True)
         base, release = queries(wl.source, list(wl.columns),
@@ -206,6 +227,7 @@ def child(args: argparse.Namespace) -> None:
     if args.limit:
         con.execute(f"SET memory_limit = '{args.limit}'")
     start_rss = peak_rss_mb()
+    stages = _rss_at_levels() if args.child.endswith("release") else {}
     sql = one_row(base) if args.child.endswith("groupby") else one_row(release)
     seconds, result = [], None
     for _ in range(args.repeat):
@@ -213,7 +235,35 @@ def child(args: argparse.Namespace) -> None:
         result = con.execute(sql).fetchall()[0]
         seconds.append(time.perf_counter() - start)
     print(json.dumps({"seconds": seconds, "rows": result[0], "total": result[1],
-                      "peak_rss_mb": peak_rss_mb(), "rss_before_mb": start_rss}))
+                      "peak_rss_mb": peak_rss_mb(), "rss_before_mb": start_rss, **stages}))
+
+
+def _vm(field: str) -> float:
+    """``VmRSS`` (now) or ``VmHWM`` (peak so far) of this process, MB (DuckDB's memory
+    included, which tracemalloc does not see)."""
+    with open("/proc/self/status") as f:
+        kb = next(int(x.split()[1]) for x in f if x.startswith(field + ":"))
+    return kb / 1024
+
+
+def _rss_at_levels() -> dict[str, float]:
+    """Where a release's memory peaks: RSS and the peak so far when the levels call's core
+    (``release_below``) starts and ends (filled in as the release runs; Linux only)."""
+    from inftda_duckdb.duckdb import extension
+
+    marks: dict[str, float] = {}
+    inner = extension.release_below
+
+    def timed_release_below(*a: Any, **k: Any) -> Any:
+        marks.update(levels_rss_mb=_vm("VmRSS"), levels_peak_mb=_vm("VmHWM"))
+        try:
+            return inner(*a, **k)
+        finally:
+            marks.update(core_rss_mb=_vm("VmRSS"), core_peak_mb=_vm("VmHWM"))
+
+    if Path("/proc/self/status").exists():
+        extension.release_below = timed_release_below
+    return marks
 
 
 def run_child(kind: str, rows: int, repeat: int, limit: str | None = None) -> dict[str, Any]:
@@ -252,6 +302,15 @@ def side_by_side(kind: str, title: str, rows: int, repeat: int, target: str,
         f"| rows out | {g0['rows']:,} leaves | {r0['rows']:,} released leaves | | |",
         "",
     ]
+    if "levels_rss_mb" in r0:  # the release's memory by stage (its first process)
+        lines += [
+            f"Release's memory by stage (MB, first process): the table {r0['rss_before_mb']:.0f}; "
+            f"peak before the levels call (DuckDB: the GROUP BY, the coded leaves, the list and "
+            f"its Arrow copy) {r0['levels_peak_mb']:.0f}; held when the core starts "
+            f"{r0['levels_rss_mb']:.0f}; when it ends {r0['core_rss_mb']:.0f} (peak "
+            f"{r0['core_peak_mb']:.0f}); whole release {r0['peak_rss_mb']:.0f}.",
+            "",
+        ]
     return lines
 
 
@@ -357,7 +416,7 @@ def run(args: argparse.Namespace) -> list[str]:
     load(con)
     log("flat")
     more, leaf = flat(con, args.flat_rows, args.repeat)
-    lines += [*more, fixed_cost(con, args.repeat, leaf), ""]
+    lines += [*more, fixed_cost(con, args.repeat, args.processes, leaf), ""]
     log(f"memory limit as read: {memory_limit(con)} bytes")
     con.close()
     lines += side_by_side("wide", f"Wide: {args.wide_rows:,} rows, 5 ENUM levels x 40 values, "

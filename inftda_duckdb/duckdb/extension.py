@@ -72,6 +72,7 @@ from ..ledger.sources import SourceId
 from ..ledger.sources import parse as parse_source
 from ..ledger.store import Ledger
 from . import budgets, capabilities, catalog, disclosure, evaluation
+from .allocator import returning_memory
 from .catalog import Where
 from .connections import create_macro, register_udfs, registered
 from .domain import (
@@ -469,6 +470,7 @@ def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any,
     """The one call (``cut_level`` 0), or the levels down to the cut of a release in parts."""
     if part_ids not in ([0], [-1]):
         raise InternalError("a one-call release got a part other than 0")
+    con_ref = state.pending.con_ref if state.pending is not None else None
     _claim(state)
     levels = _tree(state, _plain(allowed).flatten())
     upto = cut_level or levels.depth
@@ -479,8 +481,10 @@ def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any,
         codes, counts = _prefixes(leaves, upto), _counts(leaves)
         if codes.shape[-1] != counts.shape[0]:
             raise InternalError("the leaves came with different numbers of prefixes and counts")
-    nodes = release_below(levels, state.nodes, codes, counts, upto=upto, workers=workers,
-                          progress=state.progress, cancel=state.cancelled.is_set, radix=radix)
+    with returning_memory(con_ref() if con_ref is not None else None, codes.shape[-1]):
+        nodes = release_below(levels, state.nodes, codes, counts, upto=upto, workers=workers,
+                              progress=state.progress, cancel=state.cancelled.is_set,
+                              radix=radix)
     check_total(nodes, state.root, upto)
     if not cut_level:
         state.levels = []  # the keys go with the call

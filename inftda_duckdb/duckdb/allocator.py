@@ -1,0 +1,69 @@
+"""DuckDB's allocator gives back the memory it freed while a large release's levels run.
+
+DuckDB allocates with its own jemalloc. Memory a query freed (the leaf GROUP BY's hash table,
+often 200-400 MB after 1e7 rows) stays in the process as dirty pages until jemalloc purges it,
+which by default happens only when DuckDB allocates again. The levels call allocates its memory
+with numpy (not jemalloc), so that memory stays resident on top of the core's own: measured on
+1e7 rows x 5 ENUM levels x 40, the release's peak RSS was 1154-1323 MB over five processes,
+and 1110-1132 MB over three with the purge below.
+
+:func:`returning_memory` turns DuckDB's ``allocator_background_threads`` on while the core runs
+(jemalloc's background threads then purge the dirty pages within about a second) and restores
+the value it read when the last release of that connection leaves, also on errors. It does this
+only for releases of at least :data:`MIN_LEAVES` leaves: the setting costs two statements
+(~0.5 ms), which a small release does not pay. A value DuckDB refuses to change (e.g. under
+``lock_configuration``) is left as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import duckdb
+
+SETTING = "allocator_background_threads"
+MIN_LEAVES = 1 << 20  #: releases with fewer true leaves leave the setting alone
+
+_LOCK = threading.Lock()
+_USERS: dict[int, list[Any]] = {}  # id(connection) -> [releases inside, value to restore]
+
+
+def _set(con: Any, value: object) -> None:
+    with con.cursor() as cur:
+        cur.execute(f"SET GLOBAL {SETTING} = {'true' if value else 'false'}")
+
+
+@contextlib.contextmanager
+def returning_memory(con: Any, leaves: int) -> Iterator[None]:
+    """While the block runs (a release's levels over ``leaves`` true leaves, on the DuckDB
+    instance of ``con``), DuckDB's allocator purges freed memory in the background; the
+    setting's value is restored when the last such block of ``con`` ends."""
+    if con is None or leaves < MIN_LEAVES:
+        yield
+        return
+    key = id(con)
+    with _LOCK:
+        entry = _USERS.setdefault(key, [0, None])
+        if entry[0] == 0:
+            try:
+                with con.cursor() as cur:
+                    old = cur.execute(f"SELECT current_setting('{SETTING}')").fetchall()[0][0]
+                if not old:
+                    _set(con, True)
+                    entry[1] = old
+            except duckdb.Error:  # unknown setting (an older DuckDB) or locked: leave it
+                entry[1] = None
+        entry[0] += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            entry[0] -= 1
+            if entry[0] == 0:
+                del _USERS[key]
+                if entry[1] is not None:
+                    with contextlib.suppress(duckdb.Error):
+                        _set(con, entry[1])
