@@ -1,7 +1,8 @@
 """The ledger on a PostgreSQL server (``Ledger.open('postgresql://...')``): the same decisions,
 chain and exact arithmetic as a ledger file, hand edits detected, writers from several processes
 serialised (with a negative control), DuckDB, the CLI and a Spark-style charge drawing from one
-server ledger, and no password shown.
+server ledger, a real Spark release charged to it (also marked ``spark``), the README's
+least-privilege roles and ``sslmode=verify-full``, and no password shown.
 
 A throwaway server is started once per session (``initdb`` + ``pg_ctl`` in a temporary folder,
 on a free port and a private socket; stopped at the end); without PostgreSQL's server binaries
@@ -26,6 +27,7 @@ from typing import Any
 import duckdb
 import pytest
 import test_ledger
+from spark.conftest import spark  # noqa: F401 (the Spark tests' local[2] session)
 
 import inftda_duckdb
 from inftda_duckdb import load, release, set_budget
@@ -404,7 +406,42 @@ def test_duckdb_the_cli_and_a_spark_charge_draw_from_one_server_ledger(
         assert budgets.ledger_rows(con).column("origin").to_pylist() == [
             "python", "cli", "spark"]
     listed = _cli("ledger", "--verify", "--ledger", url)
-    assert listed.returncode == 0 and "3" in listed.stdout, listed
+    assert listed.returncode == 0 and "is intact: 4 rows" in listed.stdout, listed  # budget + 3
+
+
+@pytest.mark.spark
+def test_a_spark_release_is_charged_once_to_the_server_ledger_and_refused_over_budget(
+    spark: Any, url: str, tmp_path: Path  # noqa: F811 (the fixture imported above)
+) -> None:
+    """inftda_duckdb.spark.release(..., ledger=URL) on a real SparkSession: charged once, on the
+    server, under the key DuckDB gives the same file; evaluating the result again charges
+    nothing; a release past the budget is refused before any noise, and nothing is charged."""
+    from inftda_duckdb.spark import release as spark_release
+
+    parquet = tmp_path / "trips.parquet"
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT (i % 3)::INTEGER AS x FROM range(300) t(i)) TO '{parquet}' "
+                    "(FORMAT parquet)")
+    source = SourceId.file(str(parquet))
+    Ledger.open(url).set_budget([source], Fraction(1), name="trips people")
+    frame = spark.read.parquet(str(parquet))
+    result = spark_release(frame, ["x"], rho="1/2", domains=DOM, ledger=url)
+    first = sorted(tuple(r) for r in result.collect())
+    assert {x for x, _ in first} <= {0, 1, 2} and sum(c for _, c in first) == 300
+    result.write.parquet(str(tmp_path / "out"))  # evaluated again: the same rows, no charge
+    written = spark.read.parquet(str(tmp_path / "out"))
+    assert sorted(tuple(r) for r in written.collect()) == first
+    with pytest.raises(BudgetExceededError, match=r"requests rho 3/5 .* only 1/2"):
+        spark_release(frame, ["x"], rho="3/5", domains=DOM, ledger=url)
+    fresh = Ledger.server(url)  # what another driver, or a new process, reads from the server
+    charged = fresh.rows()
+    assert charged.column("source_key").to_pylist() == [source.key]
+    assert charged.column("rho").to_pylist() == ["1/2"]
+    assert charged.column("origin").to_pylist() == ["spark-python"]
+    (people,) = fresh.budgets().to_pylist()
+    assert (people["spent_rho_exact"], people["releases"]) == ("1/2", 1)
+    report = fresh.verify()
+    assert report["ok"] and report["problem"] is None, report
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,6 +468,85 @@ def test_the_password_is_never_shown(server: Server, monkeypatch: pytest.MonkeyP
     assert Ledger.open(server.tcp(db)).remaining(TRIPS)[0] == Fraction(1, 2)  # type: ignore[index]
     cli = _cli("budget", "--ledger", server.tcp(db, PASSWORD))
     assert cli.returncode == 0 and PASSWORD not in cli.stdout + cli.stderr, cli
+
+
+# ---------------------------------------------------------------------------------------------
+# least privilege and TLS (the README's "A ledger on a server (clusters)")
+
+
+def _least_privilege(server: Server) -> tuple[str, str]:
+    """The README's recipe: a database owned by an admin role, which sets the budgets (creating
+    the tables and their triggers) and grants a driver role what charging needs, and no more.
+    Returns (admin URL, driver URL)."""
+    db = server.database()
+    admin, driver = f"{db}_admin", f"{db}_driver"
+    server.sql("postgres", f"CREATE ROLE {admin} LOGIN; CREATE ROLE {driver} LOGIN; "
+                           f"ALTER DATABASE {db} OWNER TO {admin}")
+    server.sql(db, "REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+
+    def url(role: str) -> str:
+        return f"postgresql://{role}@/{db}?host={server.folder}&port={server.port}"
+
+    Ledger.open(url(admin)).set_budget([TRIPS], Fraction(1), name="trips people")
+    server.sql(db, f"SET ROLE {admin}; "
+                   f"GRANT SELECT, INSERT ON {chain.LEDGER} TO {driver}; "
+                   f"GRANT SELECT ON {chain.BUDGETS}, {chain.SETTINGS} TO {driver}; "
+                   f"GRANT SELECT, UPDATE ON {chain.HEAD} TO {driver}")
+    return url(admin), url(driver)
+
+
+def test_a_least_privilege_driver_role_charges_but_cannot_edit_or_disable_the_triggers(
+    server: Server,
+) -> None:
+    import psycopg
+
+    admin, driver = _least_privilege(server)
+    book = Ledger.open(driver)
+    book.charge(mk("1/3"))  # a driver charges and is refused past the budget
+    with pytest.raises(BudgetExceededError, match="only 2/3"):
+        book.charge(mk("3/4"))
+    refused = [
+        f"UPDATE {chain.LEDGER} SET rho = '1/1000'",
+        f"DELETE FROM {chain.LEDGER}",
+        f"TRUNCATE {chain.LEDGER}",
+        f"ALTER TABLE {chain.LEDGER} DISABLE TRIGGER ALL",
+        f"DROP TRIGGER inftda_append_only_update ON {chain.LEDGER}",
+        "SET session_replication_role = replica",  # would skip every trigger
+        f"DROP TABLE {chain.LEDGER}",
+        f"INSERT INTO {chain.BUDGETS} SELECT * FROM {chain.BUDGETS}",  # a budget of its own
+        f"DELETE FROM {chain.HEAD}",
+        "CREATE TABLE inftda_ledger_shadow (x int)",
+    ]
+    for text in refused:
+        with psycopg.connect(driver, autocommit=True) as c, \
+                pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute(text)
+    with pytest.raises(LedgerError, match="permission denied"):  # the API says why
+        Ledger.open(driver).set_budget([TRIPS], Fraction(5))
+    with psycopg.connect(admin, autocommit=True) as c:  # negative control: the owner can
+        c.execute(f"ALTER TABLE {chain.LEDGER} DISABLE TRIGGER inftda_append_only_update")
+        c.execute(f"ALTER TABLE {chain.LEDGER} ENABLE TRIGGER inftda_append_only_update")
+    fresh = Ledger.server(driver)
+    assert fresh.verify()["ok"]
+    (people,) = fresh.budgets().to_pylist()
+    assert (people["spent_rho_exact"], people["releases"], people["budget_rho_exact"]) == (
+        "1/3", 1, "1")
+
+
+def test_sslmode_verify_full_refuses_a_server_without_tls_and_charges_nothing(
+    server: Server,
+) -> None:
+    """libpq's sslmode passes through the URL: ``verify-full`` insists on TLS with a verified
+    certificate and host name, so a server without TLS is refused before anything is read."""
+    db = server.database()
+    Ledger.open(server.url(db)).set_budget([TRIPS], Fraction(1))
+    tcp = server.tcp(db, PASSWORD)
+    with pytest.raises(LedgerError, match="SSL was required"):
+        Ledger.server(f"{tcp}?sslmode=verify-full&sslrootcert=/nonexistent/root.crt").charge(
+            mk("1/3"))
+    assert Ledger.server(server.url(db)).rows().num_rows == 0
+    Ledger.server(f"{tcp}?sslmode=disable").charge(mk("1/3"))  # control: only sslmode differs
+    assert Ledger.server(server.url(db)).rows().num_rows == 1
 
 
 def test_psycopg_is_needed_only_for_a_server_ledger(monkeypatch: pytest.MonkeyPatch) -> None:

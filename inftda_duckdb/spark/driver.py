@@ -287,8 +287,8 @@ def _subtrees(
     """ONE shuffle by subtree, then levels c+1..d on the executors (lazy)."""
     cut = job.cut
     address = ["key"] if job.keyed else [f"k{j}" for j in range(1, request.depth + 1)]
-    kept = leaves.where(lv.is_kept(values)).select(
-        lv.subtree(values, cut).alias("s"), F.lit(False).alias("node"), *address, "n")
+    kept = leaves.where(lv.is_kept(values)).selectExpr(
+        f"{lv.subtree(values, cut)} AS s", "false AS node", *address, "n")
     schema = T.StructType([
         T.StructField("s", T.LongType()), T.StructField("node", T.BooleanType()),
         *[T.StructField(a, T.LongType() if job.keyed else T.IntegerType()) for a in address],

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ..core import units
 from ..core.request import ReleaseRequest
@@ -105,35 +106,34 @@ def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFram
     JVM, in the stage of the GROUP BY's final aggregation (no Python worker): each level's values
     are looked up in its domain (a literal map for small domains, else a broadcast hash join),
     the nested levels' combinations among the listed keys of their domain tables (a hash set,
-    else a broadcast hash join)."""
+    else a broadcast hash join). The expressions are SQL text where they can be: each Column
+    built in Python costs the driver a few calls to the JVM."""
     spark = raw.sparkSession
     d, sizes = request.depth, domains.sizes
     frame = raw
+    schema = raw.schema
+    lookups = []
     for k in range(d):
-        kind = raw.schema[f"r{k + 1}"].dataType
+        kind = schema[f"r{k + 1}"].dataType
         if len(domains.values[k]) <= LITERAL_VALUES:  # a literal map: no job at all
-            lookup = F.create_map(*[x for code, value in enumerate(domains.values[k].to_pylist())
-                                    for x in (F.lit(value).cast(kind), F.lit(code))])
-            frame = frame.withColumn(f"c{k + 1}", lookup[F.col(f"r{k + 1}")])
+            lookups.append(_literal_map(domains.values[k], kind)[F.col(f"r{k + 1}")]
+                           .alias(f"c{k + 1}"))
             continue
         values = domains.frame(spark, k).select(F.col("v").cast(kind).alias(f"v{k + 1}"),
                                                 F.col("code").alias(f"c{k + 1}"))
         frame = frame.join(F.broadcast(values), F.col(f"r{k + 1}") == F.col(f"v{k + 1}"),
                            "left")
-    bits = [F.when(F.col(f"r{k + 1}").isNull(), F.lit(1 << k))
-            .when(F.col(f"c{k + 1}").isNull(), F.lit(1 << (32 + k))).otherwise(F.lit(0))
-            for k in range(d)]
-    flags = bits[0]
-    for bit in bits[1:]:
-        flags = flags.bitwiseOR(bit)
-    frame = frame.withColumn("flags", F.when(flags != 0, flags.cast("long")))
+    bits = " | ".join(f"CASE WHEN r{k + 1} IS NULL THEN {1 << k}L WHEN c{k + 1} IS NULL "
+                      f"THEN {1 << (32 + k)}L ELSE 0L END" for k in range(d))
+    frame = frame.select("*", *lookups).withColumn(
+        "flags", F.expr(f"CASE WHEN ({bits}) != 0 THEN {bits} END"))
     clean = F.col("flags").isNull()
     outside: Any = F.lit(0).cast("long")
     for t, nest in enumerate(domains.plan.nestings):
         table = domains.nests[t]
         table = table[:, (table >= 0).all(axis=0)]
         listed = np.unique(_mixed(table, [sizes[k] for k in nest.levels]))
-        at = _key([F.col(f"c{k + 1}") for k in nest.levels], [sizes[k] for k in nest.levels])
+        at = _key([f"c{k + 1}" for k in nest.levels], [sizes[k] for k in nest.levels])
         if listed.size <= LITERAL_KEYS:  # a hash set in the plan (InSet): no job
             unlisted = ~at.isin([int(x) for x in listed]) if listed.size else F.lit(True)
         else:
@@ -144,11 +144,10 @@ def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFram
             unlisted = F.col(f"l{t}").isNull()
         outside = outside.bitwiseOR(F.when(clean & unlisted, F.lit(1 << t))
                                     .otherwise(F.lit(0)).cast("long"))
-    kept = clean & (outside == 0)
+    kept = clean & (outside == 0) if domains.plan.nestings else clean
     columns = []
     if keyed(domains):
-        columns.append(F.when(kept, _key([F.col(f"c{k + 1}") for k in range(d)], sizes))
-                       .alias("key"))
+        columns.append(F.when(kept, _key([f"c{k + 1}" for k in range(d)], sizes)).alias("key"))
     columns += [F.col("n"), F.col("flags")]
     if not keyed(domains):
         columns += [F.when(kept, F.col(f"c{k + 1}")).cast("int").alias(f"k{k + 1}")
@@ -160,16 +159,42 @@ def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFram
     return frame.select(*columns)
 
 
-def _key(codes: list[Any], sizes: list[int]) -> Any:
-    key = codes[0].cast("long")
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+
+
+def _literal_map(values: pa.Array, kind: T.DataType) -> Any:
+    """The map value -> code of a small domain. Strings and integers are written as ONE SQL
+    expression (strings as UTF-8 bytes, so no quoting applies): one call to the JVM instead of
+    three per value, which cost ~1 s of driver time at 104 values (PySpark records a call site
+    for every Column it builds). Other types: a typed literal per value."""
+    found = values.to_pylist()
+    keys: list[str] = []
+    if kind == T.StringType() and all(isinstance(v, str) for v in found):  # no collation
+        keys = [f"CAST(X'{v.encode().hex()}' AS STRING)" for v in found]
+    elif isinstance(kind, _INTEGRAL) and all(type(v) is int for v in found):
+        keys = [f"CAST({v} AS {kind.simpleString()})" for v in found]
+    if not keys:
+        return F.create_map(*[x for code, value in enumerate(found)
+                              for x in (F.lit(value).cast(kind), F.lit(code))])
+    pairs = ", ".join(f"{key}, {code}" for code, key in enumerate(keys))
+    return F.expr(f"map({pairs})")
+
+
+def _key(codes: list[str], sizes: list[int]) -> Any:
+    """The mixed-radix key (BIGINT) of the code columns named ``codes``, as one expression."""
+    return F.expr(_key_sql(codes, sizes))
+
+
+def _key_sql(codes: list[str], sizes: list[int]) -> str:
+    key = f"CAST({codes[0]} AS BIGINT)"
     for c, size in zip(codes[1:], sizes[1:], strict=True):
-        key = key * F.lit(size).cast("long") + c
+        key = f"({key} * {int(size)}L + {c})"
     return key
 
 
-def is_kept(domains: Domains) -> Any:
-    """The condition of a kept leaf on the pinned layout."""
-    return F.col("key").isNotNull() if keyed(domains) else F.col("k1").isNotNull()
+def is_kept(domains: Domains) -> str:
+    """The condition of a kept leaf on the pinned layout (SQL)."""
+    return "key IS NOT NULL" if keyed(domains) else "k1 IS NOT NULL"
 
 
 def pin(frame: DataFrame) -> DataFrame:
@@ -187,13 +212,13 @@ def pin(frame: DataFrame) -> DataFrame:
     return frame.localCheckpoint(eager=False)
 
 
-def subtree(domains: Domains, cut: int) -> Any:
-    """The subtree of a kept leaf: the mixed-radix key of its codes at levels 1..cut."""
+def subtree(domains: Domains, cut: int) -> str:
+    """The subtree of a kept leaf (SQL): the mixed-radix key of its codes at levels 1..cut."""
     if cut == 0:
-        return F.lit(0).cast("long")
+        return "0L"
     if keyed(domains):
-        return F.expr(f"key div {key_span(domains.sizes[cut:])}")
-    return _key([F.col(f"k{j}") for j in range(1, cut + 1)], domains.sizes[:cut])
+        return f"key div {key_span(domains.sizes[cut:])}L"
+    return _key_sql([f"k{j}" for j in range(1, cut + 1)], domains.sizes[:cut])
 
 
 @dataclass(frozen=True)
@@ -211,14 +236,11 @@ def summary(request: ReleaseRequest, domains: Domains, leaves: DataFrame, cut: i
     gets the rows, rows kept, kept leaves, per column NULLs and undeclared values, per nesting
     rows outside, NULL units, and the true count of every cut prefix (at most the cells of the
     cut level: a few hundred kB)."""
-    kept = is_kept(domains)
-    keys = [F.when(kept, subtree(domains, cut)).alias("s"), F.col("flags")]
-    if domains.plan.nestings:
-        keys.append(F.col("outside"))
-    aggs = [F.sum("n").alias("n"), F.count(F.lit(1)).alias("leaves")]
-    if request.privacy_unit is not None:
-        aggs.append(F.sum("nulls_unit").alias("nulls_unit"))
-    table = leaves.groupBy(*keys).agg(*aggs).toArrow()
+    s = f"CASE WHEN {is_kept(domains)} THEN {subtree(domains, cut)} END AS s"
+    keys: list[Any] = [F.expr(s), "flags", *(["outside"] if domains.plan.nestings else [])]
+    aggs = ["sum(n) AS n", "count(1) AS leaves",
+            *(["sum(nulls_unit) AS nulls_unit"] if request.privacy_unit is not None else [])]
+    table = leaves.groupBy(*keys).agg(*[F.expr(a) for a in aggs]).toArrow()
 
     def column(name: str) -> np.ndarray:
         if name not in table.column_names:
