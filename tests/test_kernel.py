@@ -265,3 +265,32 @@ def test_a_small_release_never_imports_numba():
                          timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "False"], (out.stdout, out.stderr[-2000:])
+
+
+def test_auto_loads_numba_only_for_a_flat_level_that_plans_enough_cells(use, monkeypatch):
+    # Regression (the Italy-like benchmark, 1.2 -> 2.0 s in a fresh process): the load was
+    # decided from a bound over all levels that multiplied by a nested level's whole domain, so
+    # a release whose largest flat level plans few cells paid numba's import (holding the GIL)
+    use("auto")
+    loads: list[int] = []
+    monkeypatch.setattr(kernel, "_COMPILED", {})
+    monkeypatch.setattr(kernel, "_MISSING", [])
+    monkeypatch.setattr(kernel, "_STARTED", [])
+    monkeypatch.setattr(kernel, "_load", lambda: loads.append(1))
+    monkeypatch.setattr(kernel, "LOAD_CELLS", 100_000)
+    # level 1 flat (2 values), level 2 nested (2 allowed children of 1,000), level 3 flat (1,000)
+    table = np.array([[0, 0, 1, 1], [0, 1, 2, 3]])
+    allowed = {1: Allowed((0,), table)}
+    leaves = np.array([[0, 0, 5], [0, 1, 7], [1, 2, 9], [1, 3, 11]])
+    counts = np.full(4, 2_500)
+    plan = plan_budget(3, rho=Fraction(1, 2))
+    release_tree(leaves, counts, [2, 1000, 1000], plan, RandomSource.from_seed(1), allowed)
+    for thread in kernel._STARTED:
+        thread.join(30)
+    assert loads == []  # level 3 plans at most 4 x 1,000 cells
+    # control: a flat level planning >= LOAD_CELLS cells starts the load
+    release_tree(leaves[:, [0, 2]], counts, [2, 100_000], plan_budget(2, rho=Fraction(1, 2)),
+                 RandomSource.from_seed(1))
+    for thread in kernel._STARTED:
+        thread.join(30)
+    assert loads == [1]

@@ -12,8 +12,8 @@ sort their keys.
 
 Selected by the environment variable ``INFTDA_KERNEL``: ``numpy`` (never), ``numba`` (every
 block, whatever its size; an error if numba is missing) or ``auto`` (the default: blocks of at
-least :data:`MIN_CELLS` cells, once numba is loaded: in a background thread, when a release's
-flat levels plan at least :data:`LOAD_CELLS` cells; never at package import, so small releases
+least :data:`MIN_CELLS` cells, once numba is loaded: in a background thread, when one flat level
+of a release plans at least :data:`LOAD_CELLS` cells; never at package import, so small releases
 never pay for it). :mod:`.topdown` keeps nested levels on numpy. Outputs are identical either
 way; blocks whose sums could pass int64 (see intopt's docstring) take numpy's exact path.
 """
@@ -35,8 +35,10 @@ MIN_CELLS = 1 << 15
 """With ``INFTDA_KERNEL=auto``, smaller blocks stay on the numpy path (numba's import and cache
 load, ~0.5 s once per process, would outweigh them)."""
 LOAD_CELLS = 1 << 25
-"""With ``auto``, numba is loaded (in the background, once per process) for a release of at
-least this many noised cells: its import and cache load hold the GIL for ~0.3-1 s, which the
+"""With ``auto``, numba is loaded (in the background, once per process) when one flat level
+plans at least this many noised cells (decided per level, from its parents' released counts: a
+bound over the whole tree multiplied by nested domains and loaded it for releases that never
+use it): its import and cache load hold the GIL for ~0.3-1 s, which the
 kernel wins back (~10-15 ns per cell on one thread) only on releases this large."""
 ENV = "INFTDA_KERNEL"
 CHOICES = ("auto", "numba", "numpy")

@@ -143,7 +143,6 @@ def release_below(
     if counts_arr is not None and counts_arr.size and counts_arr.min() < 0:
         raise bad_argument("counts", int(counts_arr.min()), "must be >= 0",
                            "pass the true (non-negative) counts")
-    kernel.warm_up(_planned_cells(nodes, levels, upto))  # in the background
     truth_arr = np.asarray(truth)
     t = truth_arr.shape[0] if truth_arr.ndim == 2 else upto
     if not upto <= t <= depth:
@@ -156,17 +155,6 @@ def release_below(
         nodes, parent_truth = _level(levels, k, nodes, parent_truth, truth_t, runner, k == upto)
         truth_t.done(k)
     return nodes
-
-
-def _planned_cells(nodes: Nodes, levels: Levels, upto: int) -> int:
-    """A bound on the noised cells of the flat (not nested) levels below ``nodes`` (a parent
-    > 0 needs a unit of the released total), from released counts and public sizes only."""
-    total, parents, cells = int(nodes.counts.sum()), nodes.counts.shape[0], 0
-    for k in range(nodes.codes.shape[0] + 1, upto + 1):
-        parents, size = min(parents, total), int(levels.sizes[k - 1])
-        cells += parents * size if levels.children[k - 1] is None else 0
-        parents *= size
-    return cells
 
 
 def release_tree(
@@ -494,6 +482,8 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         edges = [0, *bounds.tolist(), n_par]
         runs = [(a, b, int(width[a])) for a, b in itertools.pairwise(edges) if b > a]
     planned = sum((b - a) * w for a, b, w in runs)
+    if children is None:  # a large flat level: the compiled kernel loads in the background
+        kernel.warm_up(planned)
     size = _block_cells(planned, runner.workers)
     code_type = _code_type(levels.sizes[:k])
     tasks = [(p, min(p + max(1, size // w), b), w) for a, b, w in runs
