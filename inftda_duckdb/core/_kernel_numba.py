@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-_LIMIT = float(1 << 62)  # intopt._SAFE_LIMIT: (4 m + 4) (B + 1) below this keeps int64 exact
-_SEARCH = -(1 << 63)  # noise._SEARCH: the table's marker of a bucket that needs a search
+from .intopt import _SAFE_LIMIT as _LIMIT  # (4 m + 4) (B + 1) below this keeps int64 exact
+from .noise import _SEARCH  # the table's marker of a bucket that needs a search
+
 _NARROW = 4  # rows whose values span under _NARROW * m + 64 are solved without a sort
 
 

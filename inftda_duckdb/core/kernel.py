@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import bad_argument
+from .intopt import _buffer, intopt_positive
 
 IntArray = npt.NDArray[np.int64]
 
@@ -103,18 +104,6 @@ def lookup(words: np.ndarray, table: IntArray, shift: int, out: IntArray) -> int
     return int(_COMPILED["lookup"](words, table, np.uint64(shift), out))
 
 
-_LOCAL = threading.local()
-
-
-def _buffers(n: int, width: int) -> tuple[IntArray, IntArray, IntArray]:
-    bufs = getattr(_LOCAL, "buffers", None)
-    if bufs is None or bufs[0].shape[0] < n or bufs[2].shape[0] < 8 * width + 1024:
-        size = max(n, MIN_CELLS)
-        bufs = _LOCAL.buffers = (np.empty(size, np.int64), np.empty(size, np.int64),
-                                 np.empty(8 * width + 1024, np.int64))
-    return bufs
-
-
 def intopt_kept(x: IntArray, width: int, c: IntArray, pos: IntArray,
                 add: IntArray) -> tuple[IntArray, IntArray, IntArray]:
     """``x[pos] += add`` (the densify), then what ``intopt_positive(x.reshape(-1, width), c)``
@@ -123,12 +112,12 @@ def intopt_kept(x: IntArray, width: int, c: IntArray, pos: IntArray,
     ``x``: C-contiguous int64 (rows x width, flat), overwritten; ``c`` int64 >= 0; ``pos``
     ascending, unique. A block whose sums could pass int64 goes to the numpy path (exact)."""
     n_rows = c.shape[0]
-    flat, vals, scratch = _buffers(x.shape[0], width)
+    flat = _buffer("kept_flat", (x.shape[0],), np.int64)  # this thread's, reused
+    vals = _buffer("kept_vals", (x.shape[0],), np.int64)
+    scratch = _buffer("kept_scratch", (8 * width + 1024,), np.int64)
     sums = np.empty(n_rows, np.int64)
     kept = int(_COMPILED["solve"](x, width, c, pos, add, flat, vals, sums, scratch))
     if kept < 0:  # values too large for int64 sums: densified already, solve exactly
-        from .intopt import intopt_positive
-
         return intopt_positive(x.reshape(n_rows, width), c)
     return flat[:kept].copy(), vals[:kept].copy(), sums
 
