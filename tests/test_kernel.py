@@ -14,6 +14,7 @@ import sys
 import textwrap
 from fractions import Fraction
 
+import duckdb
 import numpy as np
 import pytest
 from test_intopt import paper_intopt
@@ -294,3 +295,25 @@ def test_auto_loads_numba_only_for_a_flat_level_that_plans_enough_cells(use, mon
     for thread in kernel._STARTED:
         thread.join(30)
     assert loads == [1]
+
+
+@pytest.mark.parametrize("problem", ["a bad choice", "numba forced but missing"])
+def test_a_bad_kernel_setting_is_refused_before_the_charge(problem, use, monkeypatch, con,
+                                                           charges):
+    # Regression: the setting was read first by the first block, after the budget was charged
+    if problem == "a bad choice":
+        use("fastest")
+        message = r"INFTDA_KERNEL.*must be one of auto, numba, numpy"
+    else:
+        use("numba")
+        monkeypatch.setattr(kernel, "_COMPILED", {})
+        monkeypatch.setattr(kernel, "_MISSING", ["No module named 'numba'"])
+        message = r"needs numba.*pip install 'inftda-duckdb\[fast\]'"
+    con.execute("CREATE TYPE ab AS ENUM ('a', 'b')")
+    con.execute("CREATE TABLE t AS SELECT (['a', 'b'])[1 + i % 2]::ab AS x FROM range(40) r(i)")
+    with pytest.raises(duckdb.Error, match=message):
+        con.execute("SELECT * FROM inftda_release('t', ['x'], rho := 1)").fetchall()
+    assert charges() == 0
+    use("numpy")  # control: the same release runs and is charged once
+    con.execute("SELECT * FROM inftda_release('t', ['x'], rho := 1)").fetchall()
+    assert charges() == 1

@@ -73,6 +73,12 @@ def wanted(cells: int) -> bool:
     return True
 
 
+def check() -> None:
+    """Raise now what :func:`wanted` would raise at a release's first block (a bad
+    ``INFTDA_KERNEL``, or ``numba`` without numba): engines call it before the charge."""
+    wanted(MIN_CELLS)
+
+
 def warm_up(cells: int) -> None:
     """Start loading the kernel in a background thread (``auto``) for a release of about
     ``cells`` noised cells, if that is at least :data:`LOAD_CELLS`."""
@@ -122,5 +128,5 @@ def intopt_kept(x: IntArray, width: int, c: IntArray, pos: IntArray,
     return flat[:kept].copy(), vals[:kept].copy(), sums
 
 
-__all__ = ["CHOICES", "ENV", "LOAD_CELLS", "MIN_CELLS", "intopt_kept", "lookup", "wanted",
-           "warm_up"]
+__all__ = ["CHOICES", "ENV", "LOAD_CELLS", "MIN_CELLS", "check", "intopt_kept", "lookup",
+           "wanted", "warm_up"]

@@ -43,7 +43,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..core import limits, units
+from ..core import kernel, limits, units
 from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget, total_rho
 from ..core.errors import (
     BudgetExceededError,
@@ -274,6 +274,7 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading
     if con is None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
     disclosure.admit(con, request, domains, data)
+    kernel.check()  # a bad INFTDA_KERNEL: refused before the charge
     # before any data check: refused, nothing charged, nothing said
     found = disclosure.check_budget(con, where, charge_fields(request, plan.rho, spec["origin"]))
     hidden: InftdaError | None = None

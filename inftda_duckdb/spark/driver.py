@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..core import limits
+from ..core import kernel, limits
 from ..core.errors import InputError, bad_argument, opt
 from ..core.provenance import MARKER, not_private_reason, provenance
 from ..core.randomness import RandomSource
@@ -166,6 +166,7 @@ def _release(
     # the cell limit from public information: the domains, and n when it is published as it is
     fits = limits.check_cells(request.columns, sizes, nodes,
                               None if request.noised_root else n)
+    kernel.check()  # a bad INFTDA_KERNEL: refused before the charge
     run.before_charge()  # cancelled meanwhile: nothing is charged
     ledger_id = charges.charge(book, sid, request, plan.rho, origin)  # refused: no noise
     run.charged, run.ledger_id = f"rho {plan.rho} on {sid.label}", ledger_id
