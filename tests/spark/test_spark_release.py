@@ -455,3 +455,15 @@ def test_catalog_tables_as_source_and_domain_table(spark: Any, ledger: Any) -> N
     assert {(r[0], r[1]) for r in got} <= set(pairs)
     assert sum(r[3] for r in got) == table.num_rows  # substitute: n is public
     assert charges(ledger)[0][0] == "name:spark_trips"
+
+
+def test_a_bad_kernel_setting_is_refused_before_the_spark_charge(
+        spark: Any, ledger: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    frame = spark.createDataFrame(trips_table())
+    monkeypatch.setenv("INFTDA_KERNEL", "fastest")
+    with pytest.raises(InputError, match=r"INFTDA_KERNEL.*must be one of auto, numba, numpy"):
+        release(frame, COLUMNS, rho=1, domains=DOMAINS, ledger=ledger, source_name="trips")
+    assert len(charges(ledger)) == 0
+    monkeypatch.setenv("INFTDA_KERNEL", "numpy")  # control: charged once
+    release(frame, COLUMNS, rho=1, domains=DOMAINS, ledger=ledger, source_name="trips")
+    assert len(charges(ledger)) == 1
