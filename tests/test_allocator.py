@@ -47,7 +47,7 @@ def seen(con, monkeypatch) -> list[bool]:
 
 def test_a_large_release_purges_while_its_core_runs_and_restores_the_setting(
         con, seen, monkeypatch):
-    monkeypatch.setattr(allocator, "MIN_LEAVES", 1)  # every release counts as large
+    monkeypatch.setattr(allocator, "MIN_CELLS", 1)  # every release counts as large
     assert setting(con) is False
     con.execute(RELEASE).fetchall()
     assert seen == [True]
@@ -55,13 +55,13 @@ def test_a_large_release_purges_while_its_core_runs_and_restores_the_setting(
 
 
 def test_a_small_release_leaves_the_setting_alone(con, seen):
-    con.execute(RELEASE).fetchall()  # 100 leaves < MIN_LEAVES
+    con.execute(RELEASE).fetchall()  # 100 domain cells < MIN_CELLS
     assert seen == [False]
     assert setting(con) is False
 
 
 def test_the_users_own_value_is_kept(con, seen, monkeypatch):
-    monkeypatch.setattr(allocator, "MIN_LEAVES", 1)
+    monkeypatch.setattr(allocator, "MIN_CELLS", 1)
     con.execute(f"SET GLOBAL {allocator.SETTING} = true")
     con.execute(RELEASE).fetchall()
     assert seen == [True]
@@ -69,7 +69,7 @@ def test_the_users_own_value_is_kept(con, seen, monkeypatch):
 
 
 def test_the_setting_is_restored_when_the_core_fails(con, monkeypatch):
-    monkeypatch.setattr(allocator, "MIN_LEAVES", 1)
+    monkeypatch.setattr(allocator, "MIN_CELLS", 1)
     seen = []
 
     def broken(*args, **kwargs):
@@ -86,9 +86,20 @@ def test_the_setting_is_restored_when_the_core_fails(con, monkeypatch):
 def test_nested_users_restore_once_when_the_last_leaves(con):
     # two releases of one connection at once (threads): the value read by the first is
     # restored when the last one ends, not before
-    with allocator.returning_memory(con, allocator.MIN_LEAVES):
-        with allocator.returning_memory(con, allocator.MIN_LEAVES):
+    with allocator.returning_memory(con, allocator.MIN_CELLS):
+        with allocator.returning_memory(con, allocator.MIN_CELLS):
             assert setting(con) is True
         assert setting(con) is True
     assert setting(con) is False
     assert not allocator._USERS
+
+
+def test_the_decision_depends_on_public_domains_only(con, seen, monkeypatch):
+    # Regression: it was taken on the number of true leaves, which another connection could
+    # read off the instance-wide setting during the release (uncharged); the domains are public
+    monkeypatch.setattr(allocator, "MIN_CELLS", 50)  # both releases: 10 x 10 domain cells
+    con.execute("CREATE TABLE few AS SELECT (i % 10)::INTEGER AS a, 0::INTEGER AS b "
+                "FROM range(500) r(i)")  # 10 true leaves, where t has 100
+    con.execute(RELEASE).fetchall()
+    con.execute(RELEASE.replace("'t'", "'few'")).fetchall()
+    assert seen == [True, True]

@@ -10,8 +10,10 @@ and 1110-1132 MB over three with the purge below.
 :func:`returning_memory` turns DuckDB's ``allocator_background_threads`` on while the core runs
 (jemalloc's background threads then purge the dirty pages within about a second) and restores
 the value it read when the last release of that connection leaves, also on errors. It does this
-only for releases of at least :data:`MIN_LEAVES` leaves: the setting costs two statements
-(~0.5 ms), which a small release does not pay. A value DuckDB refuses to change (e.g. under
+only for releases over at least :data:`MIN_CELLS` leaf cells of the public domains (never the
+number of true leaves: another connection can read the instance-wide setting while the release
+runs, so the decision must reveal nothing uncharged): the setting costs two statements (~0.5 ms),
+which a small release does not pay. A value DuckDB refuses to change (e.g. under
 ``lock_configuration``) is left as it is.
 """
 
@@ -25,7 +27,7 @@ from typing import Any
 import duckdb
 
 SETTING = "allocator_background_threads"
-MIN_LEAVES = 1 << 20  #: releases with fewer true leaves leave the setting alone
+MIN_CELLS = 1 << 20  #: releases over fewer public leaf cells leave the setting alone
 
 _LOCK = threading.Lock()
 _USERS: dict[int, list[Any]] = {}  # id(connection) -> [releases inside, value to restore]
@@ -37,11 +39,11 @@ def _set(con: Any, value: object) -> None:
 
 
 @contextlib.contextmanager
-def returning_memory(con: Any, leaves: int) -> Iterator[None]:
-    """While the block runs (a release's levels over ``leaves`` true leaves, on the DuckDB
+def returning_memory(con: Any, cells: int) -> Iterator[None]:
+    """While the block runs (a release's levels over ``cells`` public leaf cells, on the DuckDB
     instance of ``con``), DuckDB's allocator purges freed memory in the background; the
     setting's value is restored when the last such block of ``con`` ends."""
-    if con is None or leaves < MIN_LEAVES:
+    if con is None or cells < MIN_CELLS:
         yield
         return
     key = id(con)

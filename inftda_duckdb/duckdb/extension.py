@@ -28,6 +28,7 @@ import collections
 import contextlib
 import json
 import logging
+import math
 import re
 import threading
 import time
@@ -482,7 +483,8 @@ def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any,
         codes, counts = _prefixes(leaves, upto), _counts(leaves)
         if codes.shape[-1] != counts.shape[0]:
             raise InternalError("the leaves came with different numbers of prefixes and counts")
-    with returning_memory(con_ref() if con_ref is not None else None, codes.shape[-1]):
+    with returning_memory(con_ref() if con_ref is not None else None,
+                          math.prod(levels.sizes[:upto])):  # public: not the true leaves
         nodes = release_below(levels, state.nodes, codes, counts, upto=upto, workers=workers,
                               progress=state.progress, cancel=state.cancelled.is_set,
                               radix=radix)
