@@ -123,6 +123,49 @@ def test_positive_entries_equal_intopt_on_both_integer_widths(
     assert np.array_equal(values, y.ravel()[flat]) and sums.tolist() == [5]
 
 
+@pytest.mark.parametrize("int32", [True, False])
+def test_sparse_rows_from_their_top_keys_equal_intopt(
+        int32: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sparse rows (a few large counts among noise, as at a nested level's leaves) are solved
+    from their TOP largest keys when those decide the row, else by the general form from the
+    same sorted keys: both equal intopt, ties and rows narrower than TOP included, and both
+    branches are taken (rows with many counts above the noise are not decided by their top)."""
+    if not int32:
+        monkeypatch.setattr(intopt_module, "_INT32_LIMIT", 0.0)
+    seen = {"decided": 0, "undecided": 0}
+    top_keys = intopt_module._top_keys
+
+    def spy(*args: object) -> tuple[np.ndarray, ...]:
+        out = top_keys(*args)  # type: ignore[arg-type]
+        n_rows = args[0].shape[0]  # type: ignore[attr-defined]
+        seen["undecided"] += out[3].shape[0]
+        seen["decided"] += n_rows - out[3].shape[0]
+        return out
+
+    monkeypatch.setattr(intopt_module, "_top_keys", spy)
+    rng = np.random.default_rng(11)
+    for _ in range(400):
+        n, m = int(rng.integers(1, 60)), int(rng.integers(1, 90))
+        x = rng.integers(-6, 7, size=(n, m))  # the noise
+        if rng.random() < 0.3:
+            x //= 4  # few distinct values: ties
+        big = rng.random((n, m)) < rng.choice([0.01, 0.05, 0.3])  # the true counts
+        x[big] += rng.integers(1, 3000, size=int(big.sum()))
+        c = np.maximum(np.maximum(x, 0).sum(axis=1) + rng.integers(-15, 16, size=n), 0)
+        y = intopt(x, c)
+        flat, values, sums = intopt_module.intopt_positive(x.copy(), c)
+        assert np.array_equal(flat, np.flatnonzero(y > 0))
+        assert np.array_equal(values, y.ravel()[flat]) and np.array_equal(sums, y.sum(axis=1))
+    assert seen["decided"] > 1000 and seen["undecided"] > 100, seen
+    for p in range(8):  # the oracle itself on a few such rows
+        row = np.r_[rng.integers(-6, 7, size=30), [500, 3, 40]][rng.permutation(33)]
+        c1 = int(np.maximum(row, 0).sum()) - p
+        y1 = intopt_module.intopt_positive(row[None].copy(), np.array([c1]))
+        dense = np.zeros(33, np.int64)
+        dense[y1[0]] = y1[1]
+        assert dense.tolist() == paper_intopt(row.tolist(), c1)
+
+
 def test_ragged_with_mixed_lengths_and_empty_rows_equals_oracle() -> None:
     rng = np.random.default_rng(7)
     lengths = rng.integers(0, 12, size=20_000)

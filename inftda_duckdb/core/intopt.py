@@ -41,6 +41,13 @@ Closed form (no loop over visits, cycles or rows), proved here:
    0``), and the excess ``D = m q - T < m`` takes ``cap`` from each of the ``r = D // cap``
    smallest elements and ``D mod cap`` from the next. Sorted positions are not needed, only a
    comparison of ``key_i = m x_i + i`` (unique) with the row's ``r``-th smallest key.
+6. Sparse rows (mostly noise, a few counts above it) need only their largest values. With
+   ``H(t) = sum_i max(x_i - t, 0) = S - G(t)``, ``tG`` is the smallest t with ``H(t) <= c``, and
+   step 4 read from the largest element down leaves ``lo_i + clip(R - E_i, 0, cap_i)`` with
+   ``R = c - sum(lo)`` and ``E_i`` the capacity of the elements after i. ``H(t)`` for t at
+   least the k-th largest value ``v`` depends on the k largest only, so they decide ``t*`` when
+   ``t0 >= v`` or ``H(v) > c``; every smaller element then has ``lo = 0`` and gets 0 when the
+   k largest capacities cover ``R`` (rows with many counts above the noise take step 4).
 
 Everything is a sort (plus prefix sums outside step 5) per row: ``O(m log m)`` per parent,
 vectorised over blocks of rows (memory bounded by ``block_cells``).
@@ -132,19 +139,74 @@ def intopt_positive(x: IntArray, c: IntArray) -> tuple[IntArray, IntArray, IntAr
         target = (c - np.einsum("ij->i", x)).astype(dt)
         t_hat = np.maximum(_ceil_div(target, m), -(target // m))
         if 2 * int(np.count_nonzero(keys[:, 0] >> b < t_hat)) >= n_rows:  # sparse rows
-            xs = np.right_shift(keys.T, b, out=_buffer("xs", (m, n_rows), dt))
-            y = _solve_dense(xs, c.astype(dt), _buffer)
-            # the kept entries only (a few per row): sorted rank j of parent p, back to the
-            # child's index from its key (no matrix of positions)
-            at = np.flatnonzero(np.greater(y, 0, out=_buffer("keep", y.shape, np.bool_)))
-            j, p = np.divmod(at, n_rows)
-            flat = p * m + (keys[p, j] & ((1 << b) - 1))
-            order = np.argsort(flat)
-            return (flat[order], y.reshape(-1)[at[order]].astype(np.int64),
-                    np.einsum("ij->j", y, dtype=np.int64))
+            return _sparse_rows(keys, b, c, target)
     _dense_block(x, c, x, _buffer)  # dense data, or values too large for int64 sums: all of it
     flat = np.flatnonzero(np.greater(x, 0, out=_buffer("keep", x.shape, np.bool_)))
     return flat, x.reshape(-1)[flat], np.einsum("ij->i", x)
+
+
+TOP = 8
+"""Sparse rows are solved from their ``TOP`` largest keys when those decide the row (step 6)."""
+
+
+def _sparse_rows(keys: np.ndarray, b: int, c: IntArray,
+                 target: np.ndarray) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`intopt_positive` for rows of sorted keys ``(x_i << b) | i`` (``target``: T),
+    most of them noise: step 6 of the module docstring on the rows its top keys decide, steps
+    1-4 on the others (their keys are sorted already)."""
+    m = keys.shape[1]
+    top = min(TOP, m)
+    flat, vals, sums, rest = _top_keys(keys, b, c, target.astype(np.int64), top)
+    if rest.shape[0]:
+        part = keys[rest]
+        xs = np.right_shift(part.T, b, out=_buffer("xs", (m, rest.shape[0]), keys.dtype))
+        y = _solve_dense(xs, c[rest].astype(keys.dtype), _buffer)
+        # the kept entries only: sorted rank j of row p, back to the child's index from its key
+        at = np.flatnonzero(np.greater(y, 0, out=_buffer("keep", y.shape, np.bool_)))
+        j, p = np.divmod(at, rest.shape[0])
+        flat = np.concatenate([flat, rest[p] * m + (part[p, j] & ((1 << b) - 1))])
+        vals = np.concatenate([vals, y.reshape(-1)[at].astype(np.int64)])
+        sums[rest] = np.einsum("ij->j", y, dtype=np.int64)
+    order = np.argsort(flat)
+    return flat[order], vals[order], sums
+
+
+def _top_keys(keys: np.ndarray, b: int, c: IntArray, target: IntArray,
+              top: int) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """Step 6 of the module docstring on every row of sorted keys that its ``top`` largest
+    decide: their kept entries (flat positions, values), every row's sum (0 where undecided)
+    and the undecided rows. Arrays of ``top`` x rows (``j*``: the first of the top values
+    ``v_j`` with ``H(v_j) <= c``; ``tG`` on the linear piece below it)."""
+    m = keys.shape[1]
+    ends = keys[:, m - top:].T.astype(np.int64)  # (top, P): the largest keys, ascending
+    v = ends >> b
+    q = _ceil_div(target, m)
+    t0 = np.maximum(np.maximum(q, -(keys[:, 0].astype(np.int64) >> b)), -np.maximum(q, -v[-1]))
+    suffix = _suffix_sum(v, np.empty_like(v))  # sum of v_i for i >= j
+    h = np.multiply(v, np.arange(top, 0, -1)[:, None])
+    np.subtract(suffix, h, out=h)  # H(v_j)
+    j_star = np.add.reduce(np.greater(h, c).view(np.int8), axis=0, dtype=np.int64)
+    t_g = _ceil_div(np.take_along_axis(suffix, np.minimum(j_star, top - 1)[None], 0)[0] - c,
+                    top - j_star)
+    t_star = np.maximum(t0, t_g)  # (j* = 0: t_g <= v_0, so t* = t0 wherever decided)
+    u = np.where(t_star != t0, 1 - t_star, q)
+    lo = np.subtract(v, t_star, out=h)
+    np.maximum(lo, 0, out=lo)
+    cap = np.add(v, u, out=v)
+    np.maximum(cap, 0, out=cap)
+    cap -= lo
+    room = c - np.einsum("ij->j", lo)  # R
+    caps = _suffix_sum(cap, suffix)  # the caps of this element and the ones after it
+    decided = ((j_star > 0) | (t0 >= (ends[0] >> b)) | (top == m)) & (room <= caps[0])
+    y = np.subtract(room, caps, out=caps)
+    y += cap
+    np.maximum(y, 0, out=y)
+    np.minimum(y, cap, out=y)
+    y += lo
+    y *= decided
+    j, p = np.nonzero(y > 0)
+    flat = p * m + (ends[j, p] & ((1 << b) - 1))
+    return flat, y[j, p], np.einsum("ij->j", y), np.flatnonzero(~decided)
 
 
 _LOCAL = threading.local()
@@ -439,6 +501,14 @@ class _Rows:
         if self.m is not None:
             return np.take_along_axis(a, j[:, None], axis=1)[:, 0]
         return a[self.starts + j]
+
+
+def _suffix_sum(a: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out[j] = a[j] + a[j + 1] + ...`` along the first (short) axis, row after row."""
+    out[-1] = a[-1]
+    for j in range(a.shape[0] - 2, -1, -1):
+        np.add(out[j + 1], a[j], out=out[j])
+    return out
 
 
 def _running_sum(a: np.ndarray, out: np.ndarray) -> np.ndarray:
