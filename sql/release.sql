@@ -217,12 +217,14 @@ coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
         AS examples$i
 
 -- @nest_check
+-- (the examples' text is built for the rows outside only: a FILTER clause would build it for
+-- every leaf first, ~0.26 s of CPU at 549k leaves)
 {'defects': (SELECT count(*) FILTER (defect) FROM nest$t),
  'defect_examples': (SELECT list(txt) FILTER (defect) FROM nest$t)[1:5],
  'orphans': (SELECT count(*) FROM dom$first WHERE code NOT IN (SELECT k$first FROM nest$t WHERE NOT defect)),
  'orphan_examples': (SELECT list(v::VARCHAR) FROM dom$first WHERE code NOT IN (SELECT k$first FROM nest$t WHERE NOT defect))[1:5],
  'outside': (SELECT coalesce(sum(n) FILTER (nok$t IS NULL AND $all_coded), 0) FROM leaf_coded),
- 'outside_examples': (SELECT list(DISTINCT $nest_raw_text) FILTER (nok$t IS NULL AND $all_coded) FROM leaf_coded)[1:5],
+ 'outside_examples': (SELECT list(DISTINCT $nest_raw_text) FROM leaf_coded WHERE nok$t IS NULL AND $all_coded)[1:5],
  'nodes': [$nest_nodes]}
 
 -- @begin
