@@ -285,6 +285,39 @@ def test_allowed_children_follow_the_domain_table():
         Children(Allowed((0,), table.T[:, :2]), [3, 10, 5]).of(parents.T)
 
 
+def test_allowed_children_rows_and_true_positions():
+    """A nested block's cells (each parent's allowed children) and where its true children sit
+    among them, read from the table (no search of the cells); a child the parent does not allow
+    is refused, also one whose code falls between two allowed ones of the table (its rank would
+    name its neighbour) or outside every code."""
+    table = np.array([[0, 3], [0, 7], [1, 5], [1, 9], [2, 3], [2, 5], [2, 7], [2, 9]])
+    children = Children(Allowed((0,), table.T), [3, 12])
+    lo, _ = children.of(np.array([[2, 0, 1]]))
+    rows = children.rows(lo[:2], 2)
+    assert rows.tolist() == [[3, 5], [3, 7]] and rows.dtype == np.uint64
+    first = lo[:2]  # parents 2 and 0, two children each (the first two of parent 2)
+    at = children.positions(first, np.array([0, 0, 1, 1]), np.array([3, 5, 3, 7]))
+    assert at.tolist() == [0, 1, 0, 1]
+    for code in (5, 4, 6, 11, 0):  # 5: allowed under 1 and 2 only; 4, 6: between codes
+        with pytest.raises(InternalError, match="not among the allowed children"):
+            children.positions(lo[1:2], np.array([0]), np.array([code]))
+
+
+def test_nested_children_back_in_parent_order_without_a_sort():
+    """A nested level's kept children come parent after parent in the order of their widths;
+    moving each parent's run back gives what sorting them by (parent, code) gives."""
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        n_par = int(rng.integers(1, 40))
+        order = rng.permutation(n_par)
+        kept = rng.integers(0, 4, n_par)
+        prow = np.repeat(order, kept[order])  # as the blocks emit them
+        codes = np.concatenate([np.sort(rng.choice(9, kept[p], replace=False)) for p in order]
+                               + [np.zeros(0, np.int64)])
+        back = topdown._parent_order(prow, order, n_par)
+        assert np.array_equal(back, np.argsort(prow * 9 + codes, kind="stable"))
+
+
 def test_zero_children_get_noise():
     # all mass on child 0 of 50: with sigma^2 = 50, zero children are released > 0 in many runs
     # (seeded, deterministic); control: with tiny noise, never

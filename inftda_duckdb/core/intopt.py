@@ -178,7 +178,7 @@ def _top_keys(keys: np.ndarray, b: int, c: IntArray, target: IntArray,
     and the undecided rows. Arrays of ``top`` x rows (``j*``: the first of the top values
     ``v_j`` with ``H(v_j) <= c``; ``tG`` on the linear piece below it)."""
     m = keys.shape[1]
-    ends = keys[:, m - top:].T.astype(np.int64)  # (top, P): the largest keys, ascending
+    ends = keys[:, m - top:].T.astype(np.int64, order="C")  # (top, P): the largest, ascending
     v = ends >> b
     q = _ceil_div(target, m)
     t0 = np.maximum(np.maximum(q, -(keys[:, 0].astype(np.int64) >> b)), -np.maximum(q, -v[-1]))

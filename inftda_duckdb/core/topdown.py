@@ -530,8 +530,8 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
 
     runner.run(k, n_par, planned, tasks, [(b - a) * w for a, b, w in tasks], work, sink)
     out_codes = memory.empty((k, filled), code_type)
-    if prow is not None:  # back in parent order, codes ascending within a parent
-        back = np.argsort(prow[:filled] * m + codes[-1][:filled], kind="stable")  # merges runs
+    if prow is not None and order is not None:  # back in parent order, codes ascending
+        back = _parent_order(prow[:filled], order, n_par)
         _parent_codes(parents.codes, prow[back], list(out_codes[:-1]))  # rows ascending
         np.take(codes[-1], back, out=out_codes[-1])
         return (Nodes(out_codes, counts[back], planned),
@@ -543,6 +543,19 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         codes[r] = out_codes[r, :0]
     out_truth = tidx[:filled] if tidx is not None else np.zeros(0, np.int64)
     return Nodes(out_codes, counts[:filled], planned), out_truth
+
+
+def _parent_order(prow: IntArray, order: IntArray, n_par: int) -> IntArray:
+    """The permutation putting children back in parent order: they came parent after parent
+    in the order ``order`` (each parent's in code order), so each parent's run moves whole
+    (no sort)."""
+    kept = np.bincount(prow, minlength=n_par)
+    start = np.cumsum(kept) - kept  # where each parent's children go
+    came = np.empty(n_par, np.int64)  # where they are
+    came[order] = np.cumsum(kept[order]) - kept[order]
+    back = np.empty(prow.shape[0], np.int64)
+    back[start[prow] + np.arange(prow.shape[0]) - came[prow]] = np.arange(prow.shape[0])
+    return back
 
 
 def _parent_codes(parent_codes: np.ndarray, rows: IntArray, out: list[np.ndarray]) -> None:
@@ -604,19 +617,15 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
     groups = _ranges(lo, hi - lo)  # the true children of the block's parents, in code order
     true_codes, true_counts = truth(groups)
     true_rows = np.repeat(np.arange(n_par, dtype=np.int64), hi - lo)
-    true_keys = true_rows * m + true_codes  # ascending
     addresser = levels.addressers[k - 1]
     if first_child is None:  # every child of every parent: cell (p, j) has code j
         kids = np.arange(m)
-        pos = true_keys
+        pos = true_rows * m + true_codes  # ascending
     else:  # the allowed children of each parent, ascending
         table = levels.children[k - 1]
         assert table is not None
-        kids = table.children[first_child[:, None] + np.arange(width)]
-        cell_keys = (np.arange(n_par, dtype=np.int64)[:, None] * m + kids).reshape(-1)
-        pos = np.searchsorted(cell_keys, true_keys)
-        if pos.size and (pos.max() >= n or (cell_keys[pos] != true_keys).any()):
-            raise InternalError("a true child of a nested level is not among the allowed children")
+        kids = table.rows(first_child, width)
+        pos = true_rows * width + table.positions(first_child, true_rows, true_codes)
     if addresser.narrow:  # addresses written straight into this thread's AES input
         addresser.cells(parent_codes, None, kids, out=address_buffer(n))
         x = noise.sample_addressed(source, n, _scratch(n))  # line 5
@@ -632,7 +641,7 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
         flat, kept, sums = intopt_positive(x.reshape(n_par, width), c)
     _check(sums, c, kept)
     rows = flat // width
-    codes = flat - rows * width if first_child is None else kids.reshape(-1)[flat]
+    codes = flat - rows * width if first_child is None else kids.reshape(-1)[flat].astype(np.int64)
     # the true prefix of each released child: the truth's positions are ascending
     tidx: np.ndarray | None = None
     if link and pos.size:

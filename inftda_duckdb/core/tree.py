@@ -156,6 +156,15 @@ class Children:
         distinct = np.ones(keys.shape[0], bool)
         distinct[1:] = (keys[1:] != keys[:-1]) | (children[1:] != children[:-1])
         self.keys, self.children = keys[distinct], children[distinct]
+        # each entry as (its parent key's run, its child's rank among the table's children):
+        # ascending, so a parent's true children are found among its allowed ones by one
+        # search of the table (none of the cells)
+        self._run = np.zeros(self.keys.shape[0], np.int64)
+        if self.keys.size:
+            np.cumsum(self.keys[1:] != self.keys[:-1], out=self._run[1:])
+        self._values = np.unique(self.children)
+        self._ranked = self._run * max(1, self._values.shape[0]) + np.searchsorted(
+            self._values, self.children)
 
     def of(self, parents: np.ndarray) -> tuple[IntArray, IntArray]:
         """(first, last) positions in ``children`` of each parent's allowed children (columns of
@@ -169,6 +178,23 @@ class Children:
         if (hi == lo).any():
             raise InternalError("a parent of a nested level has no allowed children")
         return lo, hi
+
+    def rows(self, first: IntArray, width: int) -> np.ndarray:
+        """The allowed children of parents whose runs start at ``first`` (``width`` each): a
+        (parents, width) uint64 matrix (addresses add to it without a conversion)."""
+        windows = np.lib.stride_tricks.sliding_window_view(self.children.view(np.uint64), width)
+        return windows[first]
+
+    def positions(self, first: IntArray, rows: IntArray, codes: np.ndarray) -> IntArray:
+        """Where the children ``codes`` of the parents ``rows`` (whose runs start at ``first``)
+        are among those parents' allowed children (offsets from ``first[rows]``)."""
+        at = first[rows]
+        rank = np.minimum(np.searchsorted(self._values, codes), self._values.shape[0] - 1)
+        wanted = self._run[at] * max(1, self._values.shape[0]) + rank
+        found = np.minimum(np.searchsorted(self._ranked, wanted), self._ranked.shape[0] - 1)
+        if found.size and ((self._values[rank] != codes) | (self._ranked[found] != wanted)).any():
+            raise InternalError("a true child of a nested level is not among the allowed children")
+        return found - at
 
 
 def order_keys(a: np.ndarray, b: np.ndarray, sizes: Sequence[int]) -> tuple[IntArray, IntArray]:
