@@ -301,6 +301,16 @@ def test_allowed_children_rows_and_true_positions():
     for code in (5, 4, 6, 11, 0):  # 5: allowed under 1 and 2 only; 4, 6: between codes
         with pytest.raises(InternalError, match="not among the allowed children"):
             children.positions(lo[1:2], np.array([0]), np.array([code]))
+    # a hierarchy (each child listed once): offsets looked up by code, runs checked
+    tree = Children(Allowed((0,), np.array([[0, 3], [0, 7], [1, 5], [2, 9], [2, 1], [2, 4]]).T),
+                    [3, 12])
+    lo, _ = tree.of(np.array([[2, 0, 1]]))
+    assert tree.rows(lo, 1).ravel().tolist() == [1, 3, 5]
+    at = tree.positions(lo, np.array([0, 0, 0, 1, 1, 2]), np.array([1, 4, 9, 3, 7, 5]))
+    assert at.tolist() == [0, 1, 2, 0, 1, 0]
+    for parent, code in ((1, 1), (1, 9), (2, 7), (0, 5), (0, 2), (2, 11)):  # other runs, none
+        with pytest.raises(InternalError, match="not among the allowed children"):
+            tree.positions(lo, np.array([parent]), np.array([code]))
 
 
 def test_nested_children_back_in_parent_order_without_a_sort():

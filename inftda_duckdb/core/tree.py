@@ -165,6 +165,13 @@ class Children:
         self._values = np.unique(self.children)
         self._ranked = self._run * max(1, self._values.shape[0]) + np.searchsorted(
             self._values, self.children)
+        # a table listing each child once (a hierarchy): its offset in its run, by code
+        self._offset: IntArray | None = None
+        m = int(sizes[-1])
+        if self._values.shape[0] == self.children.shape[0] and m <= 4 * self.children.size + 4096:
+            starts = np.flatnonzero(np.r_[True, self._run[1:] != self._run[:-1]])
+            self._offset = np.full(m, -1, np.int64)
+            self._offset[self.children] = np.arange(self.children.shape[0]) - starts[self._run]
 
     def of(self, parents: np.ndarray) -> tuple[IntArray, IntArray]:
         """(first, last) positions in ``children`` of each parent's allowed children (columns of
@@ -189,12 +196,23 @@ class Children:
         """Where the children ``codes`` of the parents ``rows`` (whose runs start at ``first``)
         are among those parents' allowed children (offsets from ``first[rows]``)."""
         at = first[rows]
+        if self._offset is not None:  # one lookup; the parent's run must hold the code
+            offset = self._offset[codes]
+            where = at + offset
+            outside = (offset < 0) | (where >= self.children.shape[0])
+            if (outside | (self.children[np.where(outside, 0, where)] != codes)).any():
+                raise _not_allowed()
+            return offset
         rank = np.minimum(np.searchsorted(self._values, codes), self._values.shape[0] - 1)
         wanted = self._run[at] * max(1, self._values.shape[0]) + rank
         found = np.minimum(np.searchsorted(self._ranked, wanted), self._ranked.shape[0] - 1)
         if found.size and ((self._values[rank] != codes) | (self._ranked[found] != wanted)).any():
-            raise InternalError("a true child of a nested level is not among the allowed children")
+            raise _not_allowed()
         return found - at
+
+
+def _not_allowed() -> InternalError:
+    return InternalError("a true child of a nested level is not among the allowed children")
 
 
 def order_keys(a: np.ndarray, b: np.ndarray, sizes: Sequence[int]) -> tuple[IntArray, IntArray]:
