@@ -238,3 +238,13 @@ def test_a_release_never_imports_pandas(parts):
                          timeout=120, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", str(parts), "False"]
+
+
+def test_importing_the_package_loads_neither_pandas_nor_pyarrow_compute():
+    # every CLI call and fresh process pays the package's import: pyarrow.compute was ~0.15 s
+    # of it, for one filter in inftda_releases(source)
+    code = ("import sys, inftda_duckdb; "
+            "print(*(m in sys.modules for m in ('pandas', 'pyarrow.compute', 'duckdb')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.split() == ["False", "False", "True"]
