@@ -238,11 +238,14 @@ inftda_b AS MATERIALIZED (SELECT $begin($spec, j, current_query_id()) AS b FROM 
 -- outside the domain were refused or, with unknown := 'drop', dropped)
 leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 
--- @prefix_lists
-{'k': $klists, 'key': NULL::BIGINT[], 'n': list(n)}
-
--- @prefix_keys
-{'k': NULL::INTEGER[], 'key': list($key), 'n': list(n)}
+-- @prefix_keys_runtime
+-- domain sizes known only as the statement runs (domain tables): the keys when the sizes'
+-- product is below 2**62 (2 lists instead of one per column and the counts'; ~0.1 s less at
+-- 549k leaves of 6 columns), else the codes (only one of the two is built: FILTER)
+(SELECT {'k': $klists,
+         'key': list(CASE WHEN z.small THEN $key END) FILTER (z.small), 'n': list(n)}
+ FROM leaf CROSS JOIN (SELECT *, $product < $max AS small
+                       FROM (SELECT $sizes) AS z) AS z)
 
 -- @leaf_pairs
 -- the leaves as ONE list of key * (r + 1) + n, r = the rows kept (more than any count;
@@ -260,8 +263,9 @@ leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 -- @levels
 -- Algorithm 1, lines 2-9, in ONE UDF call over the true leaf counts (the non-zero ones, as one
 -- struct of lists: when the domain sizes were known when planned, product < 2**62, each leaf
--- travels as one BIGINT, its mixed-radix key ((k1 * s2 + k2) * s3 + ...) and count (@leaf_pairs),
--- else as one list of codes per column and one of counts) and each nested level's allowed
+-- travels as one BIGINT, its mixed-radix key ((k1 * s2 + k2) * s3 + ...) and count (@leaf_pairs);
+-- sizes known as it runs: keys and counts, or one list of codes per column and one of counts
+-- when their product passes 2**62, @prefix_keys_runtime) and each nested level's allowed
 -- children (NULL: not nested). The call sorts the leaves,
 -- derives every level's prefix counts from them and releases level after level: every child of
 -- every released parent noised (tree-addressed), IntOpt, children > 0 kept, in blocks of cells run

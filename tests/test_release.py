@@ -95,18 +95,22 @@ def test_seeded_release_same_under_any_batching_and_equal_to_numpy(con, monkeypa
     # 200,000 leaves, 40,000 parents at level 2: DuckDB aggregates the lists a level gets on
     # several threads (the code and count lists must stay aligned) and batches differ; the
     # result does not change and equals the in-memory reference, whether the prefixes travel
-    # as mixed-radix keys (domain sizes known when planned) or as codes
+    # as mixed-radix keys (domain sizes known when planned) or as codes (sizes known only as
+    # the statement runs, and their product too large for keys)
+    from inftda_duckdb.duckdb import sqlgen
     from inftda_duckdb.duckdb.domain import DomainPlan
     from inftda_duckdb.duckdb.sqlgen import render_release
 
     if not keys:
         monkeypatch.setattr(DomainPlan, "key_sizes", lambda self, level: None)
+        monkeypatch.setattr(sqlgen, "MAX_KEY_SPAN", 40000 * 5)
     con.execute(
         "CREATE TABLE big AS SELECT i % 40000 AS a, (i // 40000) % 5 AS b FROM range(400000) t(i)"
     )
     request, plan_, names = extension._prepare(
         con, "big", ["a", "b"], {"rho": 1, "domains": {"a": range(40000), "b": range(5)}})
-    assert ("'key': list(" in render_release(request, plan_, names, "sql")) == keys
+    assert ("list(k1) FILTER (NOT z.small)" in render_release(request, plan_, names, "sql")) \
+        != keys
     q = (
         "SELECT * FROM inftda_release('big', ['a', 'b'], rho := 5, "
         "domains := {'a': range(40000), 'b': range(5)}, seed := 3)"
@@ -319,6 +323,32 @@ def test_nested_domain_table(con):
         "domain_tables := ['geo'], domains := {'hour': [0, 1]}, seed := 29)"
     ).fetchall()
     assert sql == [tuple(r.values()) for r in rows]
+
+
+def test_domain_table_leaves_travel_as_keys_when_they_fit(con, monkeypatch):
+    """Domain sizes known only as the statement runs (a domain table): the leaves reach the
+    levels call as one list of mixed-radix keys when the sizes' product stays below 2**62, else
+    as the codes column after column; the same seeded release either way."""
+    from inftda_duckdb.duckdb import sqlgen
+
+    con.execute("CREATE TABLE geo (state VARCHAR, county VARCHAR)")
+    con.execute("INSERT INTO geo VALUES ('A','a1'),('A','a2'),('B','b1'),('B','b2'),('B','b3')")
+    con.execute("CREATE TABLE p AS SELECT s AS state, c AS county, h AS hour FROM (VALUES "
+                "('A','a1',0), ('A','a2',1), ('B','b3',1), ('B','b1',0)) v(s, c, h), range(5)")
+    shapes = []
+    inner = extension.release_below
+
+    def spy(levels, nodes, truth, *args, **kwargs):
+        shapes.append(np.asarray(truth).ndim)
+        return inner(levels, nodes, truth, *args, **kwargs)
+
+    monkeypatch.setattr(extension, "release_below", spy)
+    sql = ("SELECT * FROM inftda_release('p', ['state', 'county', 'hour'], rho := 0.5, "
+           "domain_tables := ['geo'], domains := {'hour': [0, 1]}, seed := 3)")
+    keys = con.execute(sql).fetchall()
+    monkeypatch.setattr(sqlgen, "MAX_KEY_SPAN", 2 * 5 * 2)  # the product (20) no longer fits
+    codes = con.execute(sql).fetchall()
+    assert shapes == [1, 2] and keys == codes and sum(r[3] for r in keys) > 0
 
 
 def test_nested_domain_errors(con):

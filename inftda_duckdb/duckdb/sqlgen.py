@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -271,26 +272,32 @@ def _lists(columns: list[str]) -> str:
     return " || ".join(f"list({c})" for c in columns)
 
 
-def _prefix_lists(plan: DomainPlan, i: int) -> str:
-    """The true counts of level i's prefixes as one struct of lists: mixed-radix keys when the
-    plan knows the sizes (:meth:`DomainPlan.key_sizes`), else the codes column after column."""
-    sizes = plan.key_sizes(i)
-    if sizes is None:
-        return _f("prefix_lists", klists=_lists([f"k{j}" for j in range(1, i + 1)]))
-    return _f("prefix_keys", key=_key(sizes, i))
-
-
 def leaf_lists(request: ReleaseRequest, plan: DomainPlan) -> str:
     """The leaves as the one-call levels UDF gets them from the CTE ``leaf``: one list of
     ``key * (r + 1) + n`` (``@leaf_pairs``) when the plan knows the sizes, else the codes."""
     sizes = plan.key_sizes(request.depth)
     if sizes is None:
-        return f"(SELECT {_prefix_lists(plan, request.depth)} FROM leaf)"
+        return _runtime_keys(plan, request.depth)
     key = "key" if _keyed(request, plan) is not None else _key(sizes, request.depth)
     return _f("leaf_pairs", key=key, cap=(MAX_KEY_SPAN - 1) // math.prod(sizes) - 1)
 
 
-def _key(sizes: list[int], i: int, codes: list[str] | None = None) -> str:
+def _runtime_keys(plan: DomainPlan, d: int) -> str:
+    """The leaves when some domain sizes are known only as the statement runs (domain tables,
+    domain_from_data): keys when the sizes' product is below 2**62 (two lists instead of d + 1),
+    else the codes column after column; FILTER builds only one of them."""
+    sizes = [str(c.size) if c.size is not None else f"(SELECT count(*) FROM dom{i})"
+             for i, c in enumerate(plan.columns[:d], 1)]
+    codes = [f"k{j}" for j in range(1, d + 1)]
+    lists = " || ".join(f"list({c}) FILTER (NOT z.small)" for c in codes)
+    return _f("prefix_keys_runtime", klists=lists,
+              key=_key([f"z.s{j}" for j in range(1, d + 1)], d),
+              sizes=", ".join(f"{size} AS s{j}" for j, size in enumerate(sizes, 1)),
+              product=" * ".join(f"z.s{j}::HUGEINT" for j in range(1, d + 1)),
+              max=str(MAX_KEY_SPAN))
+
+
+def _key(sizes: Sequence[int | str], i: int, codes: list[str] | None = None) -> str:
     """The mixed-radix key of the codes k1..ki (or ``codes``): ((k1 * s2 + k2) * s3 + ...)."""
     codes = codes or [f"k{j}" for j in range(1, i + 1)]
     key = f"{codes[0]}::BIGINT"
