@@ -328,6 +328,42 @@ def test_nested_children_back_in_parent_order_without_a_sort():
         assert np.array_equal(back, np.argsort(prow * 9 + codes, kind="stable"))
 
 
+@pytest.mark.parametrize("workers", [1, 3])
+def test_small_nested_runs_released_in_ragged_blocks_equal_dense_blocks(monkeypatch, workers):
+    """A nested level whose parents have many different numbers of children (one run of a few
+    cells each) is released in ragged blocks, with intopt_ragged; the same release as one
+    dense block per run, at a nested level with a level below it (the truth links) and as
+    the leaves."""
+    rng = np.random.default_rng(4)
+    table = np.array([(a, int(b)) for a in range(12)
+                      for b in np.sort(rng.choice(20, a + 1, replace=False))])
+    allowed = {1: Allowed((0,), table.T), 2: Allowed((1,), np.array(
+        [(b, int(c)) for b in range(20) for c in range(b % 5 + 1)]).T)}
+    leaves = np.array([(a, b, c) for a, b in table for c in range(b % 5 + 1)
+                       if rng.random() < 0.4])
+    counts = rng.integers(1, 300, leaves.shape[0])
+    plan = plan_budget(3, rho=Fraction(1, 2))
+    calls = []
+    ragged_block = topdown._ragged_block
+
+    def spy(*args):
+        calls.append(1)
+        return ragged_block(*args)
+
+    monkeypatch.setattr(topdown, "_ragged_block", spy)
+    ragged = release_tree(leaves, counts, [12, 20, 5], plan, RandomSource.from_seed(6), allowed,
+                          workers=workers)
+    assert len(calls) >= 2  # both nested levels
+    before = len(calls)
+    tasks = topdown._tasks
+    monkeypatch.setattr(topdown, "_tasks", lambda runs, size, nested: tasks(runs, size, False))
+    dense = release_tree(leaves, counts, [12, 20, 5], plan, RandomSource.from_seed(6), allowed,
+                         workers=workers)
+    assert len(calls) == before
+    assert all(np.array_equal(a, b) for a, b in zip(ragged, dense, strict=True))
+    assert ragged[1].sum() > 0
+
+
 def test_zero_children_get_noise():
     # all mass on child 0 of 50: with sigma^2 = 50, zero children are released > 0 in many runs
     # (seeded, deterministic); control: with tiny noise, never

@@ -38,7 +38,7 @@ import numpy.typing as npt
 from . import kernel, memory
 from .accounting import BudgetPlan
 from .errors import InftdaError, InternalError, bad_argument
-from .intopt import intopt_positive
+from .intopt import intopt_positive, intopt_ragged
 from .noise import DiscreteGaussian, address_buffer
 from .randomness import RandomSource
 from .tree import MAX_KEY_SPAN, Allowed, Levels, Nodes, find_columns, lookup, mixed_radix
@@ -486,15 +486,14 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         kernel.warm_up(planned)
     size = _block_cells(planned, runner.workers)
     code_type = _code_type(levels.sizes[:k])
-    tasks = [(p, min(p + max(1, size // w), b), w) for a, b, w in runs
-             for p in range(a, b, max(1, size // w))]
+    tasks = _tasks(runs, size, children is not None)
 
     def work(p0: int, p1: int, w: int) -> tuple[np.ndarray, ...] | tuple[Any, ...]:
         rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
         kids = None if order is None else a_lo[rows]
         lo, hi = _true_children(first, parent_truth[rows])
         out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo, hi,
-                     truth.levels[j], kids, w, not last)
+                     truth.levels[j], kids, w or width[p0:p1], not last)
         if order is not None:  # the parent rows: their codes are gathered after the merge
             return (order[p0:p1][out[0]], *out[1:])
         above = [np.empty(out[0].shape[0], code_type) for _ in range(k - 1)]
@@ -529,7 +528,8 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
             tidx[a:b] = tix
         filled = b
 
-    runner.run(k, n_par, planned, tasks, [(b - a) * w for a, b, w in tasks], work, sink)
+    runner.run(k, n_par, planned, tasks,
+               [(b - a) * w if w else int(width[a:b].sum()) for a, b, w in tasks], work, sink)
     out_codes = memory.empty((k, filled), code_type)
     if prow is not None and order is not None:  # back in parent order, codes ascending
         back = _parent_order(prow[:filled], order, n_par)
@@ -544,6 +544,28 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         codes[r] = out_codes[r, :0]
     out_truth = tidx[:filled] if tidx is not None else np.zeros(0, np.int64)
     return Nodes(out_codes, counts[:filled], planned), out_truth
+
+
+def _tasks(runs: list[tuple[int, int, int]], size: int,
+           nested: bool) -> list[tuple[int, int, int]]:
+    """Blocks of about ``size`` cells over runs of parents with ``w`` children each: (first,
+    end, w) within a run, or (first, end, 0) over consecutive runs of a few cells each (one
+    ragged block: a nested level with many distinct widths would pay a block's fixed cost
+    for each of them)."""
+    tasks: list[tuple[int, int, int]] = []
+    ragged = 0  # cells of the open ragged block (the last task, if its w is 0)
+    for a, b, w in runs:
+        cells = (b - a) * w
+        if nested and cells < size // 8:  # a small run: joins the open ragged block
+            if tasks and tasks[-1][2] == 0 and tasks[-1][1] == a and ragged + cells <= size:
+                tasks[-1], ragged = (tasks[-1][0], b, 0), ragged + cells
+            else:
+                tasks.append((a, b, 0))
+                ragged = cells
+            continue
+        step = max(1, size // w)
+        tasks += [(p, min(p + step, b), w) for p in range(a, b, step)]
+    return tasks
 
 
 def _parent_order(prow: IntArray, order: IntArray, n_par: int) -> IntArray:
@@ -606,13 +628,16 @@ def _ranges(starts: IntArray, lengths: IntArray) -> IntArray:
 
 
 def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: IntArray,
-           hi: IntArray, truth: _Level, first_child: IntArray | None, width: int,
+           hi: IntArray, truth: _Level, first_child: IntArray | None, width: int | IntArray,
            link: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Lines 4-9 for a block of parents with ``width`` children each, fused: noise drawn into the
     block's cells, the true children added, IntOpt, children > 0 kept. A nested level's parents
-    have the allowed children ``children[first_child[p]:][:width]`` (else every code 0..m-1).
-    Returns, per kept child, its parent's row in the block, its code, its count and (with
-    ``link``) its true prefix (index at level k, -1 if none)."""
+    have the allowed children ``children[first_child[p]:][:width]`` (else every code 0..m-1);
+    ``width`` may give each parent's own (ragged rows). Returns, per kept child, its parent's row
+    in the block, its code, its count and (with ``link``) its true prefix (index at level k, -1
+    if none)."""
+    if not isinstance(width, int):
+        return _ragged_block(levels, k, parent_codes, c, lo, hi, truth, first_child, width, link)
     m, noise, source = levels.sizes[k - 1], levels.noise[k - 1], levels.sources[k - 1]
     n_par, n = c.shape[0], c.shape[0] * width
     groups = _ranges(lo, hi - lo)  # the true children of the block's parents, in code order
@@ -651,6 +676,39 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
     elif link:
         tidx = np.full(flat.shape[0], -1, np.int64)
     return rows, codes, kept, tidx
+
+
+def _ragged_block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: IntArray,
+                  hi: IntArray, truth: _Level, first_child: IntArray | None, widths: IntArray,
+                  link: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`_block` for nested parents with different numbers of allowed children (a few
+    cells each): the cells as flat rows, IntOpt by :func:`intopt_ragged` (the same integers)."""
+    table = levels.children[k - 1]
+    assert table is not None and first_child is not None
+    noise, source, addresser = levels.noise[k - 1], levels.sources[k - 1], levels.addressers[k - 1]
+    n_par, n = c.shape[0], int(widths.sum())
+    groups = _ranges(lo, hi - lo)
+    true_codes, true_counts = truth(groups)
+    true_rows = np.repeat(np.arange(n_par, dtype=np.int64), hi - lo)
+    starts = np.cumsum(widths) - widths
+    cell_rows = np.repeat(np.arange(n_par, dtype=np.int64), widths)
+    kids = table.children.view(np.uint64)[_ranges(first_child, widths)]
+    pos = starts[true_rows] + table.positions(first_child, true_rows, true_codes)
+    if addresser.narrow:
+        addresser.cells(parent_codes, cell_rows, kids, out=address_buffer(n))
+        x = noise.sample_addressed(source, n, _scratch(n))
+    else:
+        x = noise.sample(source, addresser.cells(parent_codes, cell_rows, kids), _scratch(n))
+    x[pos] += true_counts
+    y = intopt_ragged(x, np.append(starts, n), c)
+    flat = np.flatnonzero(y > 0)
+    _check(np.add.reduceat(y, starts), c, y[flat])
+    tidx: np.ndarray | None = None
+    if link:
+        at = np.minimum(np.searchsorted(pos, flat), max(pos.shape[0] - 1, 0))
+        tidx = np.where(pos[at] == flat, groups[at], -1) if pos.size else np.full(
+            flat.shape[0], -1, np.int64)
+    return cell_rows[flat], kids[flat].astype(np.int64), y[flat], tidx
 
 
 _LOCAL = threading.local()
