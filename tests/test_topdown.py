@@ -151,7 +151,7 @@ def test_blocks_shrink_for_more_workers_and_the_output_stays(monkeypatch):
         out = release_below(levels, root, leaves.T, counts, workers=workers)
         seen[cells, smallest, workers] = (as_tuples(out), [blocks.count(k) for k in (1, 2, 3, 4)])
     reference, one_each = seen[1 << 18, 1 << 14, 1]
-    assert one_each == [1, 1, 3, 1]  # one block per level (per width at the nested level 3)
+    assert one_each == [1, 1, 1, 1]  # one block per level (the nested level 3: a ragged one)
     assert seen[1 << 18, 1 << 14, 2][1] == one_each  # small levels: no block below 2**14 cells
     for (_, smallest, workers), (nodes, per_level) in seen.items():
         assert nodes == reference
