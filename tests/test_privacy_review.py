@@ -82,8 +82,11 @@ class Recorder:
             if first_child is not None:  # a nested level: each parent's allowed children
                 table = levels.children[k - 1]
                 assert table is not None
-                record["allowed_off"] = np.arange(c.shape[0] + 1) * width
-                record["allowed"] = table.children[first_child[:, None] + np.arange(width)].ravel()
+                widths = np.broadcast_to(np.asarray(width), c.shape)  # (ragged: one each)
+                record["allowed_off"] = np.r_[0, np.cumsum(widths)]
+                record["allowed"] = np.concatenate(
+                    [table.children[f:f + w] for f, w in zip(first_child, widths, strict=True)]
+                    or [np.zeros(0, np.int64)])
             self.levels.append(record)
             return out
 
