@@ -153,7 +153,6 @@ def release_below(
     runner = _Runner(depth, workers, progress, cancel)
     for k in range(top + 1, upto + 1):
         nodes, parent_truth = _level(levels, k, nodes, parent_truth, truth_t, runner, k == upto)
-        truth_t.done(k)
     return nodes
 
 
@@ -468,7 +467,6 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         parent_truth = parent_truth[live]
     n_par, m = parents.counts.shape[0], levels.sizes[k - 1]
     j = k - truth.top
-    first = truth.first[j - 1]
     children = levels.children[k - 1]
     order: IntArray | None = None
     if children is None:
@@ -492,7 +490,7 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     def work(p0: int, p1: int, w: int) -> tuple[np.ndarray, ...] | tuple[Any, ...]:
         rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
         kids = None if order is None else a_lo[rows]
-        lo, hi = _true_children(first, parent_truth[rows])
+        lo, hi = _true_children(truth.first[j - 1], parent_truth[rows])
         out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo, hi,
                      truth.levels[j], kids, w, not last)
         if order is not None:  # the parent rows: their codes are gathered after the merge
@@ -529,6 +527,7 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         filled = b
 
     runner.run(k, n_par, planned, tasks, [(b - a) * w for a, b, w in tasks], work, sink)
+    truth.done(k)  # read: its memory is free before the outputs are copied (it can be reused)
     out_codes = memory.empty((k, filled), code_type)
     if prow is not None:  # back in parent order, codes ascending within a parent
         back = np.argsort(prow[:filled] * m + codes[-1][:filled], kind="stable")  # merges runs
