@@ -226,6 +226,7 @@ def test_auto_uses_the_kernel_on_large_blocks_only_once_loaded(use, monkeypatch)
     monkeypatch.setattr(kernel, "LOAD_CELLS", 1 << 62)
     assert kernel.wanted(1) is False
     monkeypatch.setattr(kernel, "LOAD_CELLS", 0)
+    monkeypatch.setattr(kernel, "FIRST_LOAD_CELLS", 0)
     kernel.warm_up(1 << 20)
     for thread in kernel._STARTED:
         thread.join(120)
@@ -277,6 +278,7 @@ def test_auto_loads_numba_only_for_a_flat_level_that_plans_enough_cells(use, mon
     monkeypatch.setattr(kernel, "_COMPILED", {})
     monkeypatch.setattr(kernel, "_MISSING", [])
     monkeypatch.setattr(kernel, "_STARTED", [])
+    monkeypatch.setattr(kernel, "_LARGE", [1])  # not the process's first large level
     monkeypatch.setattr(kernel, "_load", lambda: loads.append(1))
     monkeypatch.setattr(kernel, "LOAD_CELLS", 100_000)
     # level 1 flat (2 values), level 2 nested (2 allowed children of 1,000), level 3 flat (1,000)
@@ -295,6 +297,40 @@ def test_auto_loads_numba_only_for_a_flat_level_that_plans_enough_cells(use, mon
     for thread in kernel._STARTED:
         thread.join(30)
     assert loads == [1]
+
+
+def test_auto_loads_numba_at_a_processs_second_large_level_or_a_huge_first(use, monkeypatch):
+    # Regression (the wide benchmark, one release in a fresh process): loading numba at the
+    # first level of >= LOAD_CELLS cells (~1e8 there) made that release no faster and added
+    # ~160 MB to its peak (1280 vs 1120 MB); the first large level of a process stays on numpy
+    # unless it plans >= FIRST_LOAD_CELLS cells, the next one loads it (outputs are the same)
+    use("auto")
+    loads: list[int] = []
+    monkeypatch.setattr(kernel, "_COMPILED", {})
+    monkeypatch.setattr(kernel, "_MISSING", [])
+    monkeypatch.setattr(kernel, "_STARTED", [])
+    monkeypatch.setattr(kernel, "_LARGE", [], raising=False)
+    monkeypatch.setattr(kernel, "_load", lambda: loads.append(1))
+    monkeypatch.setattr(kernel, "LOAD_CELLS", 100_000)
+    monkeypatch.setattr(kernel, "FIRST_LOAD_CELLS", 1_000_000, raising=False)
+    leaves, counts = np.array([[0, 5], [1, 7]]), np.full(2, 2_500)
+    plan = plan_budget(2, rho=Fraction(1, 2))
+    release_tree(leaves, counts, [2, 1000], plan, RandomSource.from_seed(1))  # 2,000 cells
+    release_tree(leaves, counts, [2, 100_000], plan, RandomSource.from_seed(1))  # 200,000
+    for thread in kernel._STARTED:
+        thread.join(30)
+    assert loads == []  # the process's first large level
+    release_tree(leaves, counts, [2, 100_000], plan, RandomSource.from_seed(1))
+    for thread in kernel._STARTED:
+        thread.join(30)
+    assert loads == [1]  # its second
+    # control: a first large level of >= FIRST_LOAD_CELLS cells loads it at once
+    monkeypatch.setattr(kernel, "_STARTED", [])
+    monkeypatch.setattr(kernel, "_LARGE", [], raising=False)
+    release_tree(leaves, counts, [2, 500_000], plan, RandomSource.from_seed(1))
+    for thread in kernel._STARTED:
+        thread.join(30)
+    assert loads == [1, 1]
 
 
 @pytest.mark.parametrize("problem", ["a bad choice", "numba forced but missing"])
