@@ -53,6 +53,8 @@ def test_sql_inftda_budget_matches_python(con: duckdb.DuckDBPyConnection) -> Non
     rel = con.sql("SELECT id, source, rho, origin, conversion FROM inftda_releases()")
     assert rel.fetchall() == [(1, "memory.main.trips", "1/3", "python", CONVERSION),
                               (2, "o'neil", "2", "python", CONVERSION)]
+    assert con.execute("SELECT id FROM inftda_releases('o''neil')").fetchall() == [(2,)]
+    assert con.execute("SELECT id FROM inftda_releases('memory.main.trips')").fetchall() == [(1,)]
 
 
 @pytest.mark.parametrize(("call", "exact"), [

@@ -3,6 +3,9 @@ size and any split into parts; a release in parts under a small memory_limit."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import duckdb
 import numpy as np
 import pytest
@@ -208,3 +211,40 @@ def test_release_succeeds_under_a_memory_limit_where_group_by_does():
     with pytest.raises(duckdb.OutOfMemoryException):
         c.execute(f"SELECT count(*) FROM ({one_list})").fetchall()
     c.close()
+
+
+@pytest.mark.parametrize("parts", [False, True])
+def test_a_release_never_imports_pandas(parts):
+    # pyarrow's pa.array() and Array.to_numpy() import pandas on first use (0.25-0.35 s of CPU):
+    # every process's first release paid it, though no DataFrame is involved. Fresh process;
+    # `parts`: the release in parts (as under a tiny memory_limit) takes the other Arrow path.
+    pytest.importorskip("pandas")  # else the check below could not fail
+    code = f"""if True:
+        import sys, duckdb, inftda_duckdb
+        from inftda_duckdb.duckdb import extension
+        calls, inner = [], extension._parts
+        extension._parts = lambda *a: calls.append(1) or inner(*a)
+        if {parts}:
+            extension.memory_limit = lambda _: 1 << 10
+        con = duckdb.connect(); inftda_duckdb.load(con)
+        con.execute("CREATE TYPE e AS ENUM ('x', 'y', 'z')")
+        con.execute("CREATE TABLE t AS SELECT (['x', 'y', 'z'])[1 + i % 3]::e AS a, "
+                    "(i % 40)::INTEGER AS b FROM range(3000) r(i)")
+        n = con.execute("SELECT count(*) FROM inftda_release('t', ['a', 'b'], rho := 1, "
+                        "domains := {{'b': range(40)}})").fetchone()
+        print(n[0] > 0, bool(calls), 'pandas' in sys.modules)
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", str(parts), "False"]
+
+
+def test_importing_the_package_loads_neither_pandas_nor_pyarrow_compute():
+    # every CLI call and fresh process pays the package's import: pyarrow.compute was ~0.15 s
+    # of it, for one filter in inftda_releases(source)
+    code = ("import sys, inftda_duckdb; "
+            "print(*(m in sys.modules for m in ('pandas', 'pyarrow.compute', 'duckdb')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.split() == ["False", "False", "True"]

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from inftda_duckdb.core import memory
+from inftda_duckdb.core.errors import InternalError
 
 
 @pytest.mark.parametrize("shape", [0, 7, (3, 5), memory.MIN_BYTES // 8, (4, 1 << 16)])
@@ -25,3 +26,27 @@ def test_empty_and_zeros_are_ordinary_writable_arrays(shape, dtype):
     assert isinstance(owner, pa.Buffer) == large  # large: Arrow memory, kept alive by the array
     if large:
         assert a.ctypes.data % 64 == 0  # Arrow buffers are 64-byte aligned
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.float64])
+def test_view_and_arrow_round_trip_without_copies(dtype):
+    a = np.arange(1, 11).astype(dtype)
+    arr = memory.arrow(a)
+    assert arr.type == pa.from_numpy_dtype(np.dtype(dtype)) and arr.to_pylist() == a.tolist()
+    assert memory.view(arr).ctypes.data == a.ctypes.data  # the same memory both ways
+    sliced = arr.slice(3, 4)  # an offset into the buffer
+    assert memory.view(sliced).tolist() == a[3:7].tolist()
+    assert memory.arrow(a[::2]).to_pylist() == a[::2].tolist()  # strided: copied, same values
+    assert memory.view(memory.arrow(a[:0])).size == 0
+
+
+def test_view_refuses_nulls_and_variable_width_values():
+    for bad in (pa.array([1, None, 3], pa.int64()), pa.array(["x"]), pa.array([True])):
+        with pytest.raises(InternalError, match="fixed-width values without nulls"):
+            memory.view(bad)
+
+
+def test_strings():
+    s = memory.strings(["a", "", "räk"])
+    assert s.type == pa.string() and s.to_pylist() == ["a", "", "räk"]
+    assert memory.strings([]).to_pylist() == []

@@ -1,4 +1,5 @@
-"""Large working arrays from Arrow's memory pool instead of numpy's (glibc) allocator.
+"""Arrow memory as numpy arrays: large working arrays from Arrow's pool, and numpy views of Arrow
+arrays and back without copies.
 
 glibc hands freed blocks above ~128 kB back to the operating system, so every new large numpy
 array page-faults its memory in again: ~2.5 us per 4 kB page inside DuckDB on the 2-core VM of
@@ -7,6 +8,10 @@ a level allocates explicitly (the dense level matrix, AES blocks and output, noi
 child codes and keys, kept counts) come from here: the four levels of bench_release's 10M-row
 release took 26.5-27.2 ms inside DuckDB instead of 30.1-30.9 ms (best of 9 runs, two processes
 each). The arrays are ordinary writable numpy arrays; an array keeps its Arrow buffer alive.
+
+:func:`view` and :func:`arrow` convert through the buffers, never ``Array.to_numpy`` or
+``pa.array``: those import pandas on their first use when it is installed (0.25-0.35 s of CPU that
+every process's first release paid, with no DataFrame involved).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import math
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+
+from .errors import InternalError
 
 MIN_BYTES = 1 << 16
 """Smaller arrays come from numpy (glibc reuses small blocks without faulting)."""
@@ -38,4 +45,29 @@ def zeros(shape: int | tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
     return out
 
 
-__all__ = ["MIN_BYTES", "empty", "zeros"]
+def view(values: pa.Array) -> np.ndarray:
+    """A read-only numpy view of a fixed-width Arrow array without nulls (no copy)."""
+    if values.null_count or not pa.types.is_primitive(values.type) or \
+            pa.types.is_boolean(values.type):
+        raise InternalError(f"expected fixed-width values without nulls, got {values.type} "
+                            f"with {values.null_count} nulls")
+    dt = np.dtype(values.type.to_pandas_dtype())
+    return np.frombuffer(values.buffers()[1], dt, len(values), values.offset * dt.itemsize)
+
+
+def arrow(values: np.ndarray) -> pa.Array:
+    """A 1-d numpy array as an Arrow array over the same memory (no copy when contiguous)."""
+    a = np.ascontiguousarray(values).reshape(-1)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), a.size, [None, pa.py_buffer(a)])
+
+
+def strings(values: list[str]) -> pa.Array:
+    """Python strings as an Arrow string array."""
+    data = [v.encode() for v in values]
+    offsets = np.zeros(len(data) + 1, np.int32)
+    np.cumsum([len(b) for b in data], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(data),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+
+
+__all__ = ["MIN_BYTES", "arrow", "empty", "strings", "view", "zeros"]

@@ -44,7 +44,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..core import kernel, limits, units
+from ..core import kernel, limits, memory, units
 from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget, total_rho
 from ..core.errors import (
     BudgetExceededError,
@@ -396,15 +396,15 @@ def _prefixes(arr: Any, width: int) -> np.ndarray:
     row = _plain(arr)
     key = row.field("key")
     if key.null_count == 0:
-        return key.flatten().to_numpy(zero_copy_only=False)
-    codes = row.field("k").flatten().to_numpy(zero_copy_only=False)
+        return memory.view(key.flatten())
+    codes = memory.view(row.field("k").flatten())
     if codes.shape[0] % max(width, 1):
         raise InternalError("a level got prefixes of the wrong length")
     return codes.reshape(width, -1)
 
 
 def _counts(arr: Any) -> np.ndarray:
-    return _plain(arr).field("n").flatten().to_numpy(zero_copy_only=False)
+    return memory.view(_plain(arr).field("n").flatten())
 
 
 def _levels(rid: Any, part: Any, leaves: Any, allowed: Any, threads: Any, cut: Any,
@@ -526,8 +526,7 @@ def _parts(rids: list[Any], part_ids: list[Any], leaves: Any, workers: int) -> p
             len(set(part_ids)) != len(part_ids):
         raise InternalError("a part of a release in parts came twice, too late or unknown")
     key_lists, count_lists = leaves.field("key"), leaves.field("n")
-    keys = key_lists.flatten().to_numpy(zero_copy_only=False)
-    counts = count_lists.flatten().to_numpy(zero_copy_only=False)
+    keys, counts = memory.view(key_lists.flatten()), memory.view(count_lists.flatten())
     if keys.shape != counts.shape:
         raise InternalError("the leaves came with different numbers of prefixes and counts")
     cols = np.concatenate([np.arange(book.first[p], book.first[p + 1]) for p in part_ids])
@@ -597,9 +596,12 @@ def _rows(parts: list[Nodes], rids: list[str] | None = None, d: int = 0) -> pa.A
     """One row per released part: STRUCT(rid VARCHAR, k INTEGER[][] (a list per column),
     n BIGINT[]); ``rids`` (one row each, no leaves) for the call that releases the cut."""
     if rids is not None:
-        empty = pa.array([[] for _ in rids], pa.large_list(pa.large_list(pa.int32())))
+        none = memory.arrow(np.zeros(len(rids) + 1, np.int64))  # empty lists' offsets
+        empty = pa.LargeListArray.from_arrays(
+            none, pa.LargeListArray.from_arrays(none[:1], pa.nulls(0, pa.int32())))
         return pa.StructArray.from_arrays(
-            [pa.array(rids), empty, pa.array([[] for _ in rids], pa.large_list(pa.int64()))],
+            [memory.strings(rids), empty,
+             pa.LargeListArray.from_arrays(none, pa.nulls(0, pa.int64()))],
             names=["rid", "k", "n"])
     d = parts[0].codes.shape[0] if parts else d
     sizes = np.array([p.counts.shape[0] for p in parts], np.int64)
@@ -608,14 +610,14 @@ def _rows(parts: list[Nodes], rids: list[str] | None = None, d: int = 0) -> pa.A
     inner = np.zeros(len(parts) * d + 1, np.int64)
     np.cumsum(np.repeat(sizes, d), out=inner[1:])
     codes = _cat32([p.codes.astype(np.int32, copy=False).ravel() for p in parts])
-    columns = lists(pa.array(inner), pa.array(codes))
-    outer = pa.array(np.arange(len(parts) + 1, dtype=np.int64) * d)
+    columns = lists(memory.arrow(inner), memory.arrow(codes))
+    outer = memory.arrow(np.arange(len(parts) + 1, dtype=np.int64) * d)
     n_off = np.zeros(len(parts) + 1, np.int64)
     np.cumsum(sizes, out=n_off[1:])
     counts = _cat32([p.counts for p in parts], np.int64)
     return pa.StructArray.from_arrays(
         [pa.nulls(len(parts), pa.string()), lists(outer, columns),
-         lists(pa.array(n_off), pa.array(counts))],
+         lists(memory.arrow(n_off), memory.arrow(counts))],
         names=["rid", "k", "n"],
     )
 
