@@ -217,6 +217,28 @@ def test_the_leaves_are_freed_before_the_last_level_gathers_its_output(monkeypat
     assert alive == [False, False]
 
 
+def test_a_flat_level_keeps_a_parent_row_not_its_codes_per_child(monkeypatch):
+    # the buffers a flat level fills as its blocks finish, per unit of its parents' counts (the
+    # most children it can keep; every level's counts add up to the root): the child's code
+    # (4 bytes), its count (8), but for the last level its true prefix (4), and its parent's
+    # row (4): 20 / 16 bytes a child whatever the depth, not the k - 1 parent codes per child
+    # copied out of every block (here 20, 24 and 20), nor int64 prefixes. The same release.
+    levels, root, _, keys, counts = small_tree(9)
+    want = as_tuples(release_below(levels, root, keys, counts))
+    cap = int(counts.sum())
+    per_child: list[int] = []
+    empty = topdown.memory.empty
+
+    def record(shape: object, dtype: object) -> np.ndarray:
+        if shape == cap:
+            per_child.append(np.dtype(dtype).itemsize)  # type: ignore[arg-type]
+        return empty(shape, dtype)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(topdown.memory, "empty", record)
+    assert as_tuples(release_below(levels, root, keys, counts)) == want
+    assert per_child == [4, 8, 4, 4] * 2 + [4, 8, 4]  # levels 1, 2 and the last
+
+
 def test_pairs_of_key_and_count_give_the_same_release():
     # DuckDB sends each leaf as one int64 key * radix + count (radix > every count): the same
     # release as keys and counts, zero counts dropped, repeats refused, and the same when the

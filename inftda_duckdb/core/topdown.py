@@ -495,32 +495,26 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
                      truth.levels[j], kids, w, not last)
         if order is not None:  # the parent rows: their codes are gathered after the merge
             return (order[p0:p1][out[0]], *out[1:])
-        above = [np.empty(out[0].shape[0], code_type) for _ in range(k - 1)]
-        _parent_codes(parents.codes[:, p0:p1], out[0], above)  # on the worker, in its block
-        return (above, *out[1:])
+        return (out[0] + p0, *out[1:])
 
     # the released children, written as the blocks finish (in order): at most one per unit of
     # the parents' counts (children > 0 add up to their parent), so that bounds the arrays
-    # (untouched pages take no memory)
+    # (untouched pages take no memory). Each child keeps its parent's row (4 bytes on a flat
+    # level, not k - 1 codes): the parents' codes are gathered once, at the end, straight into
+    # the output (a nested level's in parent order)
     cap = int(parents.counts.sum())
-    # (a nested level keeps each child's parent row instead: its parents' codes are gathered
-    # once, in parent order, at the end)
-    codes = [memory.empty(cap, code_type) for _ in range(k if order is None else 1)]
+    kid_codes = memory.empty(cap, code_type)
     counts = memory.empty(cap, np.int64)
-    tidx = memory.empty(cap, np.int64) if last is False else None
-    prow = memory.empty(cap, np.int64) if order is not None else None
+    tidx = None if last else memory.empty(cap, _index_type(truth.levels[j].counts.shape[0]))
+    prow = memory.empty(cap, np.int64 if order is not None else _index_type(n_par))
     filled = 0
 
     def sink(result: tuple[np.ndarray, ...]) -> None:
         nonlocal filled
-        rows, kid, count, tix = result  # rows: parent rows, or (flat levels) their codes
+        rows, kid, count, tix = result
         a, b = filled, filled + count.shape[0]
-        if prow is not None:
-            prow[a:b] = rows
-        else:
-            for r in range(k - 1):
-                codes[r][a:b] = rows[r]
-        codes[-1][a:b] = kid
+        prow[a:b] = rows
+        kid_codes[a:b] = kid
         counts[a:b] = count
         if tidx is not None:
             tidx[a:b] = tix
@@ -529,17 +523,14 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     runner.run(k, n_par, planned, tasks, [(b - a) * w for a, b, w in tasks], work, sink)
     truth.done(k)  # read: its memory is free before the outputs are copied (it can be reused)
     out_codes = memory.empty((k, filled), code_type)
-    if prow is not None:  # back in parent order, codes ascending within a parent
-        back = np.argsort(prow[:filled] * m + codes[-1][:filled], kind="stable")  # merges runs
+    if order is not None:  # back in parent order, codes ascending within a parent
+        back = np.argsort(prow[:filled] * m + kid_codes[:filled], kind="stable")  # merges runs
         _parent_codes(parents.codes, prow[back], list(out_codes[:-1]))  # rows ascending
-        np.take(codes[-1], back, out=out_codes[-1])
+        np.take(kid_codes, back, out=out_codes[-1])
         return (Nodes(out_codes, counts[back], planned),
                 tidx[back] if tidx is not None else np.zeros(0, np.int64))
-    # each level's codes moved to one (k, filled) matrix, buffer after buffer (each freed as it
-    # is moved: the pages a buffer never touched cost nothing, and at most one is copied twice)
-    for r in range(k):
-        out_codes[r] = codes[r][:filled]
-        codes[r] = out_codes[r, :0]
+    _parent_codes(parents.codes, prow[:filled], list(out_codes[:-1]))  # rows ascending
+    out_codes[-1] = kid_codes[:filled]
     out_truth = tidx[:filled] if tidx is not None else np.zeros(0, np.int64)
     return Nodes(out_codes, counts[:filled], planned), out_truth
 
@@ -570,6 +561,11 @@ def _true_children(first: IntArray, parent_truth: IntArray) -> tuple[IntArray, I
     has = parent_truth >= 0
     t = np.where(has, parent_truth, 0)
     return np.where(has, first[t], 0), np.where(has, first[t + 1], 0)
+
+
+def _index_type(n: int) -> type[np.signedinteger]:
+    """Positions among ``n`` entries (and -1) are int32 (half the memory) below 2**31."""
+    return np.int32 if n < 1 << 31 else np.int64
 
 
 def _code_type(sizes: Sizes) -> type[np.signedinteger]:
