@@ -396,7 +396,8 @@ def _up(n: int, chunk: Callable[[int, int], tuple[IntArray, IntArray]], m: int,
     cache-sized chunks, written into buffers of ``n`` entries whose untouched tail costs no
     memory: no temporary of the level's size."""
     codes = memory.empty(n, code_type) if keep else None
-    starts, parents, sums = (memory.empty(n + 1, np.int64) for _ in range(3))
+    starts = memory.empty(n + 1, _index_type(n + 1))
+    parents, sums = memory.empty(n + 1, np.int64), memory.empty(n + 1, np.int64)
     filled, last = 0, None
     for a in range(0, n, _CHUNK):
         b = min(a + _CHUNK, n)
@@ -415,7 +416,7 @@ def _up(n: int, chunk: Callable[[int, int], tuple[IntArray, IntArray]], m: int,
             sums[filled - 1] += total[0]
             segments, total = new, total[1:]
         f = filled + segments.shape[0]
-        np.add(segments, a, out=starts[filled:f])
+        np.add(segments, a, out=starts[filled:f], casting="unsafe")
         parents[filled:f] = parent[segments]
         sums[filled:f] = total
         filled = f
