@@ -182,9 +182,10 @@ def default_database(con: Any) -> str:
 def home(cur: Any, database: str, create: bool = True, owner: Any = None) -> Home:
     """The identity of ``database`` (created on first use when it is writable); ``owner``: the
     connection whose cache may answer (an identity is read once per connection)."""
-    info = cur.execute(
-        "SELECT path, readonly FROM duckdb_databases() WHERE database_name = ?",
-        [database]).fetchall()
+    # every attached database, picked here: ~0.1 ms less than a parameter and a filter
+    info = [(path, ro) for name, path, ro in cur.execute(
+        "SELECT database_name, path, readonly FROM duckdb_databases()").fetchall()
+        if name == database]
     if not info:
         raise bad_argument("source", database, "names a database that is not attached",
                            "ATTACH it first, or check the name")

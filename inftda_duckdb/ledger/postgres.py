@@ -128,6 +128,10 @@ class Postgres(Dialect):
                 schema=schema))
         return scratch, ""
 
+    def insert(self, table: str, columns: tuple[str, ...]) -> str:
+        values = ", ".join(["%s"] * len(columns))  # typed by psycopg: a VALUES list
+        return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({values})"
+
     def append(self, cur: Any, prefix: str, table: str, columns: list[str],
                params: dict[str, Any]) -> str:
         result = _scratch().execute(chain.row_sql(table, columns), params)
