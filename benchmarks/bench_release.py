@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -395,6 +396,9 @@ def scaling(rows_list: list[int], repeat: int) -> list[str]:
         "(ns/cell) | levels, 2 workers: s (ns/cell) | speed-up 1 -> 2 |",
         "|---|---|---|---|---|---|---|",
     ]
+    if importlib.util.find_spec("numba") is not None:  # every row on the same kernel: loaded
+        with kernel_choice("numba"):  # now (auto loads it at a process's second large level)
+            kernel.check()
     for rows in rows_list:
         keys, counts = uniform_leaves(rows)
         cells, res = 0, {}

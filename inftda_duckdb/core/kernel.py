@@ -12,9 +12,10 @@ sort their keys.
 
 Selected by the environment variable ``INFTDA_KERNEL``: ``numpy`` (never), ``numba`` (every
 block, whatever its size; an error if numba is missing) or ``auto`` (the default: blocks of at
-least :data:`MIN_CELLS` cells, once numba is loaded: in a background thread, when one flat level
-of a release plans at least :data:`LOAD_CELLS` cells; never at package import, so small releases
-never pay for it). :mod:`.topdown` keeps nested levels on numpy. Outputs are identical either
+least :data:`MIN_CELLS` cells, once numba is loaded: in a background thread, when a flat level
+plans at least :data:`FIRST_LOAD_CELLS` cells, or at least :data:`LOAD_CELLS` cells in a process
+that has already seen a level that large; never at package import, so small releases never pay
+for it). :mod:`.topdown` keeps nested levels on numpy. Outputs are identical either
 way; blocks whose sums could pass int64 (see intopt's docstring) take numpy's exact path.
 """
 
@@ -36,11 +37,17 @@ MIN_CELLS = 1 << 15
 """With ``INFTDA_KERNEL=auto``, smaller blocks stay on the numpy path (numba's import and cache
 load, ~0.5 s once per process, would outweigh them)."""
 LOAD_CELLS = 1 << 25
-"""With ``auto``, numba is loaded (in the background, once per process) when one flat level
-plans at least this many noised cells (decided per level, from its parents' released counts: a
-bound over the whole tree multiplied by nested domains and loaded it for releases that never
-use it): its import and cache load hold the GIL for ~0.3-1 s, which the
-kernel wins back (~10-15 ns per cell on one thread) only on releases this large."""
+"""With ``auto``, numba is loaded (in the background, once per process) when a flat level plans
+at least this many noised cells and an earlier level of the process did too (decided per level,
+from its parents' released counts: a bound over the whole tree multiplied by nested domains and
+loaded it for releases that never use it): its import and cache load hold the GIL for ~0.3-1 s,
+which the kernel wins back (~10-15 ns per cell on one thread) only on levels this large."""
+FIRST_LOAD_CELLS = 1 << 28
+"""With ``auto``, a flat level this large loads numba even if it is the process's first large
+one. Below it, a process's first large level stays on numpy: in a fresh process the load (held
+GIL, ~140-165 MB more memory) cost as much as the kernel saved on a level of ~1e8 cells (the
+wide benchmark's first release: no faster, peak RSS 1280 -> 1120 MB without it); a long-lived
+process (shell, notebook, ETL) loads it at its second large level."""
 ENV = "INFTDA_KERNEL"
 CHOICES = ("auto", "numba", "numpy")
 
@@ -48,6 +55,7 @@ _LOCK = threading.Lock()
 _COMPILED: dict[str, Any] = {}
 _MISSING: list[str] = []
 _STARTED: list[threading.Thread] = []
+_LARGE: list[int] = []  # the planned cells of this process's levels of >= LOAD_CELLS cells
 
 
 def _choice() -> str:
@@ -80,12 +88,14 @@ def check() -> None:
 
 
 def warm_up(cells: int) -> None:
-    """Start loading the kernel in a background thread (``auto``) for a release of about
-    ``cells`` noised cells, if that is at least :data:`LOAD_CELLS`."""
+    """Start loading the kernel in a background thread (``auto``) for a flat level of
+    ``cells`` noised cells: at least :data:`FIRST_LOAD_CELLS`, or at least :data:`LOAD_CELLS`
+    after an earlier level of the process that was that large."""
     if _COMPILED or _MISSING or _STARTED or cells < LOAD_CELLS or _choice() != "auto":
         return
     with _LOCK:
-        if _STARTED:
+        _LARGE.append(cells)
+        if _STARTED or (len(_LARGE) == 1 and cells < FIRST_LOAD_CELLS):
             return
         _STARTED.append(threading.Thread(target=_load, name="inftda-kernel-load", daemon=True))
     _STARTED[0].start()
@@ -128,5 +138,5 @@ def intopt_kept(x: IntArray, width: int, c: IntArray, pos: IntArray,
     return flat[:kept].copy(), vals[:kept].copy(), sums
 
 
-__all__ = ["CHOICES", "ENV", "LOAD_CELLS", "MIN_CELLS", "check", "intopt_kept", "lookup",
-           "wanted", "warm_up"]
+__all__ = ["CHOICES", "ENV", "FIRST_LOAD_CELLS", "LOAD_CELLS", "MIN_CELLS", "check",
+           "intopt_kept", "lookup", "wanted", "warm_up"]

@@ -153,7 +153,6 @@ def release_below(
     runner = _Runner(depth, workers, progress, cancel)
     for k in range(top + 1, upto + 1):
         nodes, parent_truth = _level(levels, k, nodes, parent_truth, truth_t, runner, k == upto)
-        truth_t.done(k)
     return nodes
 
 
@@ -397,7 +396,8 @@ def _up(n: int, chunk: Callable[[int, int], tuple[IntArray, IntArray]], m: int,
     cache-sized chunks, written into buffers of ``n`` entries whose untouched tail costs no
     memory: no temporary of the level's size."""
     codes = memory.empty(n, code_type) if keep else None
-    starts, parents, sums = (memory.empty(n + 1, np.int64) for _ in range(3))
+    starts = memory.empty(n + 1, _index_type(n + 1))
+    parents, sums = memory.empty(n + 1, np.int64), memory.empty(n + 1, np.int64)
     filled, last = 0, None
     for a in range(0, n, _CHUNK):
         b = min(a + _CHUNK, n)
@@ -416,7 +416,7 @@ def _up(n: int, chunk: Callable[[int, int], tuple[IntArray, IntArray]], m: int,
             sums[filled - 1] += total[0]
             segments, total = new, total[1:]
         f = filled + segments.shape[0]
-        np.add(segments, a, out=starts[filled:f])
+        np.add(segments, a, out=starts[filled:f], casting="unsafe")
         parents[filled:f] = parent[segments]
         sums[filled:f] = total
         filled = f
@@ -459,16 +459,16 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     """Algorithm 1, lines 3-9, for level ``k``: the children of every parent > 0.
 
     A nested level's parents have their own allowed children: they are taken in groups with
-    the same number of them, so every block is a dense matrix again (no ragged rows), and the
-    kept children are put back in parent order at the end (a sort of the kept ones only). The
-    ``last`` level needs no link from its children to the truth."""
+    the same number of them, so every block is a dense matrix again (runs of a few cells go
+    together into ragged blocks instead), and the kept children are put back in parent order
+    at the end (each parent's run moved whole). The ``last`` level needs no link from its
+    children to the truth."""
     live = parents.counts > 0  # line 3: a parent released 0 is pruned with its branch
     if not live.all():
         parents = Nodes(parents.codes[:, live], parents.counts[live])
         parent_truth = parent_truth[live]
     n_par, m = parents.counts.shape[0], levels.sizes[k - 1]
     j = k - truth.top
-    first = truth.first[j - 1]
     children = levels.children[k - 1]
     order: IntArray | None = None
     if children is None:
@@ -491,38 +491,32 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     def work(p0: int, p1: int, w: int) -> tuple[np.ndarray, ...] | tuple[Any, ...]:
         rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
         kids = None if order is None else a_lo[rows]
-        lo, hi = _true_children(first, parent_truth[rows])
+        lo, hi = _true_children(truth.first[j - 1], parent_truth[rows])
         out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo, hi,
                      truth.levels[j], kids, w or width[p0:p1], not last)
         if order is not None:  # the parent rows: their codes are gathered after the merge
             return (order[p0:p1][out[0]], *out[1:])
-        above = [np.empty(out[0].shape[0], code_type) for _ in range(k - 1)]
-        _parent_codes(parents.codes[:, p0:p1], out[0], above)  # on the worker, in its block
-        return (above, *out[1:])
+        return (out[0] + p0, *out[1:])
 
     # the released children, written as the blocks finish (in order): at most one per unit of
     # the parents' counts (children > 0 add up to their parent) and one per noised cell, so that
     # bounds the arrays (untouched pages take no memory, but the allocator maps them: a nested
-    # level of 330k cells under 15.7M released rows spent ~30 ms there)
+    # level of 330k cells under 15.7M released rows spent ~30 ms there). Each child keeps its
+    # parent's row (4 bytes on a flat level, not k - 1 codes): the parents' codes are gathered
+    # once, at the end, straight into the output (a nested level's in parent order)
     cap = min(int(parents.counts.sum()), planned)
-    # (a nested level keeps each child's parent row instead: its parents' codes are gathered
-    # once, in parent order, at the end)
-    codes = [memory.empty(cap, code_type) for _ in range(k if order is None else 1)]
+    kid_codes = memory.empty(cap, code_type)
     counts = memory.empty(cap, np.int64)
-    tidx = memory.empty(cap, np.int64) if last is False else None
-    prow = memory.empty(cap, np.int64) if order is not None else None
+    tidx = None if last else memory.empty(cap, _index_type(truth.levels[j].counts.shape[0]))
+    prow = memory.empty(cap, np.int64 if order is not None else _index_type(n_par))
     filled = 0
 
     def sink(result: tuple[np.ndarray, ...]) -> None:
         nonlocal filled
-        rows, kid, count, tix = result  # rows: parent rows, or (flat levels) their codes
+        rows, kid, count, tix = result
         a, b = filled, filled + count.shape[0]
-        if prow is not None:
-            prow[a:b] = rows
-        else:
-            for r in range(k - 1):
-                codes[r][a:b] = rows[r]
-        codes[-1][a:b] = kid
+        prow[a:b] = rows
+        kid_codes[a:b] = kid
         counts[a:b] = count
         if tidx is not None:
             tidx[a:b] = tix
@@ -530,18 +524,16 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
 
     runner.run(k, n_par, planned, tasks,
                [(b - a) * w if w else int(width[a:b].sum()) for a, b, w in tasks], work, sink)
+    truth.done(k)  # read: its memory is free before the outputs are copied (it can be reused)
     out_codes = memory.empty((k, filled), code_type)
-    if prow is not None and order is not None:  # back in parent order, codes ascending
+    if order is not None:  # back in parent order, codes ascending within a parent
         back = _parent_order(prow[:filled], order, n_par)
         _parent_codes(parents.codes, prow[back], list(out_codes[:-1]))  # rows ascending
-        np.take(codes[-1], back, out=out_codes[-1])
+        np.take(kid_codes, back, out=out_codes[-1])
         return (Nodes(out_codes, counts[back], planned),
                 tidx[back] if tidx is not None else np.zeros(0, np.int64))
-    # each level's codes moved to one (k, filled) matrix, buffer after buffer (each freed as it
-    # is moved: the pages a buffer never touched cost nothing, and at most one is copied twice)
-    for r in range(k):
-        out_codes[r] = codes[r][:filled]
-        codes[r] = out_codes[r, :0]
+    _parent_codes(parents.codes, prow[:filled], list(out_codes[:-1]))  # rows ascending
+    out_codes[-1] = kid_codes[:filled]
     out_truth = tidx[:filled] if tidx is not None else np.zeros(0, np.int64)
     return Nodes(out_codes, counts[:filled], planned), out_truth
 
@@ -607,6 +599,11 @@ def _true_children(first: IntArray, parent_truth: IntArray) -> tuple[IntArray, I
     has = parent_truth >= 0
     t = np.where(has, parent_truth, 0)
     return np.where(has, first[t], 0), np.where(has, first[t + 1], 0)
+
+
+def _index_type(n: int) -> type[np.signedinteger]:
+    """Positions among ``n`` entries (and -1) are int32 (half the memory) below 2**31."""
+    return np.int32 if n < 1 << 31 else np.int64
 
 
 def _code_type(sizes: Sizes) -> type[np.signedinteger]:
