@@ -635,12 +635,9 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
     if none)."""
     if not isinstance(width, int):
         return _ragged_block(levels, k, parent_codes, c, lo, hi, truth, first_child, width, link)
-    m, noise, source = levels.sizes[k - 1], levels.noise[k - 1], levels.sources[k - 1]
+    m = levels.sizes[k - 1]
     n_par, n = c.shape[0], c.shape[0] * width
-    groups = _ranges(lo, hi - lo)  # the true children of the block's parents, in code order
-    true_codes, true_counts = truth(groups)
-    true_rows = np.repeat(np.arange(n_par, dtype=np.int64), hi - lo)
-    addresser = levels.addressers[k - 1]
+    groups, true_rows, true_codes, true_counts = _block_truth(truth, lo, hi)
     if first_child is None:  # every child of every parent: cell (p, j) has code j
         kids = np.arange(m)
         pos = true_rows * m + true_codes  # ascending
@@ -649,11 +646,7 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
         assert table is not None
         kids = table.rows(first_child, width)
         pos = true_rows * width + table.positions(first_child, true_rows, true_codes)
-    if addresser.narrow:  # addresses written straight into this thread's AES input
-        addresser.cells(parent_codes, None, kids, out=address_buffer(n))
-        x = noise.sample_addressed(source, n, _scratch(n))  # line 5
-    else:
-        x = noise.sample(source, addresser.cells(parent_codes, None, kids), _scratch(n))
+    x = _noised(levels, k, parent_codes, None, kids, n)  # line 5
     # lines 5-8: the true children added, IntOpt, and the children > 0 in code order (flat
     # positions ascending): fused in the compiled kernel when it is on (flat levels: a nested
     # level's rows, a few huge counts among noise, need its sort, slower than numpy's)
@@ -665,14 +658,7 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
     _check(sums, c, kept)
     rows = flat // width
     codes = flat - rows * width if first_child is None else kids.reshape(-1)[flat].astype(np.int64)
-    # the true prefix of each released child: the truth's positions are ascending
-    tidx: np.ndarray | None = None
-    if link and pos.size:
-        at = np.minimum(np.searchsorted(pos, flat), pos.shape[0] - 1)
-        tidx = np.where(pos[at] == flat, groups[at], -1)
-    elif link:
-        tidx = np.full(flat.shape[0], -1, np.int64)
-    return rows, codes, kept, tidx
+    return rows, codes, kept, _links(pos, flat, groups) if link else None
 
 
 def _ragged_block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: IntArray,
@@ -682,30 +668,49 @@ def _ragged_block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray,
     cells each): the cells as flat rows, IntOpt by :func:`intopt_ragged` (the same integers)."""
     table = levels.children[k - 1]
     assert table is not None and first_child is not None
-    noise, source, addresser = levels.noise[k - 1], levels.sources[k - 1], levels.addressers[k - 1]
     n_par, n = c.shape[0], int(widths.sum())
-    groups = _ranges(lo, hi - lo)
-    true_codes, true_counts = truth(groups)
-    true_rows = np.repeat(np.arange(n_par, dtype=np.int64), hi - lo)
+    groups, true_rows, true_codes, true_counts = _block_truth(truth, lo, hi)
     starts = np.cumsum(widths) - widths
     cell_rows = np.repeat(np.arange(n_par, dtype=np.int64), widths)
     kids = table.children.view(np.uint64)[_ranges(first_child, widths)]
     pos = starts[true_rows] + table.positions(first_child, true_rows, true_codes)
-    if addresser.narrow:
-        addresser.cells(parent_codes, cell_rows, kids, out=address_buffer(n))
-        x = noise.sample_addressed(source, n, _scratch(n))
-    else:
-        x = noise.sample(source, addresser.cells(parent_codes, cell_rows, kids), _scratch(n))
+    x = _noised(levels, k, parent_codes, cell_rows, kids, n)
     x[pos] += true_counts
     y = intopt_ragged(x, np.append(starts, n), c)
     flat = np.flatnonzero(y > 0)
     _check(np.add.reduceat(y, starts), c, y[flat])
-    tidx: np.ndarray | None = None
-    if link:
-        at = np.minimum(np.searchsorted(pos, flat), max(pos.shape[0] - 1, 0))
-        tidx = np.where(pos[at] == flat, groups[at], -1) if pos.size else np.full(
-            flat.shape[0], -1, np.int64)
-    return cell_rows[flat], kids[flat].astype(np.int64), y[flat], tidx
+    return (cell_rows[flat], kids[flat].astype(np.int64), y[flat],
+            _links(pos, flat, groups) if link else None)
+
+
+def _block_truth(truth: _Level, lo: IntArray,
+                 hi: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """The true children of a block's parents (parent ``p`` has ``lo[p]..hi[p] - 1`` at the
+    level), in code order: their indices at the level, parent rows, codes and counts."""
+    groups = _ranges(lo, hi - lo)
+    true_codes, true_counts = truth(groups)
+    true_rows = np.repeat(np.arange(lo.shape[0], dtype=np.int64), hi - lo)
+    return groups, true_rows, true_codes, true_counts
+
+
+def _noised(levels: Levels, k: int, parent_codes: np.ndarray, rows: IntArray | None,
+            kids: np.ndarray, n: int) -> np.ndarray:
+    """Line 5: the noise of a block's ``n`` cells (the children ``kids`` of the parents, each
+    cell's parent row ``rows``, or None for a (parents, width) matrix), addressed by the tree."""
+    noise, source, addresser = levels.noise[k - 1], levels.sources[k - 1], levels.addressers[k - 1]
+    if addresser.narrow:  # addresses written straight into this thread's AES input
+        addresser.cells(parent_codes, rows, kids, out=address_buffer(n))
+        return noise.sample_addressed(source, n, _scratch(n))
+    return noise.sample(source, addresser.cells(parent_codes, rows, kids), _scratch(n))
+
+
+def _links(pos: IntArray, flat: IntArray, groups: IntArray) -> IntArray:
+    """The true prefix of each released child (cells ``flat``): its index at the level, or -1
+    if none (``pos``: the true children's cells, ascending; ``groups``: their indices)."""
+    if not pos.size:
+        return np.full(flat.shape[0], -1, np.int64)
+    at = np.minimum(np.searchsorted(pos, flat), pos.shape[0] - 1)
+    return np.where(pos[at] == flat, groups[at], -1)
 
 
 _LOCAL = threading.local()
