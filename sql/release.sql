@@ -139,6 +139,32 @@ leaf_coded AS MATERIALIZED (
     SELECT l.*, $code_cols FROM leaf_raw AS l $code_joins
 )
 
+-- @nest_values
+-- domain table $t's allowed combinations by value (codes decoded through the domains): the
+-- leaves find their codes and their nesting in ONE join per table on their raw combination
+nestv$t AS (SELECT DISTINCT $values, $keys FROM nestok$t AS o $joins)
+
+-- @leaf_hit
+-- raw leaves joined to each domain table's allowed combinations (one join per table instead of
+-- one per column and one per table) and to the other columns' domains: a hit has every code
+-- and lies inside every nesting (kept); the rows that miss (NULLs, undeclared values or
+-- combinations: refused or dropped) go to @leaf_miss
+leaf_hit AS MATERIALIZED (
+    SELECT l.*, $code_cols FROM leaf_raw AS l $code_joins
+)
+
+-- @leaf_miss
+-- the leaves that missed (none in a valid release), coded column by column as @leaf_coded does:
+-- the checks and their errors read the same columns and rows as without domain tables
+leaf_miss AS MATERIALIZED (
+    SELECT l.*, $code_cols FROM (SELECT * EXCLUDE ($codes) FROM leaf_hit WHERE NOT ($hit)) AS l
+    $code_joins
+)
+
+-- @leaf_coded_nested
+-- every leaf coded (read once, by @leaf: not copied)
+leaf_coded AS (SELECT *, $oks FROM leaf_hit WHERE $hit UNION ALL SELECT * FROM leaf_miss)
+
 -- @checks
 -- the public/data checks inftda_begin turns into errors BEFORE charging anything; 'session':
 -- the statement and profiling setting of the caller (the public-facing mode refuses EXPLAIN
@@ -197,10 +223,20 @@ checks AS (SELECT to_json({$totals
 -- one pass over the coded leaves: rows, rows kept, and per column NULLs and undeclared values
 -- (with a few examples); checks reads it as one struct
 datastats AS MATERIALIZED (
-    SELECT coalesce(sum(n), 0)::BIGINT AS n, coalesce(sum(n) FILTER ($keep), 0)::BIGINT AS kept,
-    $stats
-    FROM leaf_coded
+    $select
 )
+
+-- @stats
+SELECT coalesce(sum(n), 0)::BIGINT AS n, coalesce(sum(n) FILTER ($keep), 0)::BIGINT AS kept,
+    $stats
+    FROM $leaves
+
+-- @stats_nested
+-- with domain tables: the hits are all kept and have no NULL or undeclared value (one sum);
+-- the column statistics come from the rows that missed
+SELECT h.n + m.n AS n, h.n + m.kept AS kept, m.* EXCLUDE (n, kept$unit)$unit_sum
+FROM (SELECT coalesce(sum(n), 0)::BIGINT AS n$unit_hit FROM leaf_hit WHERE $hit) AS h,
+     ($misses) AS m
 
 -- @datastat_enum
 -- an ENUM column's values all have a code: only its NULLs are counted (load_checks fills in
@@ -223,8 +259,8 @@ coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
  'defect_examples': (SELECT list(txt) FILTER (defect) FROM nest$t)[1:5],
  'orphans': (SELECT count(*) FROM dom$first WHERE code NOT IN (SELECT k$first FROM nest$t WHERE NOT defect)),
  'orphan_examples': (SELECT list(v::VARCHAR) FROM dom$first WHERE code NOT IN (SELECT k$first FROM nest$t WHERE NOT defect))[1:5],
- 'outside': (SELECT coalesce(sum(n) FILTER (nok$t IS NULL AND $all_coded), 0) FROM leaf_coded),
- 'outside_examples': (SELECT list(DISTINCT $nest_raw_text) FROM leaf_coded WHERE nok$t IS NULL AND $all_coded)[1:5],
+ 'outside': (SELECT coalesce(sum(n) FILTER (nok$t IS NULL AND $all_coded), 0) FROM $leaves),
+ 'outside_examples': (SELECT list(DISTINCT $nest_raw_text) FROM $leaves WHERE nok$t IS NULL AND $all_coded)[1:5],
  'nodes': [$nest_nodes]}
 
 -- @begin

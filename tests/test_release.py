@@ -351,6 +351,58 @@ def test_domain_table_leaves_travel_as_keys_when_they_fit(con, monkeypatch):
     assert shapes == [1, 2] and keys == codes and sum(r[3] for r in keys) > 0
 
 
+def test_nested_leaves_coded_by_one_join_per_domain_table(con):
+    """The leaves take their codes from ONE join per domain table on their raw combination;
+    only the rows that miss (NULLs, undeclared values or combinations) are coded column by
+    column. Every kind of miss still gets its own error before the charge, and with 'drop' the
+    release equals the release of the valid rows alone."""
+    from inftda_duckdb.duckdb.sqlgen import render_release
+
+    con.execute("CREATE TABLE geo (state VARCHAR, county VARCHAR)")
+    con.execute("INSERT INTO geo VALUES ('A','a1'),('A','a2'),('B','b1'),('B','b2'),('B','b3')")
+    good = "('A','a1',0), ('A','a2',1), ('B','b3',1), ('B','b1',0)"
+    con.execute(f"CREATE TABLE ok AS SELECT * FROM (VALUES {good}) v(state, county, hour), "
+                "range(5)")
+    con.execute("CREATE TABLE p AS SELECT state, county, hour FROM ok")
+    request, plan_, names = extension._prepare(
+        con, "p", ["state", "hour", "county"],
+        {"rho": 1, "domain_tables": ["geo"], "domains": {"hour": [0, 1]}})
+    sql = render_release(request, plan_, names, "sql")
+    hit = sql[sql.index("leaf_hit AS"):sql.index("leaf_miss AS")]
+    assert hit.count("JOIN nestv1") == 1 and hit.count("JOIN dom") == 1  # hour's domain only
+    args = ("p", ["state", "hour", "county"])
+    opts = {"rho": 1, "domain_tables": ["geo"], "domains": {"hour": [0, 1]}}
+    bad = {
+        "('A','b1',0)": r"1 rows of p have a combination of \(state, county\) that domain table "
+                        r"\S*geo does not list \(e\.g\. \['A, b1'\]\)",
+        "('C','a1',0)": r"column 'state' of p has 1 rows with values outside its declared domain "
+                        r"\(e\.g\. \['C'\]\)",
+        "('A','zz',1)": r"column 'county' of p has 1 rows .*\(e\.g\. \['zz'\]\)",
+        "(NULL,'a1',0)": r"column 'state' of p is NULL in 1 rows",
+        "('B','b2',7)": r"column 'hour' of p has 1 rows .*\(e\.g\. \['7'\]\)",
+        "('B','b2',NULL)": r"column 'hour' of p is NULL in 1 rows",
+    }
+    before = ledger_rows(con)
+    for row, message in bad.items():
+        con.execute(f"INSERT INTO p VALUES {row}")
+        with pytest.raises(InputError, match=message):
+            release(con, *args, **opts)
+        con.execute(f"DELETE FROM p WHERE {row} IS NOT DISTINCT FROM (state, county, hour)")
+    assert ledger_rows(con) == before
+    con.execute(f"INSERT INTO p VALUES {', '.join(bad)}")
+    drop = {**opts, "unknown": "drop", "neighbours": "add_remove", "seed": 4}
+    dropped = release(con, *args, **drop).to_pylist()
+    assert dropped == release(con, "ok", args[1], **drop).to_pylist()
+    assert sum(r["count"] for r in dropped) > 0
+    # a privacy unit: NULL units among the hits are counted too (the hits' own sum)
+    before = ledger_rows(con)
+    con.execute("CREATE TABLE u AS SELECT *, CASE WHEN hour = 0 THEN NULL ELSE 1 END AS person "
+                "FROM ok")
+    with pytest.raises(InputError, match="privacy_unit 'person' of u is NULL in 10 rows"):
+        release(con, "u", args[1], privacy_unit="person", **opts)
+    assert ledger_rows(con) == before
+
+
 def test_nested_domain_errors(con):
     con.execute("CREATE TYPE st AS ENUM ('A', 'B', 'C')")
     con.execute("CREATE TABLE geo (state VARCHAR, county VARCHAR)")

@@ -185,6 +185,35 @@ def _leaf_keyed(request: ReleaseRequest, keyed: list[int]) -> str:
                             [f"coalesce({k}, {s})" for k, s in zip(code, keyed, strict=True)]))
 
 
+def _leaf_coded_nested(plan: DomainPlan, d: int, code: dict[int, str], code_cols: str,
+                       joins: str) -> tuple[list[str], str]:
+    """``leaf_coded`` with domain tables, and the condition of a hit: the leaves coded by one
+    join per table on their raw combination (``@leaf_hit``); only the rows that miss are coded
+    column by column (``code_cols`` and ``joins``: the coding of ``@leaf_coded``)."""
+    ctes, hit_cols, hit_joins = [], dict(code), []
+    for t, nest in enumerate(plan.nestings, 1):
+        lv = [k + 1 for k in nest.levels]
+        ctes.append(_f(
+            "nest_values", t=t,
+            values=", ".join(f"d{i}.v AS w{i}" for i in lv),
+            keys=", ".join(f"o.k{i}" for i in lv),
+            joins=" ".join(f"JOIN dom{i} AS d{i} ON d{i}.code = o.k{i}" for i in lv)))
+        hit_cols.update({i: f"c{t}.k{i}" for i in lv})
+        on = " AND ".join(f"l.r{i} = c{t}.w{i}" for i in lv)
+        hit_joins.append(f"LEFT JOIN nestv{t} AS c{t} ON {on}")
+    nested = {k + 1 for nest in plan.nestings for k in nest.levels}
+    hit_joins[:0] = [f"LEFT JOIN dom{i} AS d{i} ON l.r{i} = d{i}.v" for i in range(1, d + 1)
+                     if code[i] == f"d{i}.code" and i not in nested]
+    hit = " AND ".join(f"k{i} IS NOT NULL" for i in range(1, d + 1))
+    ctes.append(_f("leaf_hit", code_joins=" ".join(hit_joins),
+                   code_cols=", ".join(f"{hit_cols[i]} AS k{i}" for i in range(1, d + 1))))
+    ctes.append(_f("leaf_miss", hit=hit, codes=", ".join(f"k{i}" for i in range(1, d + 1)),
+                   code_cols=code_cols, code_joins=joins))
+    oks = ", ".join(f"true AS nok{t}" for t in range(1, len(plan.nestings) + 1))
+    ctes.append(_f("leaf_coded_nested", oks=oks, hit=hit))
+    return ctes, hit
+
+
 def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
     src = quote_qualified(plan.source)
     cols = ", ".join(quote(c) for c in request.columns)
@@ -242,7 +271,8 @@ def _column_checks(plan: DomainPlan, preview: bool = False) -> str:
     return ",\n".join(items)
 
 
-def _nest_checks(plan: DomainPlan, data: bool) -> str:
+def _nest_checks(plan: DomainPlan, data: bool, leaves: str = "leaf_coded") -> str:
+    """Each domain table's checks; with ``data``, the rows of the coded ``leaves`` outside it."""
     items = []
     for t, nest in enumerate(plan.nestings, 1):
         lv = [k + 1 for k in nest.levels]
@@ -258,6 +288,7 @@ def _nest_checks(plan: DomainPlan, data: bool) -> str:
             all_coded=" AND ".join(f"k{i} IS NOT NULL" for i in lv),
             nest_raw_text=" || ', ' || ".join(f"r{i}::VARCHAR" for i in lv),
             nest_nodes=nodes,
+            leaves=leaves,
         )
         if not data:
             head = text[: text.index(",\n 'outside'")]
@@ -354,8 +385,14 @@ def render_release(
         on = " AND ".join(f"nk{t}.k{k + 1} = {code[k + 1]}" for k in nest.levels)
         joins += f" LEFT JOIN nestok{t} AS nk{t} ON {on}"
         code_cols += f", nk{t}.ok AS nok{t}"
-    ctes.append(_f("leaf_coded", code_cols=code_cols, code_joins=joins) if keyed is None
-                else _leaf_keyed(request, keyed))
+    hit = None  # with domain tables: the condition of a leaf coded by their joins alone
+    if keyed is not None:
+        ctes.append(_leaf_keyed(request, keyed))
+    elif plan.nestings:
+        coding, hit = _leaf_coded_nested(plan, d, code, code_cols, joins)
+        ctes += coding
+    else:
+        ctes.append(_f("leaf_coded", code_cols=code_cols, code_joins=joins))
     keep = "kz >= 0" if keyed is not None else " AND ".join(
         [f"k{i} IS NOT NULL" for i in range(1, d + 1)]
         + [f"nok{t} IS NOT NULL" for t in range(1, len(plan.nestings) + 1)]
@@ -371,13 +408,21 @@ def render_release(
     totals = "'stats': (SELECT s FROM datastats AS s)," + _frame_check(plan)
     if plan.shadow is not None:
         totals += _f("shadow_check", name=literal(fold(plan.shadow)))
-    ctes.append(_f("datastats", keep=keep, stats=stats))
+    coded = "leaf_coded" if hit is None else "leaf_miss"  # with domain tables: only the misses
+    select = _f("stats", keep=keep, stats=stats, leaves=coded)
+    if hit is not None:
+        unit = request.privacy_unit is not None
+        select = _f("stats_nested", hit=hit, misses=select, unit=", nulls_unit" if unit else "",
+                    unit_sum=", h.nulls_unit + m.nulls_unit AS nulls_unit" if unit else "",
+                    unit_hit=", coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit" if unit
+                    else "")
+    ctes.append(_f("datastats", select=select))
     ctes.append(
         _f(
             "checks",
             totals=totals,
             column_checks=_column_checks(plan),
-            nest_checks=_nest_checks(plan, True),
+            nest_checks=_nest_checks(plan, True, coded),
         )
     )
     spec = literal(spec_json(request, plan, origin, token, charge))
