@@ -217,7 +217,9 @@ class DiscreteGaussian:
             unsure = kernel.lookup(w0, tab.signed, 63 - tab.kbits, out) > 0
         else:
             np.right_shift(w0, np.uint64(63 - tab.kbits), out=index)  # sign, top K bits of U
-            np.take(tab.signed, index.view(np.int64), out=out)  # +-|Y|, or _SEARCH
+            # +-|Y|, or _SEARCH; the K + 1 bits index the table, so no bounds check
+            # (mode='raise' checks each index: ~2x the lookup's time)
+            np.take(tab.signed, index.view(np.int64), out=out, mode="clip")
             unsure = bool(out.shape[0]) and bool(out.min() == _SEARCH)
         if unsure:  # (the index scratch, done, holds the mask)
             mask = np.equal(out, _SEARCH, out=index.view(np.bool_)[: out.shape[0]])
