@@ -123,6 +123,21 @@ def test_positive_entries_equal_intopt_on_both_integer_widths(
     assert np.array_equal(values, y.ravel()[flat]) and sums.tolist() == [5]
 
 
+def test_kept_entries_put_in_flat_order_by_one_sort_or_an_argsort() -> None:
+    """The sparse rows' kept entries come back in flat order with their values: by one sort of
+    (position, value) packed in an int64 when both fit, else by an argsort; the same either
+    way, values up to the largest parent count included."""
+    rng = np.random.default_rng(2)
+    for cells, cmax in [(1 << 18, 1000), (1 << 18, 2**40), (1 << 30, 2**40), (7, 1)]:
+        flat = rng.choice(min(cells, 1 << 20), min(cells, 500), replace=False).astype(np.int64)
+        vals = rng.integers(1, cmax + 1, flat.shape[0])
+        vals[0] = cmax
+        order = np.argsort(flat)
+        got = intopt_module._by_position(flat.copy(), vals.copy(), np.zeros(3, np.int64),
+                                         cells, cmax)
+        assert np.array_equal(got[0], flat[order]) and np.array_equal(got[1], vals[order])
+
+
 @pytest.mark.parametrize("int32", [True, False])
 def test_sparse_rows_from_their_top_keys_equal_intopt(
         int32: bool, monkeypatch: pytest.MonkeyPatch) -> None:
