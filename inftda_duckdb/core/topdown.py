@@ -476,8 +476,12 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         runs = [(0, n_par, m)]
     else:
         a_lo, a_hi = children.of(parents.codes)
-        order = np.argsort(a_hi - a_lo, kind="stable")  # parents by number of children
-        width = (a_hi - a_lo)[order]
+        span = a_hi - a_lo
+        # parents by number of children: a stable sort of 16-bit keys is a radix sort (330k
+        # parents: ~5 ms instead of ~27 for int64 keys), the same order
+        order = np.argsort(span.astype(np.uint16) if span.size and span.max() < 1 << 16
+                           else span, kind="stable")
+        width = span[order]
         bounds = np.flatnonzero(np.diff(width)) + 1
         edges = [0, *bounds.tolist(), n_par]
         runs = [(a, b, int(width[a])) for a, b in itertools.pairwise(edges) if b > a]
