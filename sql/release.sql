@@ -28,12 +28,13 @@ leaf_raw AS $materialized(
 -- @leaf_keyed
 -- every column an ENUM seen in the catalog (its code is free: enum_code), no nesting: the raw
 -- leaves are kept under one BIGINT each, kz = the leaf's mixed-radix key ((k1 * s2 + k2) * s3
--- + ...) >= 0, or, for a leaf with a NULL, -1 - its key over the sizes s_i + 1 with NULL as code
--- s_i (datastats counts each column's NULLs from it). 16 bytes a leaf (the raw and coded columns
--- were ~34), and the key the levels call reads is already there. The GROUP BY stays on the raw
--- columns (DuckDB's perfect hash aggregate takes small ENUM domains; a computed key it cannot).
+-- + ...) >= 0, or, for a leaf with a NULL, -1 - the mask of its NULL columns (bit i - 1 for
+-- column i; datastats counts each column's NULLs from it). 16 bytes a leaf (the raw and coded
+-- columns were ~34), and the key the levels call reads is already there. The GROUP BY stays on
+-- the raw columns (DuckDB's perfect hash aggregate takes small ENUM domains; a computed key it
+-- cannot).
 leaf_coded AS MATERIALIZED (
-    SELECT CASE WHEN $all_set THEN $key ELSE -1 - $null_key END AS kz, * EXCLUDE ($raw)
+    SELECT CASE WHEN $all_set THEN $key ELSE -1 - ($mask) END AS kz, * EXCLUDE ($raw)
     FROM leaf_raw
 )
 
@@ -207,8 +208,12 @@ datastats AS MATERIALIZED (
 -- no unknown values; constant columns here cost ~0.3 ms each to plan and run)
 coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i
 
--- @datastat_keyed
-coalesce(sum(n) FILTER (kz < 0 AND (-1 - kz) // $radix % $base = $null), 0)::BIGINT AS nulls$i
+-- @datastat_masks
+-- all-ENUM leaves under one key: the rows of each mask of NULL columns (at most 2**d - 1 pairs
+-- [mask, rows]; load_checks counts each column's NULLs from them: one small GROUP BY instead of
+-- one filtered sum per column, ~1 ms less to plan for four columns)
+(SELECT list([-1 - kz, c]) FROM (SELECT kz, sum(n)::BIGINT AS c FROM leaf_coded WHERE kz < 0
+                                 GROUP BY ALL)) AS masks
 
 -- @datastat
 coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,

@@ -177,12 +177,10 @@ def _keyed(request: ReleaseRequest, plan: DomainPlan) -> list[int] | None:
 def _leaf_keyed(request: ReleaseRequest, keyed: list[int]) -> str:
     """``@leaf_keyed``: the raw leaves of an all-ENUM source under one BIGINT each."""
     raw = [f"r{i}" for i in range(1, request.depth + 1)]
-    code = [f"enum_code({r})" for r in raw]
     return _f("leaf_keyed", raw=", ".join(raw),
               all_set=" AND ".join(f"{r} IS NOT NULL" for r in raw),
-              key=_key(keyed, request.depth, code),
-              null_key=_key([s + 1 for s in keyed], request.depth,
-                            [f"coalesce({k}, {s})" for k, s in zip(code, keyed, strict=True)]))
+              key=_key(keyed, request.depth, [f"enum_code({r})" for r in raw]),
+              mask=" + ".join(f"{1 << i} * ({r} IS NULL)::BIGINT" for i, r in enumerate(raw)))
 
 
 def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
@@ -361,11 +359,8 @@ def render_release(
         + [f"nok{t} IS NOT NULL" for t in range(1, len(plan.nestings) + 1)]
     )
     # an ENUM column's values all have a code: only NULLs can be missing
-    stats = ",\n    ".join(
-        _f("datastat_keyed", i=i, radix=math.prod(s + 1 for s in keyed[i:]), base=keyed[i - 1] + 1,
-           null=keyed[i - 1]) if keyed is not None
-        else _f("datastat_enum" if i in enum else "datastat", i=i) for i in range(1, d + 1)
-    )
+    stats = _f("datastat_masks") if keyed is not None else ",\n    ".join(
+        _f("datastat_enum" if i in enum else "datastat", i=i) for i in range(1, d + 1))
     if request.privacy_unit is not None:
         stats += ",\n    coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit"
     totals = "'stats': (SELECT s FROM datastats AS s)," + _frame_check(plan)
