@@ -153,9 +153,10 @@ checks AS (SELECT to_json({$totals
 -- @shadow_check
 -- the source was given unqualified and resolved outside TEMP at bind time (which cannot see
 -- TEMP objects): at execution, does a TEMP table or view of that name shadow it? (ASCII case
--- folded, as DuckDB's binder compares names)
+-- folded, as DuckDB's binder compares names; database_name = 'temp', DuckDB's TEMP catalog:
+-- duckdb_tables() then reads that catalog only, ~0.1 ms less)
 'shadow': (SELECT count(*) FROM (
-    SELECT table_name AS name FROM duckdb_tables() WHERE temporary
+    SELECT table_name AS name FROM duckdb_tables() WHERE database_name = 'temp' AND temporary
     UNION ALL SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal
 ) WHERE translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name),
 

@@ -368,6 +368,27 @@ def test_finding1_temp_table_shadowing_cannot_bypass_the_budget() -> None:
         ).fetchall()
 
 
+@pytest.mark.parametrize("namesake", ["CREATE TEMP TABLE T AS SELECT 'b' AS x",
+                                      "CREATE TEMP VIEW T AS SELECT 'b' AS x"])
+def test_a_temp_namesake_of_an_unqualified_source_is_refused_before_the_charge(
+    namesake: str,
+) -> None:
+    # resolved at bind time outside TEMP (memory.main.t); the statement's check finds the
+    # TEMP table or view the caller's binder would read (name folded: T), charging nothing
+    c = duckdb.connect()
+    load(c)
+    c.execute("CREATE TABLE t AS SELECT 'a' AS x")
+    c.execute(namesake)
+    with pytest.raises(duckdb.Error, match="names two objects"):
+        c.execute(
+            "SELECT * FROM inftda_release('t', ['x'], rho := 1, domains := {'x': ['a', 'b']})"
+        ).fetchall()
+    assert c.execute("SELECT count(*) FROM inftda_ledger").fetchall() == [(0,)]
+    c.execute("SELECT * FROM inftda_release('memory.main.t', ['x'], rho := 1, "
+              "domains := {'x': ['a', 'b']})").fetchall()  # qualified: no namesake
+    assert c.execute("SELECT count(*) FROM inftda_ledger").fetchall() == [(1,)]
+
+
 def test_finding2_source_as_its_own_domain_table_is_refused() -> None:
     c = duckdb.connect()
     load(c)
