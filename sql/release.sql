@@ -153,12 +153,12 @@ checks AS (SELECT to_json({$totals
 -- @shadow_check
 -- the source was given unqualified and resolved outside TEMP at bind time (which cannot see
 -- TEMP objects): at execution, does a TEMP table or view of that name shadow it? (ASCII case
--- folded, as DuckDB's binder compares names; database_name = 'temp', DuckDB's TEMP catalog:
--- duckdb_tables() then reads that catalog only, ~0.1 ms less)
-'shadow': (SELECT count(*) FROM (
-    SELECT table_name AS name FROM duckdb_tables() WHERE database_name = 'temp' AND temporary
-    UNION ALL SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal
-) WHERE translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name),
+-- folded, as DuckDB's binder compares names). duckdb_columns() lists the columns of tables and
+-- views alike (each has one at least); database_name = 'temp', DuckDB's TEMP catalog, makes it
+-- read that catalog only: ~0.2 ms less than duckdb_tables() and duckdb_views() together
+'shadow': (SELECT count(*) FROM duckdb_columns()
+           WHERE database_name = 'temp' AND NOT internal
+             AND translate(table_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name),
 
 -- @frame_check
 -- the source is a TEMP view over a registered pandas DataFrame (catalog only): its ENUM columns
