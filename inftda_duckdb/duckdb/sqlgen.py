@@ -363,7 +363,7 @@ def render_release(
         _f("datastat_enum" if i in enum else "datastat", i=i) for i in range(1, d + 1))
     if request.privacy_unit is not None:
         stats += ",\n    coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit"
-    totals = "'stats': (SELECT s FROM datastats AS s)," + _frame_check(plan)
+    totals = "'stats': s," + _frame_check(plan)
     if plan.shadow is not None:
         totals += _f("shadow_check", name=literal(fold(plan.shadow)))
     ctes.append(_f("datastats", keep=keep, stats=stats))
@@ -373,6 +373,7 @@ def render_release(
             totals=totals,
             column_checks=_column_checks(plan),
             nest_checks=_nest_checks(plan, True),
+            stats=" CROSS JOIN datastats AS s",
         )
     )
     spec = literal(spec_json(request, plan, origin, token, charge))
@@ -433,6 +434,7 @@ def render_preview(
         totals=_frame_check(plan),
         column_checks=_column_checks(plan, preview=True),
         nest_checks=_nest_checks(plan, False),
+        stats="",
     )
     ctes.append(checks)
     spec = preview_spec_json(request, plan, beta, delta, token, origin)
