@@ -408,7 +408,7 @@ class Ledger:
             raise _Missing() from None
         if len(rows) != 1:
             raise self._broken(f"its head table holds {len(rows)} rows, not 1")
-        ledger_id, key_check, seq, last, mac, *counts = rows[0]
+        ledger_id, key_check, seq, last, mac, *tallied = rows[0]
         if key_check != self.key.check():
             if key_check is None:
                 raise LedgerError(
@@ -422,7 +422,7 @@ class Ledger:
                 "ledger's key")
         if mac != chain.head_mac(self.key, ledger_id, int(seq), last):
             raise self._broken("its head row was altered")
-        return ledger_id, key_check, int(seq), last, mac, tuple(int(c) for c in counts)
+        return ledger_id, key_check, int(seq), last, mac, tuple(int(c) for c in tallied)
 
     def _broken(self, what: str, seq: int | None = None) -> LedgerError:
         at = f" (first at row seq {seq})" if seq is not None else ""
