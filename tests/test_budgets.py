@@ -57,6 +57,28 @@ def test_sql_inftda_budget_matches_python(con: duckdb.DuckDBPyConnection) -> Non
     assert con.execute("SELECT id FROM inftda_releases('memory.main.trips')").fetchall() == [(1,)]
 
 
+def test_sql_inftda_releases_resolves_names_as_set_budget_does(
+        con: duckdb.DuckDBPyConnection) -> None:
+    # inftda_releases('trips') found nothing: it compared the raw string with the stored
+    # 'memory.main.trips', while inftda_set_budget('trips') resolves the name
+    release(con, "trips", ["x"], rho="1/3", domains=DOM)
+    release(con, con.table("trips"), ["x"], rho=2, domains=DOM, source_name="o'neil")
+    con.execute("CREATE SCHEMA s; CREATE TABLE s.other AS SELECT * FROM trips")
+    release(con, "s.other", ["x"], rho=1, domains=DOM)
+    ids = lambda arg: [r[0] for r in con.execute(  # noqa: E731
+        f"SELECT id FROM inftda_releases({arg}) ORDER BY id").fetchall()]
+    for name in ("'trips'", "'TRIPS'", "'main.trips'", "'memory.main.trips'"):
+        assert ids(name) == [1], name
+    assert ids("'o''neil'") == [2]
+    assert ids("['trips', 's.other']") == [1, 3]
+    assert ids("'other'") == []  # not on the search path: placed as memory.main.other
+    con.execute("SET search_path = 's'")
+    assert ids("'other'") == [3]
+    con.execute("RESET search_path; DROP TABLE s.other")
+    assert ids("'s.other'") == [3]  # a dropped table's releases stay findable
+    assert ids("NULL") == [1, 2, 3]
+
+
 @pytest.mark.parametrize(("call", "exact"), [
     ("inftda_set_budget('trips', rho := 2.0)", "2"),
     ("inftda_set_budget('trips', 0.1)", "1/10"),

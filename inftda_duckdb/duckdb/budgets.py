@@ -341,9 +341,9 @@ def table_sql(table: pa.Table) -> str:
 
 def register(con: Any) -> None:
     """SQL side: ``inftda_budget(delta := 1e-6)``, ``inftda_releases(source := NULL)`` (every
-    charged release, or those of one source), ``inftda_set_budget(source, rho := ...,
-    epsilon := ..., delta := ..., name := ..., missing_ok := false)`` (``source``: a name or a
-    list) and
+    charged release, or those of the sources named, resolved as ``inftda_set_budget`` does),
+    ``inftda_set_budget(source, rho := ..., epsilon := ..., delta := ..., name := ...,
+    missing_ok := false)`` (``source``: a name or a list) and
     ``inftda_require_budget(required := true)``. ``inftda_set_budget`` resolves names in the
     caller's context (current database, schema, search_path and TEMP objects, passed by the
     macro), exactly as a release does. The setters commit at once, so they run only in a
@@ -383,12 +383,21 @@ def register(con: Any) -> None:
                 f"{r['spent_rho_exact']}, remaining {r['remaining_rho_exact']}")
 
     @speaks("sql")
-    def releases_text(source: str | None) -> str:
-        rows = ledger_rows(live())
+    def releases_text(source: str | None, db: str, schema: str, path: str) -> str:
+        import json
+
+        con = live()
+        rows = ledger_rows(con)
         if source is not None:
             import pyarrow.compute as pc  # here: its import is ~0.15 s of every process's start
 
-            rows = rows.filter(pc.equal(rows.column("source"), source))
+            spec = json.loads(source)
+            with con.cursor() as cur:
+                wheres = catalog.parse_sources(cur, spec, missing_ok=True,
+                                               context=(db, schema, path))
+            # as set_budget resolves the names, plus each string as given: a source_name
+            names = {w.label for w in wheres} | ({spec} if isinstance(spec, str) else set(spec))
+            rows = rows.filter(pc.is_in(rows.column("source"), pa.array(sorted(names))))
         return table_sql(rows)
 
     @speaks("sql")
@@ -419,25 +428,27 @@ def register(con: Any) -> None:
             side_effects=True, null_handling="special",
         )  # fmt: skip
         con.create_function(
-            f"inftda_releases_sql_{n}", releases_text, ["VARCHAR"], "VARCHAR",
+            f"inftda_releases_sql_{n}", releases_text, ["VARCHAR"] * 4, "VARCHAR",
             side_effects=False, null_handling="special",
         )  # fmt: skip
 
     n = register_udfs(con, "ledger", create)
     create_macro(con, "inftda_budget(delta := 1e-6) AS TABLE "
                  f"SELECT * FROM query(inftda_budget_sql_{n}(delta))")
+    # the caller's context, so names resolve as in a release: database, schema, search path
+    # (and for the setter its TEMP objects: a table function's arguments take no subquery)
+    context = "current_database(), current_schema(), current_setting('search_path')"
+    temp = ("(SELECT list(n) FROM (SELECT table_name AS n FROM duckdb_tables() WHERE temporary "
+            "UNION ALL SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal))")
     create_macro(
         con,
         "inftda_set_budget(source, rho := NULL, epsilon := NULL, "
         f"delta := NULL, name := NULL, missing_ok := false) AS inftda_set_budget_udf_{n}("
         "to_json(source)::VARCHAR, rho::VARCHAR, epsilon::VARCHAR, delta::VARCHAR, "
-        "name::VARCHAR, missing_ok, current_database(), current_schema(), "
-        "current_setting('search_path'), (SELECT list(n) FROM (SELECT table_name AS n FROM "
-        "duckdb_tables() WHERE temporary UNION ALL SELECT view_name FROM duckdb_views() WHERE "
-        "temporary AND NOT internal)), getvariable('inftda_vouch'))",
+        f"name::VARCHAR, missing_ok, {context}, {temp}, getvariable('inftda_vouch'))",
     )
-    create_macro(con, "inftda_releases(source := NULL) AS TABLE "
-                 f"SELECT * FROM query(inftda_releases_sql_{n}(source))")
+    create_macro(con, "inftda_releases(source := NULL) AS TABLE SELECT * FROM "
+                 f"query(inftda_releases_sql_{n}(to_json(source)::VARCHAR, {context}))")
     create_macro(con, "inftda_require_budget(required := true) AS "
                  f"inftda_require_budget_udf_{n}(required, getvariable('inftda_vouch'))")
 
