@@ -28,12 +28,13 @@ leaf_raw AS $materialized(
 -- @leaf_keyed
 -- every column an ENUM seen in the catalog (its code is free: enum_code), no nesting: the raw
 -- leaves are kept under one BIGINT each, kz = the leaf's mixed-radix key ((k1 * s2 + k2) * s3
--- + ...) >= 0, or, for a leaf with a NULL, -1 - its key over the sizes s_i + 1 with NULL as code
--- s_i (datastats counts each column's NULLs from it). 16 bytes a leaf (the raw and coded columns
--- were ~34), and the key the levels call reads is already there. The GROUP BY stays on the raw
--- columns (DuckDB's perfect hash aggregate takes small ENUM domains; a computed key it cannot).
+-- + ...) >= 0, or, for a leaf with a NULL, -1 - the mask of its NULL columns (bit i - 1 for
+-- column i; datastats counts each column's NULLs from it). 16 bytes a leaf (the raw and coded
+-- columns were ~34), and the key the levels call reads is already there. The GROUP BY stays on
+-- the raw columns (DuckDB's perfect hash aggregate takes small ENUM domains; a computed key it
+-- cannot).
 leaf_coded AS MATERIALIZED (
-    SELECT CASE WHEN $all_set THEN $key ELSE -1 - $null_key END AS kz, * EXCLUDE ($raw)
+    SELECT CASE WHEN $all_set THEN $key ELSE -1 - ($mask) END AS kz, * EXCLUDE ($raw)
     FROM leaf_raw
 )
 
@@ -168,21 +169,24 @@ leaf_coded AS (SELECT *, $oks FROM leaf_hit WHERE $hit UNION ALL SELECT * FROM l
 -- @checks
 -- the public/data checks inftda_begin turns into errors BEFORE charging anything; 'session':
 -- the statement and profiling setting of the caller (the public-facing mode refuses EXPLAIN
--- ANALYZE and profiling: they would print the data's row counts)
+-- ANALYZE and profiling: they would print the data's row counts). One row: the typed row (the
+-- ENUM columns' checks read it) and, for a release, the data stats (s) in its FROM, not as
+-- scalar subqueries (~0.25 ms less to plan)
 checks AS (SELECT to_json({$totals
     'session': {'query': current_query(), 'profiling': current_setting('enable_profiling')},
-    'columns': (SELECT [$column_checks] FROM typed),
+    'columns': [$column_checks],
     'nestings': [$nest_checks]
-})::VARCHAR AS j)
+})::VARCHAR AS j FROM typed$stats)
 
 -- @shadow_check
 -- the source was given unqualified and resolved outside TEMP at bind time (which cannot see
 -- TEMP objects): at execution, does a TEMP table or view of that name shadow it? (ASCII case
--- folded, as DuckDB's binder compares names)
-'shadow': (SELECT count(*) FROM (
-    SELECT table_name AS name FROM duckdb_tables() WHERE temporary
-    UNION ALL SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal
-) WHERE translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name),
+-- folded, as DuckDB's binder compares names). duckdb_columns() lists the columns of tables and
+-- views alike (each has one at least); database_name = 'temp', DuckDB's TEMP catalog, makes it
+-- read that catalog only: ~0.2 ms less than duckdb_tables() and duckdb_views() together
+'shadow': (SELECT count(*) FROM duckdb_columns()
+           WHERE database_name = 'temp' AND NOT internal
+             AND translate(table_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name),
 
 -- @frame_check
 -- the source is a TEMP view over a registered pandas DataFrame (catalog only): its ENUM columns
@@ -214,14 +218,14 @@ checks AS (SELECT to_json({$totals
  FROM typed AS t)
 
 -- @column_check_enum
--- level $i's ENUM labels: valid and distinct by construction (read from the typed row, the
--- FROM of the checks list: one subquery for all such columns, ~0.7 ms less planning for four;
--- no bad labels or duplicates to report: load_checks fills in the zeros, ~0.3 ms less)
+-- level $i's ENUM labels: valid and distinct by construction (read from the typed row in the
+-- FROM of the checks: no subquery per column, ~0.7 ms less planning for four; no bad labels or
+-- duplicates to report: load_checks fills in the zeros, ~0.3 ms less)
 {'type': typeof(v$i), 'size': len(enum_range(v$i))}
 
 -- @datastats
 -- one pass over the coded leaves: rows, rows kept, and per column NULLs and undeclared values
--- (with a few examples); checks reads it as one struct
+-- (with a few examples); checks reads its one row as one struct
 datastats AS MATERIALIZED (
     $select
 )
@@ -243,8 +247,12 @@ FROM (SELECT coalesce(sum(n), 0)::BIGINT AS n$unit_hit FROM leaf_hit WHERE $hit)
 -- no unknown values; constant columns here cost ~0.3 ms each to plan and run)
 coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i
 
--- @datastat_keyed
-coalesce(sum(n) FILTER (kz < 0 AND (-1 - kz) // $radix % $base = $null), 0)::BIGINT AS nulls$i
+-- @datastat_masks
+-- all-ENUM leaves under one key: the rows of each mask of NULL columns (at most 2**d - 1 pairs
+-- [mask, rows]; load_checks counts each column's NULLs from them: one small GROUP BY instead of
+-- one filtered sum per column, ~1 ms less to plan for four columns)
+(SELECT list([-1 - kz, c]) FROM (SELECT kz, sum(n)::BIGINT AS c FROM leaf_coded WHERE kz < 0
+                                 GROUP BY ALL)) AS masks
 
 -- @datastat
 coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,

@@ -144,11 +144,13 @@ def test_sparse_rows_from_their_top_keys_equal_intopt(
     """Sparse rows (a few large counts among noise, as at a nested level's leaves) are solved
     from their TOP largest keys when those decide the row, else by the general form from the
     same sorted keys: both equal intopt, ties and rows narrower than TOP included, and both
-    branches are taken (rows with many counts above the noise are not decided by their top)."""
+    branches are taken (rows with many counts above the noise are not decided by their top).
+    A block whose top keys leave most rows undecided (level 4 of the wide workload) is solved
+    whole, in place, by the general form: that path is taken too, with the same integers."""
     if not int32:
         monkeypatch.setattr(intopt_module, "_INT32_LIMIT", 0.0)
-    seen = {"decided": 0, "undecided": 0}
-    top_keys = intopt_module._top_keys
+    seen = {"decided": 0, "undecided": 0, "in place": 0}
+    top_keys, sparse_rows = intopt_module._top_keys, intopt_module._sparse_rows
 
     def spy(*args: object) -> tuple[np.ndarray, ...]:
         out = top_keys(*args)  # type: ignore[arg-type]
@@ -157,7 +159,13 @@ def test_sparse_rows_from_their_top_keys_equal_intopt(
         seen["decided"] += n_rows - out[3].shape[0]
         return out
 
+    def spy_rows(*args: object) -> tuple[np.ndarray, ...] | None:
+        out = sparse_rows(*args)  # type: ignore[arg-type]
+        seen["in place"] += out is None
+        return out
+
     monkeypatch.setattr(intopt_module, "_top_keys", spy)
+    monkeypatch.setattr(intopt_module, "_sparse_rows", spy_rows)
     rng = np.random.default_rng(11)
     for _ in range(400):
         n, m = int(rng.integers(1, 60)), int(rng.integers(1, 90))
@@ -171,7 +179,7 @@ def test_sparse_rows_from_their_top_keys_equal_intopt(
         flat, values, sums = intopt_module.intopt_positive(x.copy(), c)
         assert np.array_equal(flat, np.flatnonzero(y > 0))
         assert np.array_equal(values, y.ravel()[flat]) and np.array_equal(sums, y.sum(axis=1))
-    assert seen["decided"] > 1000 and seen["undecided"] > 100, seen
+    assert seen["decided"] > 1000 and seen["undecided"] > 100 and seen["in place"] > 10, seen
     for p in range(8):  # the oracle itself on a few such rows
         row = np.r_[rng.integers(-6, 7, size=30), [500, 3, 40]][rng.permutation(33)]
         c1 = int(np.maximum(row, 0).sum()) - p

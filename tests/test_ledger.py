@@ -354,8 +354,7 @@ def test_the_budget_first_check_sees_what_changed_since_this_process_verified(
     con: duckdb.DuckDBPyConnection, ledger: Ledger
 ) -> None:
     # check() answers from the verified state after one read of the head only while the head
-    # and the row counts are unchanged; a deletion by hand, or a budget set by another
-    # process, is seen at once
+    # is unchanged: a budget set by another process moves the head and is seen at once
     ledger.set_budget([TRIPS], Fraction(1))
     ledger.charge(mk("1/2"))
     ledger.check(mk("1/2"))  # fits: answered from the state the charge left
@@ -363,9 +362,25 @@ def test_the_budget_first_check_sees_what_changed_since_this_process_verified(
     other.set_budget([TRIPS], Fraction(1, 4))  # written through another handle
     with pytest.raises(BudgetExceededError):
         ledger.check(mk("1/2"))
+
+
+def test_a_charge_deleted_by_hand_stays_spent_and_the_charge_refuses_the_ledger(
+    con: duckdb.DuckDBPyConnection, ledger: Ledger
+) -> None:
+    # a deletion by hand leaves the head as it was: the budget-first check (no row counts)
+    # still answers from the verified state, where the deleted charge is spent, so it refuses
+    # what the untouched ledger would; the charge counts the rows and refuses the ledger as
+    # broken, writing nothing
+    ledger.set_budget([TRIPS], Fraction(1, 2))
+    ledger.charge(mk("1/2"))
     con.execute("DELETE FROM inftda_ledger WHERE id = 1")
-    with pytest.raises(LedgerError, match="deleted"):
+    with pytest.raises(BudgetExceededError):  # the table alone would leave 1/2
         ledger.check(mk("1/100"))
+    rows = con.execute("SELECT count(*) FROM inftda_budgets").fetchall()
+    with pytest.raises(LedgerError, match="deleted"):
+        ledger.charge(mk("1/100"))
+    assert con.execute("SELECT count(*) FROM inftda_ledger").fetchall() == [(0,)]
+    assert con.execute("SELECT count(*) FROM inftda_budgets").fetchall() == rows
 
 
 def test_a_ledger_rolled_back_under_a_running_process_is_refused(tmp_path: Path) -> None:

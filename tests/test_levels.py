@@ -3,6 +3,7 @@ size and any split into parts; a release in parts under a small memory_limit."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ from inftda_duckdb.core.errors import InputError
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import LevelProgress, release_tree
 from inftda_duckdb.duckdb import extension, sqlgen
+from inftda_duckdb.duckdb.domain import load_checks
 from inftda_duckdb.duckdb.extension import load, release
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
@@ -151,6 +153,36 @@ def test_enum_leaves_counted_under_one_key_give_the_same_release():
                      f"neighbours := 'add_remove'{extra}) ORDER BY ALL").fetchall()
            for table, extra in (("e", ""), ("v", f", domains := {doms}"))]
     assert got[0] == got[1] and sum(r[-1] for r in got[0]) > 3000
+    c.close()
+
+
+def test_enum_leaves_under_one_key_count_every_columns_nulls():
+    # the keyed leaves keep a leaf with a NULL under -1 - the mask of its NULL columns; the
+    # check row counts each column's NULLs from the rows of each mask: the same counts as the
+    # VARCHAR columns' filtered sums, NULLs of several columns in one row included
+    c = duckdb.connect()
+    load(c)
+    c.execute("CREATE TYPE e1 AS ENUM ('x', 'y', 'z'); CREATE TYPE e2 AS ENUM ('p', 'q')")
+    c.execute("CREATE TABLE e AS SELECT CASE WHEN i % 7 = 0 THEN NULL ELSE "
+              "['x', 'y', 'z'][1 + i % 3] END::e1 AS a, CASE WHEN i % 11 = 0 THEN NULL ELSE "
+              "['p', 'q'][1 + i % 2] END::e2 AS b, ['x', 'z'][1 + i % 2]::e1 AS c, "
+              "CASE WHEN i % 5 = 0 THEN NULL ELSE 'q' END::e2 AS d FROM range(5000) r(i)")
+    c.execute("CREATE TABLE v AS SELECT a::VARCHAR AS a, b::VARCHAR AS b, c::VARCHAR AS c, "
+              "d::VARCHAR AS d FROM e")
+    want = [715, 455, 0, 1000]
+    assert list(c.execute("SELECT count(*) FILTER (a IS NULL), count(*) FILTER (b IS NULL), "
+                          "count(*) FILTER (c IS NULL), count(*) FILTER (d IS NULL) "
+                          "FROM e").fetchall()[0]) == want
+    doms = {"a": ["x", "y", "z"], "b": ["p", "q"], "c": ["x", "y", "z"], "d": ["p", "q"]}
+    for table, options in (("e", {}), ("v", {"domains": doms})):
+        request, plan, udfs = extension._prepare(c, table, list("abcd"), {"rho": 1, **options})
+        sql = sqlgen.render_release(request, plan, udfs, "python")
+        assert ("AS kz" in sql) == (table == "e")
+        checks = re.sub(r",\s*(--[^\n]*\n\s*)*inftda_b AS.*", "\nSELECT j FROM checks", sql,
+                        flags=re.S)
+        row = load_checks(c.execute(checks).fetchall()[0][0])
+        assert [col["nulls"] for col in row["columns"]] == want, table
+        assert (row["n"], row["kept"]) == (5000, 5000 - 715 - 455 - 1000 + 65 + 143 + 91 - 13)
     c.close()
 
 

@@ -147,6 +147,15 @@ def test_threshold_tables_match_exact_recomputation(sigma2, bits):
     assert np.array_equal(minus == noise._SEARCH, tab.bucket < 0)
     assert np.array_equal(plus[tab.bucket >= 0], tab.bucket[tab.bucket >= 0])
     assert np.array_equal(minus[tab.bucket >= 0], -tab.bucket[tab.bucket >= 0])
+    # the numpy path reads the same table in the narrowest integer type (int8 up to sigma2 ~
+    # 10**3: in cache beside a block's AES output): the same values, the type's minimum where
+    # it searches
+    small, fits = tab.small, [t for t in (np.int8, np.int16, np.int32, np.int64)
+                              if int(tab.bucket.max()) < np.iinfo(t).max]
+    assert small.dtype == fits[0] and (sigma2 > 1000 or small.dtype == np.int8)
+    marker = np.iinfo(small.dtype).min
+    assert np.array_equal(small == marker, tab.signed == noise._SEARCH)
+    assert np.array_equal(small[small != marker], tab.signed[tab.signed != noise._SEARCH])
 
 
 def test_large_sigma2_table_matches_on_a_sample_of_entries():

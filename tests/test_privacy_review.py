@@ -17,6 +17,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from inftda_duckdb.core import topdown
@@ -366,6 +367,31 @@ def test_finding1_temp_table_shadowing_cannot_bypass_the_budget() -> None:
         c.execute(
             "SELECT * FROM inftda_release('t', ['x'], rho := 5, domains := {'x': ['a', 'b']})"
         ).fetchall()
+
+
+@pytest.mark.parametrize("namesake", ["CREATE TEMP TABLE T AS SELECT 'b' AS x",
+                                      "CREATE TEMP VIEW T AS SELECT 'b' AS x", "register"])
+def test_a_temp_namesake_of_an_unqualified_source_is_refused_before_the_charge(
+    namesake: str,
+) -> None:
+    # resolved at bind time outside TEMP (memory.main.t); the statement's check finds the
+    # TEMP table or view (a registered Arrow table too) the caller's binder would read (name
+    # folded: T), charging nothing
+    c = duckdb.connect()
+    load(c)
+    c.execute("CREATE TABLE t AS SELECT 'a' AS x")
+    if namesake == "register":
+        c.register("T", pa.table({"x": ["b"]}))
+    else:
+        c.execute(namesake)
+    with pytest.raises(duckdb.Error, match="names two objects"):
+        c.execute(
+            "SELECT * FROM inftda_release('t', ['x'], rho := 1, domains := {'x': ['a', 'b']})"
+        ).fetchall()
+    assert c.execute("SELECT count(*) FROM inftda_ledger").fetchall() == [(0,)]
+    c.execute("SELECT * FROM inftda_release('memory.main.t', ['x'], rho := 1, "
+              "domains := {'x': ['a', 'b']})").fetchall()  # qualified: no namesake
+    assert c.execute("SELECT count(*) FROM inftda_ledger").fetchall() == [(1,)]
 
 
 def test_finding2_source_as_its_own_domain_table_is_refused() -> None:

@@ -126,6 +126,9 @@ class _Tables:
     bucket: np.ndarray  # int64 (2**K,): the magnitude of words with these top K bits; -1: search
     kbits: int  # K
     signed: np.ndarray  # int64 (2**(K+1),): [sign bit | K bits] -> +-magnitude, or _SEARCH
+    small: np.ndarray  # ``signed`` in the narrowest integer type holding every magnitude (int8
+    # for sigma2 up to ~10**3: 16 kB at sigma2 = 5, so it stays in cache while a block's AES output
+    # streams through), its search marker that type's minimum
 
 
 @lru_cache(maxsize=64)
@@ -145,7 +148,11 @@ def _tables(sigma2: Fraction, bits: int) -> _Tables:
     bucket[(table >> np.uint64(bits - k)).astype(np.intp)] = -1  # a threshold inside: search
     signed = np.concatenate([bucket, -bucket])
     signed[np.concatenate([bucket, bucket]) < 0] = _SEARCH
-    return _Tables(table, bucket, k, signed)
+    small_type = next(t for t in (np.int8, np.int16, np.int32, np.int64)
+                      if int(bucket.max()) < np.iinfo(t).max)
+    small = signed.astype(small_type)
+    small[signed == _SEARCH] = np.iinfo(small_type).min
+    return _Tables(table, bucket, k, signed, small)
 
 
 class DiscreteGaussian:
@@ -213,16 +220,20 @@ class DiscreteGaussian:
         """Samples from their first words ``w0`` (``ids``: their addresses, for the rare paths)."""
         tab = self._tab
         index = _buffers(w0.shape[0])[2][: w0.shape[0]]
+        search = _SEARCH
         if kernel.wanted(out.shape[0]):  # one compiled pass: same table, same values
             unsure = kernel.lookup(w0, tab.signed, 63 - tab.kbits, out) > 0
         else:
             np.right_shift(w0, np.uint64(63 - tab.kbits), out=index)  # sign, top K bits of U
-            # +-|Y|, or _SEARCH; the K + 1 bits index the table, so no bounds check
-            # (mode='raise' checks each index: ~2x the lookup's time)
-            np.take(tab.signed, index.view(np.int64), out=out, mode="clip")
-            unsure = bool(out.shape[0]) and bool(out.min() == _SEARCH)
+            looked = _looked(out.shape[0], tab.small.dtype)
+            # +-|Y|, or the marker; the K + 1 bits always index the table, so no bounds
+            # check (mode='raise' checks each index: ~2x the lookup's time)
+            np.take(tab.small, index.view(np.int64), out=looked, mode="clip")
+            np.copyto(out, looked)
+            search = int(np.iinfo(tab.small.dtype).min)
+            unsure = bool(out.shape[0]) and bool(looked.min() == search)
         if unsure:  # (the index scratch, done, holds the mask)
-            mask = np.equal(out, _SEARCH, out=index.view(np.bool_)[: out.shape[0]])
+            mask = np.equal(out, search, out=index.view(np.bool_)[: out.shape[0]])
             at = np.flatnonzero(mask)
             word = w0[at]
             if ids is w0:  # the hot path's ids are the AES input's low halves
@@ -271,6 +282,14 @@ def _buffers(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                np.empty(size, np.uint64))
         _LOCAL.buffers = buf
     return buf
+
+
+def _looked(n: int, dtype: np.dtype) -> np.ndarray:
+    """This thread's output of the small table's lookup, for ``n`` samples."""
+    buf = getattr(_LOCAL, "looked", None)
+    if buf is None or buf.shape[0] < n or buf.dtype != dtype:
+        buf = _LOCAL.looked = np.empty(max(n, _CHUNK), dtype)
+    return buf[:n]
 
 
 def address_buffer(n: int) -> np.ndarray:

@@ -329,6 +329,10 @@ def load_checks(checks_json: str) -> dict[str, Any]:
     if stats is not None:
         checks["n"], checks["kept"] = stats["n"], stats["kept"]
         checks["nulls_unit"] = stats.get("nulls_unit", 0)
+        if "masks" in stats:  # all-ENUM leaves under one key: [mask of NULL columns, rows]
+            masks = stats["masks"] or []
+            for i in range(1, len(checks["columns"]) + 1):
+                stats[f"nulls{i}"] = sum(rows for mask, rows in masks if mask >> (i - 1) & 1)
         for i, c in enumerate(checks["columns"], 1):
             c.update(nulls=stats[f"nulls{i}"], unknown=stats.get(f"unknown{i}", 0),
                      examples=stats.get(f"examples{i}") or [])

@@ -177,12 +177,10 @@ def _keyed(request: ReleaseRequest, plan: DomainPlan) -> list[int] | None:
 def _leaf_keyed(request: ReleaseRequest, keyed: list[int]) -> str:
     """``@leaf_keyed``: the raw leaves of an all-ENUM source under one BIGINT each."""
     raw = [f"r{i}" for i in range(1, request.depth + 1)]
-    code = [f"enum_code({r})" for r in raw]
     return _f("leaf_keyed", raw=", ".join(raw),
               all_set=" AND ".join(f"{r} IS NOT NULL" for r in raw),
-              key=_key(keyed, request.depth, code),
-              null_key=_key([s + 1 for s in keyed], request.depth,
-                            [f"coalesce({k}, {s})" for k, s in zip(code, keyed, strict=True)]))
+              key=_key(keyed, request.depth, [f"enum_code({r})" for r in raw]),
+              mask=" + ".join(f"{1 << i} * ({r} IS NULL)::BIGINT" for i, r in enumerate(raw)))
 
 
 def _leaf_coded_nested(plan: DomainPlan, d: int, code: dict[int, str], code_cols: str,
@@ -398,14 +396,11 @@ def render_release(
         + [f"nok{t} IS NOT NULL" for t in range(1, len(plan.nestings) + 1)]
     )
     # an ENUM column's values all have a code: only NULLs can be missing
-    stats = ",\n    ".join(
-        _f("datastat_keyed", i=i, radix=math.prod(s + 1 for s in keyed[i:]), base=keyed[i - 1] + 1,
-           null=keyed[i - 1]) if keyed is not None
-        else _f("datastat_enum" if i in enum else "datastat", i=i) for i in range(1, d + 1)
-    )
+    stats = _f("datastat_masks") if keyed is not None else ",\n    ".join(
+        _f("datastat_enum" if i in enum else "datastat", i=i) for i in range(1, d + 1))
     if request.privacy_unit is not None:
         stats += ",\n    coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit"
-    totals = "'stats': (SELECT s FROM datastats AS s)," + _frame_check(plan)
+    totals = "'stats': s," + _frame_check(plan)
     if plan.shadow is not None:
         totals += _f("shadow_check", name=literal(fold(plan.shadow)))
     coded = "leaf_coded" if hit is None else "leaf_miss"  # with domain tables: only the misses
@@ -423,6 +418,7 @@ def render_release(
             totals=totals,
             column_checks=_column_checks(plan),
             nest_checks=_nest_checks(plan, True, coded),
+            stats=" CROSS JOIN datastats AS s",
         )
     )
     spec = literal(spec_json(request, plan, origin, token, charge))
@@ -483,6 +479,7 @@ def render_preview(
         totals=_frame_check(plan),
         column_checks=_column_checks(plan, preview=True),
         nest_checks=_nest_checks(plan, False),
+        stats="",
     )
     ctes.append(checks)
     spec = preview_spec_json(request, plan, beta, delta, token, origin)

@@ -394,18 +394,21 @@ class Ledger:
 
     # -- reading and verifying ----------------------------------------------------------------
 
-    def _head(self, cur: Any) -> tuple[str, str | None, int, str, str, tuple[int, ...]]:
+    def _head(self, cur: Any, counts: bool = True
+              ) -> tuple[str, str | None, int, str, str, tuple[int, ...]]:
+        """The head row, its key and MAC checked, with the row counts of the three chained
+        tables (``counts``; else none: ~0.6 ms less)."""
         p = self.prefix
+        tallies = (f", (SELECT count(*) FROM {p}{LEDGER}), (SELECT count(*) FROM {p}{BUDGETS}), "
+                   f"(SELECT count(*) FROM {p}{SETTINGS})") if counts else ""
         try:
             rows = cur.execute(
-                f"SELECT ledger_id, key_check, seq, hash, mac, "
-                f"(SELECT count(*) FROM {p}{LEDGER}), (SELECT count(*) FROM {p}{BUDGETS}), "
-                f"(SELECT count(*) FROM {p}{SETTINGS}) FROM {p}{HEAD}").fetchall()
+                f"SELECT ledger_id, key_check, seq, hash, mac{tallies} FROM {p}{HEAD}").fetchall()
         except self.dialect.missing:
             raise _Missing() from None
         if len(rows) != 1:
             raise self._broken(f"its head table holds {len(rows)} rows, not 1")
-        ledger_id, key_check, seq, last, mac, *counts = rows[0]
+        ledger_id, key_check, seq, last, mac, *tallied = rows[0]
         if key_check != self.key.check():
             if key_check is None:
                 raise LedgerError(
@@ -419,7 +422,7 @@ class Ledger:
                 "ledger's key")
         if mac != chain.head_mac(self.key, ledger_id, int(seq), last):
             raise self._broken("its head row was altered")
-        return ledger_id, key_check, int(seq), last, mac, tuple(int(c) for c in counts)
+        return ledger_id, key_check, int(seq), last, mac, tuple(int(c) for c in tallied)
 
     def _broken(self, what: str, seq: int | None = None) -> LedgerError:
         at = f" (first at row seq {seq})" if seq is not None else ""
@@ -611,25 +614,32 @@ class Ledger:
 
     def check(self, charge: Charge) -> None:
         """Raise what :meth:`charge` would raise for the budget, writing nothing: a release
-        checks its budget before it reads its data (the charge checks again, atomically)."""
-        _validate(charge)
-        self._read(lambda state: None if state is None else self._refuse(state, charge))
+        checks its budget before it reads its data (the charge checks again, atomically).
 
-    def _read(self, use: Callable[[_State | None], T]) -> T:
+        While the head is the one this process verified, the answer comes from that verified
+        state without counting the rows (~0.6 ms less): every append moves the head, so only
+        rows deleted or inserted by hand leave it unchanged, and the state still holds what was
+        verified (a charge deleted by hand is still spent). The charge counts the rows and
+        refuses such a ledger as broken, before it writes anything or any noise is drawn."""
+        _validate(charge)
+        self._read(lambda state: None if state is None else self._refuse(state, charge),
+                   counts=False)
+
+    def _read(self, use: Callable[[_State | None], T], counts: bool = True) -> T:
         """``use(state)`` on the verified state at the head (None: no ledger yet), writing
-        nothing. One read of the head when it and the row counts are still those this process
-        verified (one statement: a consistent snapshot on its own, ~0.5 ms less than BEGIN ..
-        COMMIT around it), else a transaction that verifies the rows appended since (or the
-        whole chain)."""
+        nothing. One read of the head when it and the row counts (unless not ``counts``) are
+        still those this process verified (one statement: a consistent snapshot on its own,
+        ~0.5 ms less than BEGIN .. COMMIT around it), else a transaction that verifies the
+        rows appended since (or the whole chain)."""
         with _LOCK, self._open() as cur:
             try:
-                ledger_id, _, seq, last, _, counts = self._head(cur)
+                ledger_id, _, seq, last, _, tallies = self._head(cur, counts)
             except _Missing:
                 pass
             else:
                 cached = _STATES.get((ledger_id, self.where))
-                if cached is not None and (cached.seq, cached.last, cached.counts) == (
-                        seq, last, counts):
+                if cached is not None and (cached.seq, cached.last) == (seq, last) and (
+                        not counts or cached.counts == tallies):
                     return use(cached)
         return cast(T, self._run(lambda cur: use(None if cur is None else self._state(cur)),
                                  write=False))
