@@ -349,8 +349,10 @@ def test_allowed_children_follow_the_domain_table():
     lo, hi = children.of(parents.T)
     got = [children.children[a:b].tolist() for a, b in zip(lo, hi, strict=True)]
     assert got == [[1, 2, 4], [1, 2, 4], [2, 3], [0]]
-    with pytest.raises(InternalError, match="no allowed children"):
-        Children(Allowed((0,), table.T[:, :2]), [3, 10, 5]).of(parents.T)
+    # a parent key past the table's last, between two of its keys, before its first
+    for rows in ([0, 1], [0, 3], [1, 4]):
+        with pytest.raises(InternalError, match="no allowed children"):
+            Children(Allowed((0,), table[rows].T), [3, 10, 5]).of(parents.T)
 
 
 def test_allowed_children_rows_and_true_positions():

@@ -162,6 +162,12 @@ class Children:
         self._run = np.zeros(self.keys.shape[0], np.int64)
         if self.keys.size:
             np.cumsum(self.keys[1:] != self.keys[:-1], out=self._run[1:])
+        # the distinct parent keys and where their runs start (one end more): a parent's run is
+        # one search of these (110 at Italy-like's level 6, ~3x faster) instead of two of the
+        # entries (8000)
+        bounds = np.flatnonzero(np.r_[True, self.keys[1:] != self.keys[:-1]]) if self.keys.size \
+            else np.zeros(0, np.int64)
+        self._keys, self._bounds = self.keys[bounds], np.append(bounds, self.keys.shape[0])
         self._values = np.unique(self.children)
         self._ranked = self._run * max(1, self._values.shape[0]) + np.searchsorted(
             self._values, self.children)
@@ -180,11 +186,10 @@ class Children:
             keys = find_columns(self._tuples, parents[self.levels], self.key_sizes)
         else:
             keys = mixed_radix(parents[self.levels], self.key_sizes, np.int64)
-        lo = np.searchsorted(self.keys, keys, side="left")
-        hi = np.searchsorted(self.keys, keys, side="right")
-        if (hi == lo).any():
+        run = np.searchsorted(self._keys, keys)
+        if run.size and (run.max() >= self._keys.shape[0] or (self._keys[run] != keys).any()):
             raise InternalError("a parent of a nested level has no allowed children")
-        return lo, hi
+        return self._bounds[run], self._bounds[run + 1]
 
     def rows(self, first: IntArray, width: int) -> np.ndarray:
         """The allowed children of parents whose runs start at ``first`` (``width`` each): a
