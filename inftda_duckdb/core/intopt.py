@@ -59,8 +59,6 @@ integers (numpy object arrays, same code, ~50x slower), all other rows in int64.
 
 from __future__ import annotations
 
-import math
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -238,20 +236,9 @@ def _top_keys(keys: np.ndarray, b: int, c: IntArray, target: IntArray,
     return flat, y[j, p], np.einsum("ij->j", y), np.flatnonzero(~decided)
 
 
-_LOCAL = threading.local()
-
-
 def _buffer(name: str, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
     """This thread's reusable array ``name`` of at least ``shape`` (uninitialised)."""
-    try:
-        pool = _LOCAL.buffers
-    except AttributeError:
-        pool = _LOCAL.buffers = {}
-    size = shape[0] * shape[1] if len(shape) == 2 else math.prod(shape)
-    buf = pool.get((name, dtype))
-    if buf is None or buf.size < size:
-        buf = pool[(name, dtype)] = np.empty(max(size, BLOCK_CELLS), dtype)
-    return buf[:size].reshape(shape)
+    return memory.scratch("intopt." + name, shape, dtype, BLOCK_CELLS)
 
 
 def _fresh(name: str, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:

@@ -17,6 +17,7 @@ every process's first release paid, with no DataFrame involved).
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +37,26 @@ def empty(shape: int | tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
     if nbytes < MIN_BYTES:
         return np.empty(dims, dt)
     return np.frombuffer(pa.allocate_buffer(nbytes), dt).reshape(dims)
+
+
+_LOCAL = threading.local()
+
+
+def scratch(name: str, shape: int | tuple[int, ...], dtype: npt.DTypeLike,
+            least: int = 0) -> np.ndarray:
+    """This thread's reusable array ``name`` of ``shape`` (uninitialised; its buffer holds at
+    least ``least`` elements): a block's temporaries reused from block to block fault in no
+    fresh pages. Arrays alive at the same time need distinct names."""
+    dims = (shape,) if isinstance(shape, int) else shape
+    size = dims[0] * dims[1] if len(dims) == 2 else math.prod(dims)
+    try:
+        pool = _LOCAL.pool
+    except AttributeError:
+        pool = _LOCAL.pool = {}
+    buf = pool.get((name, dtype))
+    if buf is None or buf.size < size:
+        buf = pool[(name, dtype)] = np.empty(max(size, least), dtype)
+    return buf[:size].reshape(dims)
 
 
 def zeros(shape: int | tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:

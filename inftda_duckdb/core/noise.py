@@ -225,7 +225,7 @@ class DiscreteGaussian:
             unsure = kernel.lookup(w0, tab.signed, 63 - tab.kbits, out) > 0
         else:
             np.right_shift(w0, np.uint64(63 - tab.kbits), out=index)  # sign, top K bits of U
-            looked = _looked(out.shape[0], tab.small.dtype)
+            looked = memory.scratch("noise.looked", out.shape[0], tab.small.dtype, _CHUNK)
             # +-|Y|, or the marker; the K + 1 bits always index the table, so no bounds
             # check (mode='raise' checks each index: ~2x the lookup's time)
             np.take(tab.small, index.view(np.int64), out=looked, mode="clip")
@@ -282,14 +282,6 @@ def _buffers(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                np.empty(size, np.uint64))
         _LOCAL.buffers = buf
     return buf
-
-
-def _looked(n: int, dtype: np.dtype) -> np.ndarray:
-    """This thread's output of the small table's lookup, for ``n`` samples."""
-    buf = getattr(_LOCAL, "looked", None)
-    if buf is None or buf.shape[0] < n or buf.dtype != dtype:
-        buf = _LOCAL.looked = np.empty(max(n, _CHUNK), dtype)
-    return buf[:n]
 
 
 def address_buffer(n: int) -> np.ndarray:

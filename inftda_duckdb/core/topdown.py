@@ -491,6 +491,7 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     size = _block_cells(planned, runner.workers)
     code_type = _code_type(levels.sizes[:k])
     tasks = _tasks(runs, size, children is not None)
+    cells = [(b - a) * w if w else int(width[a:b].sum()) for a, b, w in tasks]
 
     def work(p0: int, p1: int, w: int) -> tuple[np.ndarray, ...] | tuple[Any, ...]:
         rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
@@ -503,7 +504,7 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         return (out[0] + p0, *out[1:])
 
     if order is not None:  # nested: the blocks' children go straight to their parent's slots
-        return _nested_level(k, parents, planned, runner, tasks, width, work, truth, j,
+        return _nested_level(k, parents, planned, runner, tasks, cells, work, truth, j,
                              code_type, last)
     # the released children, written as the blocks finish (in order): at most one per unit of
     # the parents' counts (children > 0 add up to their parent) and one per noised cell, so that
@@ -529,8 +530,7 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
             tidx[a:b] = tix
         filled = b
 
-    runner.run(k, n_par, planned, tasks,
-               [(b - a) * w if w else int(width[a:b].sum()) for a, b, w in tasks], work, sink)
+    runner.run(k, n_par, planned, tasks, cells, work, sink)
     truth.done(k)  # read: its memory is free before the outputs are copied (it can be reused)
     out_codes = memory.empty((k, filled), code_type)
     _parent_codes(parents.codes, prow[:filled], list(out_codes[:-1]))  # rows ascending
@@ -540,7 +540,7 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
 
 
 def _nested_level(k: int, parents: Nodes, planned: int, runner: _Runner,
-                  tasks: list[tuple[int, int, int]], width: IntArray,
+                  tasks: list[tuple[int, int, int]], cells: list[int],
                   work: Callable[..., tuple[np.ndarray, ...]], truth: _Truth, j: int,
                   code_type: type[np.signedinteger], last: bool) -> tuple[Nodes, IntArray]:
     """The end of :func:`_level` for a nested level, whose blocks take the parents in the order
@@ -562,8 +562,7 @@ def _nested_level(k: int, parents: Nodes, planned: int, runner: _Runner,
         parts.append((rows[firsts], lengths, kid.astype(code_type), count,
                       None if links is None else tix.astype(links)))
 
-    runner.run(k, n_par, planned, tasks,
-               [(b - a) * w if w else int(width[a:b].sum()) for a, b, w in tasks], work, sink)
+    runner.run(k, n_par, planned, tasks, cells, work, sink)
     truth.done(k)
     kept = np.zeros(n_par, np.int64)
     for part in parts:
@@ -747,26 +746,18 @@ def _links(pos: IntArray, flat: IntArray, groups: IntArray) -> IntArray:
         return np.full(flat.shape[0], -1, np.int64)
     # a table over the block's cells (this thread's): ~2 ns a cell, where a binary search of
     # every kept child among the true ones took ~20 (level 4 of the wide workload)
-    n = int(max(pos[-1], flat[-1])) + 1
-    cells = getattr(_LOCAL, "links", None)
-    if cells is None or cells.shape[0] < n:
-        cells = _LOCAL.links = np.empty(max(n, BLOCK_CELLS), np.int64)
-    table = cells[:n]
+    table = memory.scratch("topdown.links", int(max(pos[-1], flat[-1])) + 1, np.int64, BLOCK_CELLS)
     table.fill(-1)
     table[pos] = groups
     return table[flat]
 
 
-_LOCAL = threading.local()
 
 
 def _scratch(n: int) -> IntArray:
     """This thread's block matrix (int64, ``n`` cells): reused, so no block faults in fresh
     pages. A block's outputs are copied out of it before the next block."""
-    buf = getattr(_LOCAL, "cells", None)
-    if buf is None or buf.shape[0] < n:
-        buf = _LOCAL.cells = np.empty(max(n, BLOCK_CELLS), np.int64)
-    return buf[:n]
+    return memory.scratch("topdown.cells", n, np.int64, BLOCK_CELLS)
 
 
 def _check(sums: IntArray, c: IntArray, y: IntArray) -> None:
