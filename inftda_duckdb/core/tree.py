@@ -159,15 +159,16 @@ class Children:
         # each entry as (its parent key's run, its child's rank among the table's children):
         # ascending, so a parent's true children are found among its allowed ones by one
         # search of the table (none of the cells)
+        new_run = self.keys[1:] != self.keys[:-1]
         self._run = np.zeros(self.keys.shape[0], np.int64)
         if self.keys.size:
-            np.cumsum(self.keys[1:] != self.keys[:-1], out=self._run[1:])
+            np.cumsum(new_run, out=self._run[1:])
         # the distinct parent keys and where their runs start (one end more): a parent's run is
         # one search of these (110 at Italy-like's level 6, ~3x faster) instead of two of the
         # entries (8000)
-        bounds = np.flatnonzero(np.r_[True, self.keys[1:] != self.keys[:-1]]) if self.keys.size \
+        starts = np.flatnonzero(np.r_[True, new_run]) if self.keys.size \
             else np.zeros(0, np.int64)
-        self._keys, self._bounds = self.keys[bounds], np.append(bounds, self.keys.shape[0])
+        self._keys, self._bounds = self.keys[starts], np.append(starts, self.keys.shape[0])
         self._values = np.unique(self.children)
         self._ranked = self._run * max(1, self._values.shape[0]) + np.searchsorted(
             self._values, self.children)
@@ -175,7 +176,6 @@ class Children:
         self._offset: IntArray | None = None
         m = int(sizes[-1])
         if self._values.shape[0] == self.children.shape[0] and m <= 4 * self.children.size + 4096:
-            starts = np.flatnonzero(np.r_[True, self._run[1:] != self._run[:-1]])
             self._offset = np.full(m, -1, np.int64)
             self._offset[self.children] = np.arange(self.children.shape[0]) - starts[self._run]
 
