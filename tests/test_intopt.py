@@ -154,7 +154,7 @@ def test_sparse_rows_from_their_top_keys_equal_intopt(
 
     def spy(*args: object) -> tuple[np.ndarray, ...]:
         out = top_keys(*args)  # type: ignore[arg-type]
-        n_rows = args[0].shape[0]  # type: ignore[attr-defined]
+        n_rows = args[0].shape[1]  # type: ignore[attr-defined]  # (the top keys: (top, P))
         seen["undecided"] += out[3].shape[0]
         seen["decided"] += n_rows - out[3].shape[0]
         return out
@@ -187,6 +187,71 @@ def test_sparse_rows_from_their_top_keys_equal_intopt(
         dense = np.zeros(33, np.int64)
         dense[y1[0]] = y1[1]
         assert dense.tolist() == paper_intopt(row.tolist(), c1)
+
+
+@pytest.mark.parametrize("int32", [True, False])
+def test_runs_of_several_widths_in_one_call_equal_intopt_run_by_run(
+        int32: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """intopt_positive_runs (a nested level's block: rows of several widths, each run a dense
+    matrix, one after the other) equals intopt run by run: sparse runs share one _top_keys
+    call (rows of different widths in one call) and one _solve_dense of the rows left
+    undecided (padded to the widest), dense runs and narrow runs get intopt_positive, small
+    ones the ragged form, values too large for int64 sums too; every branch is taken."""
+    if not int32:
+        monkeypatch.setattr(intopt_module, "_INT32_LIMIT", 0.0)
+    seen = {"shared widths": 0, "padded": 0, "solo": 0, "ragged": 0, "unsafe": 0}
+    top_keys, solve_dense = intopt_module._top_keys, intopt_module._solve_dense
+    positive, ragged = intopt_module.intopt_positive, intopt_module._ragged_block
+
+    def spy_top(*args: object) -> tuple[np.ndarray, ...]:
+        m = args[5]
+        seen["shared widths"] += not isinstance(m, int) and np.unique(m).size > 1  # type: ignore
+        return top_keys(*args)  # type: ignore[arg-type]
+
+    def spy_solve(*args: object) -> np.ndarray:
+        seen["padded"] += len(args) > 3 and args[3] is not None and np.unique(args[3]).size > 1
+        return solve_dense(*args)  # type: ignore[arg-type]
+
+    def spy_positive(*args: object) -> tuple[np.ndarray, ...]:
+        seen["solo"] += 1
+        return positive(*args)  # type: ignore[arg-type]
+
+    def spy_ragged(*args: object) -> np.ndarray:
+        seen["ragged"] += 1
+        return ragged(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(intopt_module, "_top_keys", spy_top)
+    monkeypatch.setattr(intopt_module, "_solve_dense", spy_solve)
+    monkeypatch.setattr(intopt_module, "intopt_positive", spy_positive)
+    monkeypatch.setattr(intopt_module, "_ragged_block", spy_ragged)
+    monkeypatch.setattr(intopt_module, "_SOLO_CELLS", 100)
+    rng = np.random.default_rng(17)
+    for trial in range(250):
+        runs = [(int(rng.integers(0, 40)), int(rng.integers(1, 70)))
+                for _ in range(int(rng.integers(1, 7)))]
+        xs, cs = [], []
+        for rows, m in runs:
+            x = rng.integers(-6, 7, size=(rows, m))  # the noise
+            if rng.random() < 0.3:
+                x //= 4  # few distinct values: ties
+            big = rng.random((rows, m)) < rng.choice([0.01, 0.05, 0.3, 1.0])  # the true counts
+            x[big] += rng.integers(1, 3000, size=int(big.sum()))
+            c = np.maximum(np.maximum(x, 0).sum(axis=1) + rng.integers(-15, 16, size=rows), 0)
+            if rng.random() < 0.1:
+                c[:] = rng.integers(0, 3, size=rows)
+            xs.append(x)
+            cs.append(c)
+        if trial % 25 == 0:
+            xs[0][:, :1] += 2**59  # int64 sums could overflow: the ragged form in Python ints
+            seen["unsafe"] += xs[0].size > 0
+        want = [intopt(x, c) if x.size else x for x, c in zip(xs, cs, strict=True)]
+        y = np.concatenate([w.ravel() for w in want]).astype(np.int64)
+        c_all = np.concatenate(cs).astype(np.int64)
+        x_all = np.concatenate([x.ravel() for x in xs]).astype(np.int64)
+        flat, values, sums = intopt_module.intopt_positive_runs(x_all, runs, c_all)
+        assert np.array_equal(flat, np.flatnonzero(y > 0)), trial
+        assert np.array_equal(values, y[flat]) and np.array_equal(sums, c_all), trial
+    assert all(v > 0 for v in seen.values()), seen
 
 
 def test_ragged_with_mixed_lengths_and_empty_rows_equals_oracle() -> None:

@@ -422,11 +422,11 @@ def test_nested_children_go_to_their_parents_slots_without_bound_sized_arrays(
 
 
 @pytest.mark.parametrize("workers", [1, 3])
-def test_small_nested_runs_released_in_ragged_blocks_equal_dense_blocks(monkeypatch, workers):
+def test_small_nested_runs_released_in_mixed_blocks_equal_dense_blocks(monkeypatch, workers):
     """A nested level whose parents have many different numbers of children (one run of a few
-    cells each) is released in ragged blocks, with intopt_ragged; the same release as one
-    dense block per run, at a nested level with a level below it (the truth links) and as
-    the leaves."""
+    cells each) is released in mixed blocks (several widths share a block's calls); the same
+    release as one dense block per run, at a nested level with a level below it (the truth
+    links) and as the leaves."""
     rng = np.random.default_rng(4)
     table = np.array([(a, int(b)) for a in range(12)
                       for b in np.sort(rng.choice(20, a + 1, replace=False))])
@@ -437,13 +437,13 @@ def test_small_nested_runs_released_in_ragged_blocks_equal_dense_blocks(monkeypa
     counts = rng.integers(1, 300, leaves.shape[0])
     plan = plan_budget(3, rho=Fraction(1, 2))
     calls = []
-    ragged_block = topdown._ragged_block
+    mixed_block = topdown._mixed_block
 
     def spy(*args):
         calls.append(1)
-        return ragged_block(*args)
+        return mixed_block(*args)
 
-    monkeypatch.setattr(topdown, "_ragged_block", spy)
+    monkeypatch.setattr(topdown, "_mixed_block", spy)
     ragged = release_tree(leaves, counts, [12, 20, 5], plan, RandomSource.from_seed(6), allowed,
                           workers=workers)
     assert len(calls) >= 2  # both nested levels

@@ -59,7 +59,7 @@ integers (numpy object arrays, same code, ~50x slower), all other rows in int64.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -68,7 +68,7 @@ import numpy.typing as npt
 from . import memory
 from .errors import bad_argument
 
-__all__ = ["intopt", "intopt_positive", "intopt_ragged"]
+__all__ = ["intopt", "intopt_positive", "intopt_positive_runs", "intopt_ragged"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -148,12 +148,132 @@ def intopt_positive(x: IntArray, c: IntArray) -> tuple[IntArray, IntArray, IntAr
     return _kept(x)
 
 
+def intopt_positive_runs(x: IntArray, runs: Sequence[tuple[int, int]],
+                         c: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`intopt_positive` for a block of rows of several widths (Algorithm 1, line 6, on
+    each row): ``runs`` lists ``(rows, m)`` in order, ``x`` (int64, C-contiguous, possibly
+    overwritten) holds their cells row after row (each run a dense (rows, m) matrix), ``c``
+    (int64, >= 0, not checked) every row's total. Returns the entries > 0 (flat positions in
+    ``x``, ascending; values) and every row's sum, equal to :func:`intopt_positive` run by run.
+
+    The runs share the per-row work: each run's keys are sorted on their own (their ``b``
+    depends on ``m``: here one ``b`` for all, from the widest), then the sparse runs' rows
+    (most of them noise) go through one :func:`_top_keys` call (``m`` enters only per row), and
+    the rows their top keys leave undecided through one ragged :func:`_solve` (their keys are
+    sorted already). Dense runs and runs narrower than :data:`TOP` keep :func:`intopt_positive`
+    (small ones, and values too large for int64 sums, go to :func:`_ragged_block` together).
+    A nested level's block then makes a few dozen numpy calls instead of ~175 per width."""
+    ms = np.array([m for r, m in runs if r], np.int64)
+    counts = np.array([r for r, _ in runs if r], np.int64)
+    n_rows = int(counts.sum())
+    width = np.repeat(ms, counts)
+    if n_rows == 0 or x.size == 0 or (width == 0).any():  # (a nested level has no such rows)
+        y = intopt_ragged(x, np.append(0, np.cumsum(width)), c)
+        flat = np.flatnonzero(y > 0)
+        return flat, y[flat], _row_sums(y, width)
+    start = np.cumsum(width) - width  # each row's first cell
+    row0 = np.cumsum(counts) - counts
+    cell0 = start[np.minimum(row0, n_rows - 1)]
+    wide = ms >= TOP
+    xmax, xmin, cmax = x.max(), x.min(), c.max()
+    safe = _safe(xmax, xmin, cmax, int(ms.max()))
+    flats: list[IntArray] = []
+    vals: list[IntArray] = []
+    sums = np.zeros(n_rows, np.int64)
+    rest = np.zeros(n_rows, np.bool_)  # rows for _ragged_block
+    if safe:
+        dt = np.int32 if _safe(xmax, xmin, cmax, int(ms.max()), _INT32_LIMIT) \
+            and x.size < 1 << 30 else np.int64
+        b = max(1, (int(ms.max()) - 1).bit_length())
+        keys = _buffer("runkeys", (x.shape[0],), dt)
+        for s in np.flatnonzero(wide).tolist():  # each wide run's rows sorted (line 4)
+            a, e = int(cell0[s]), int(cell0[s]) + int(counts[s] * ms[s])
+            part = np.left_shift(x[a:e], b, out=keys[a:e], casting="unsafe")
+            part = part.reshape(int(counts[s]), int(ms[s]))
+            part |= np.arange(ms[s], dtype=dt)
+            part.sort(axis=1)
+        target = c - np.add.reduceat(x, start)  # T
+        least = keys[start].astype(np.int64) >> b
+        t_hat = np.maximum(_ceil_div(target, width), -(target // width))
+        low = np.add.reduceat((least < t_hat).view(np.int8), row0, dtype=np.int64)
+        sparse = wide & (2 * low >= counts)
+        for s in np.flatnonzero(~sparse).tolist():  # dense runs and narrow ones
+            if counts[s] * ms[s] < _SOLO_CELLS:
+                rest[row0[s]:row0[s] + counts[s]] = True
+                continue
+            a, e = int(cell0[s]), int(cell0[s]) + int(counts[s] * ms[s])
+            r0, r1 = int(row0[s]), int(row0[s] + counts[s])
+            f, v, sm = intopt_positive(x[a:e].reshape(r1 - r0, int(ms[s])), c[r0:r1])
+            flats.append(f + a)
+            vals.append(v)
+            sums[r0:r1] = sm
+        rows = np.flatnonzero(np.repeat(sparse, counts))
+        if rows.size:
+            w, first = width[rows], start[rows]
+            at = first + w - TOP
+            ends = keys[at[None, :] + np.arange(TOP)[:, None]].astype(np.int64)
+            f, v, sm, undecided = _top_keys(ends, least[rows], b, c[rows], target[rows], w,
+                                            first)
+            flats.append(f)
+            vals.append(v)
+            sums[rows] = sm
+            if undecided.size:  # steps 1-4 on the sorted keys of the rows left undecided
+                u = rows[undecided]
+                wu: np.ndarray = width[u].astype(dt)
+                su = start[u]
+                rank = np.arange(int(wu.max()))[:, None]
+                real = np.less(rank, wu)  # (ranks, rows): ranks past a row's width: padding
+                at = np.minimum(su + rank, x.shape[0] - 1)
+                part = keys[at]
+                xs = np.right_shift(part, b, out=_buffer("xs", part.shape, dt))
+                xs *= real  # 0: no effect on the sums, and no capacity (_solve_dense)
+                y = _solve_dense(xs, c[u].astype(dt), _buffer, wu, real)
+                j, p = np.nonzero(y > 0)
+                flats.append(su[p] + (part[j, p] & ((1 << b) - 1)))
+                vals.append(y[j, p].astype(np.int64))
+                sums[u] = np.einsum("ij->j", y, dtype=np.int64)
+    else:
+        rest[:] = True
+    if rest.any():  # narrow runs, small dense runs, huge values: the ragged form (exact)
+        r = np.flatnonzero(rest)
+        cells = _ranges(start[r], width[r])
+        y = _ragged_block(x[cells], width[r], c[r])
+        kept = np.flatnonzero(y > 0)
+        flats.append(cells[kept])
+        vals.append(y[kept])
+        sums[r] = _row_sums(y, width[r])
+    flat = np.concatenate(flats) if flats else np.zeros(0, np.int64)
+    val = np.concatenate(vals) if vals else np.zeros(0, np.int64)
+    return _by_position(flat, val, sums, x.shape[0], int(cmax))
+
+
+def _row_sums(y: IntArray, lengths: IntArray) -> IntArray:
+    """The sums of consecutive rows of ``lengths`` (> 0 or not) cells of ``y``."""
+    ends = np.cumsum(lengths)
+    total = np.concatenate([[0], np.cumsum(y, dtype=np.int64)])
+    return total[ends] - total[ends - lengths]
+
+
+def _ranges(starts: IntArray, lengths: IntArray) -> IntArray:
+    """``starts[i] .. starts[i] + lengths[i] - 1`` for every i, concatenated."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lengths)
+
+
 def _kept(x: IntArray) -> tuple[IntArray, IntArray, IntArray]:
     """The entries of the solved block ``x`` that are > 0 (flat positions, values) and its
     row sums."""
     flat = np.flatnonzero(np.greater(x, 0, out=_buffer("keep", x.shape, np.bool_)))
     return flat, x.reshape(-1)[flat], np.einsum("ij->i", x)
 
+
+_SOLO_CELLS = 1 << 12
+"""A block's runs of this many cells or more that its shared calls do not serve (dense rows,
+rows narrower than :data:`TOP`) get :func:`intopt_positive` each; smaller ones go together to
+:func:`_ragged_block`."""
 
 TOP = 8
 """Sparse rows are solved from their ``TOP`` largest keys when those decide the row (step 6)."""
@@ -167,7 +287,9 @@ def _sparse_rows(keys: np.ndarray, b: int, c: IntArray,
     undecided (gathering and re-sorting their kept entries costs ~4x solving them in place)."""
     m = keys.shape[1]
     top = min(TOP, m)
-    flat, vals, sums, rest = _top_keys(keys, b, c, target.astype(np.int64), top)
+    ends = keys[:, m - top:].T.astype(np.int64, order="C")  # (top, P): the largest, ascending
+    flat, vals, sums, rest = _top_keys(ends, keys[:, 0].astype(np.int64) >> b, b, c,
+                                       target.astype(np.int64), m, np.arange(keys.shape[0]) * m)
     if 2 * rest.shape[0] > keys.shape[0]:
         return None
     if rest.shape[0]:
@@ -198,17 +320,20 @@ def _by_position(flat: IntArray, vals: IntArray, sums: IntArray, cells: int,
     return flat[order], vals[order], sums
 
 
-def _top_keys(keys: np.ndarray, b: int, c: IntArray, target: IntArray,
-              top: int) -> tuple[IntArray, IntArray, IntArray, IntArray]:
-    """Step 6 of the module docstring on every row of sorted keys that its ``top`` largest
-    decide: their kept entries (flat positions, values), every row's sum (0 where undecided)
-    and the undecided rows. Arrays of ``top`` x rows (``j*``: the first of the top values
-    ``v_j`` with ``H(v_j) <= c``; ``tG`` on the linear piece below it)."""
-    m = keys.shape[1]
-    ends = keys[:, m - top:].T.astype(np.int64, order="C")  # (top, P): the largest, ascending
+def _top_keys(ends: IntArray, least: IntArray, b: int, c: IntArray, target: IntArray,
+              m: int | IntArray, base: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """Step 6 of the module docstring (Algorithm 1, lines 2-11 in closed form) on every row
+    that its ``top`` largest sorted keys ``ends`` (top, P; keys ``(x_i << b) | i``, ascending)
+    decide: their kept entries (positions ``base[p] + i``, values), every row's sum (0 where
+    undecided) and the undecided rows. ``least``: each row's smallest value; ``m``: its
+    number of children (one for all, or one per row: rows of several widths share the call,
+    since ``m`` enters only per row, in line 2's ``q = ceil(T / m)`` and ``top == m``).
+    Arrays of ``top`` x rows (``j*``: the first of the top values ``v_j`` with
+    ``H(v_j) <= c``; ``tG`` on the linear piece below it)."""
+    top = ends.shape[0]
     v = ends >> b
-    q = _ceil_div(target, m)
-    t0 = np.maximum(np.maximum(q, -(keys[:, 0].astype(np.int64) >> b)), -np.maximum(q, -v[-1]))
+    q = _ceil_div(target, m)  # line 2
+    t0 = np.maximum(np.maximum(q, -least), -np.maximum(q, -v[-1]))  # line 3
     suffix = _suffix_sum(v, np.empty_like(v))  # sum of v_i for i >= j
     h = np.multiply(v, np.arange(top, 0, -1)[:, None])
     np.subtract(suffix, h, out=h)  # H(v_j)
@@ -232,7 +357,7 @@ def _top_keys(keys: np.ndarray, b: int, c: IntArray, target: IntArray,
     y += lo
     y *= decided
     j, p = np.nonzero(y > 0)
-    flat = p * m + (ends[j, p] & ((1 << b) - 1))
+    flat = base[p] + (ends[j, p] & ((1 << b) - 1))
     return flat, y[j, p], np.einsum("ij->j", y), np.flatnonzero(~decided)
 
 
@@ -370,29 +495,38 @@ def _transposed(ranked: np.ndarray, b: int, alloc: Alloc) -> tuple[np.ndarray, n
     return xs, pos
 
 
-def _solve_dense(xs: np.ndarray, c: np.ndarray, alloc: Alloc) -> np.ndarray:
-    """:func:`_solve` for parents with the same number of children, transposed: column ``p`` of
-    ``xs`` is parent p's sorted children. Same arithmetic in fewer passes: with
-    ``lo = max(x - t*, 0)`` (x at its floor), ``hi = max(x + u, 0)`` (x at the final cycle's
-    start: ``u = 1 - t*`` after full cycles, else ``q``), ``cap = hi - lo``, ``C`` its running
-    sum and ``D = sum(hi) - c`` the excess, step 4 leaves ``lo + clip(C - D, 0, cap)``.
-    Temporaries come from ``alloc``; the result is the ``"run"`` array."""
+def _solve_dense(xs: np.ndarray, c: np.ndarray, alloc: Alloc, width: np.ndarray | None = None,
+                 real: np.ndarray | None = None) -> np.ndarray:
+    """:func:`_solve` (Algorithm 1, lines 2-12 in closed form) for parents with the same number
+    of children, transposed: column ``p`` of ``xs`` is parent p's sorted children. Same
+    arithmetic in fewer passes: with ``lo = max(x - t*, 0)`` (x at its floor), ``hi = max(x +
+    u, 0)`` (x at the final cycle's start: ``u = 1 - t*`` after full cycles, else ``q``),
+    ``cap = hi - lo``, ``C`` its running sum and ``D = sum(hi) - c`` the excess, step 4 leaves
+    ``lo + clip(C - D, 0, cap)``. Temporaries come from ``alloc``; the result is the ``"run"``
+    array. Columns of different widths: ``width`` (each column's m) and ``real`` (rank < m),
+    the ranks past a column's width holding 0: they leave S, G's breakpoints below the last
+    (G(xs_m-1) = S >= S - c, so j* < m) and every sum unchanged, lo = 0 there (t* >= 0), and
+    their capacity is zeroed (so is their result)."""
     m, n_rows = xs.shape
     dt = xs.dtype.type
+    cols = np.arange(n_rows)
     cum = _running_sum(xs, alloc("cum", xs.shape, dt))
     total = cum[-1]  # S
     target = c - total  # T
-    q = _ceil_div(target, m)
-    t0 = np.maximum(np.maximum(q, -xs[0]), -np.maximum(q, -xs[-1]))  # line 3
+    q = _ceil_div(target, m if width is None else width)  # line 2
+    last = xs[-1] if width is None else xs[width - 1, cols]
+    t0 = np.maximum(np.maximum(q, -xs[0]), -np.maximum(q, -last))  # line 3
     need = total - c  # step 3: tG, the smallest t with sum_i min(x_i, t) >= S - c
-    g_break = np.multiply(xs, np.arange(m - 1, -1, -1, dtype=dt)[:, None],
-                          out=alloc("run", xs.shape, dt))  # G(xs_j) = P_j + (m - j) xs_j
+    # G(xs_j) = P_j + (m - j) xs_j
+    after = np.arange(m - 1, -1, -1, dtype=dt)[:, None] if width is None \
+        else width - np.arange(1, m + 1, dtype=dt)[:, None]
+    g_break = np.multiply(xs, after, out=alloc("run", xs.shape, dt))
     g_break += cum
     below = np.less(g_break, need, out=alloc("below", xs.shape, np.bool_))
     j_star = np.add.reduce(below.view(np.int8), axis=0, dtype=np.int64)  # (2x einsum's speed)
-    cols = np.arange(n_rows)
     prefix = cum[j_star, cols] - xs[j_star, cols]  # P_j*, exclusive (j* < m: G(xs_m-1) = S)
-    t_star = np.maximum(t0, _ceil_div(need - prefix, m - j_star).astype(dt))  # step 2
+    left = m - j_star if width is None else width - j_star
+    t_star = np.maximum(t0, _ceil_div(need - prefix, left).astype(dt))  # step 2
     u = np.where(t_star != t0, 1 - t_star, q)
     zero = dt(0)  # (a Python 0 costs numpy a conversion per call: 1.6x slower)
     lo = np.subtract(xs, t_star, out=alloc("lo", xs.shape, dt))
@@ -400,6 +534,8 @@ def _solve_dense(xs: np.ndarray, c: np.ndarray, alloc: Alloc) -> np.ndarray:
     hi = np.add(xs, u, out=alloc("hi", xs.shape, dt))
     np.maximum(hi, zero, out=hi)
     hi -= lo  # cap
+    if real is not None:
+        hi *= real
     run = _running_sum(hi, alloc("run", xs.shape, dt))
     run -= run[-1] + np.einsum("ij->j", lo) - c  # C - D
     np.maximum(run, zero, out=run)
