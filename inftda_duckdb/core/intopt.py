@@ -338,7 +338,7 @@ def _top_keys(ends: IntArray, least: IntArray, b: int, c: IntArray, target: IntA
     h = np.multiply(v, np.arange(top, 0, -1)[:, None])
     np.subtract(suffix, h, out=h)  # H(v_j)
     j_star = np.add.reduce(np.greater(h, c).view(np.int8), axis=0, dtype=np.int64)
-    t_g = _ceil_div(np.take_along_axis(suffix, np.minimum(j_star, top - 1)[None], 0)[0] - c,
+    t_g = _ceil_div(suffix[np.minimum(j_star, top - 1), np.arange(v.shape[1])] - c,
                     top - j_star)
     t_star = np.maximum(t0, t_g)  # (j* = 0: t_g <= v_0, so t* = t0 wherever decided)
     u = np.where(t_star != t0, 1 - t_star, q)
@@ -581,7 +581,8 @@ def _row_order(vals: IntArray, row: IntArray, n_rows: int) -> IntArray:
 def _safe(xmax: Any, xmin: Any, c: Any, m: Any, limit: float = _SAFE_LIMIT) -> Any:
     """Whether the intermediate sums stay below ``limit`` (2**62 in int64, see the module
     docstring; 2**31 for int32)."""
-    if np.ndim(xmax) == 0 and np.ndim(c) == 0 and np.ndim(m) == 0:  # one block: scalars
+    if not isinstance(xmax, np.ndarray) and not isinstance(c, np.ndarray) \
+            and not isinstance(m, np.ndarray):  # one block: scalars
         bound = max(float(xmax), -float(xmin), float(c))
         return (4.0 * float(m) + 4.0) * (bound + 1.0) < limit
 

@@ -170,6 +170,7 @@ class Children:
             else np.zeros(0, np.int64)
         self._keys, self._bounds = self.keys[starts], np.append(starts, self.keys.shape[0])
         self._values = np.unique(self.children)
+        self._windows: dict[int, np.ndarray] = {}  # rows(): a view of children per width
         self._ranked = self._run * max(1, self._values.shape[0]) + np.searchsorted(
             self._values, self.children)
         # a table listing each child once (a hierarchy): its offset in its run, by code
@@ -194,7 +195,10 @@ class Children:
     def rows(self, first: IntArray, width: int) -> np.ndarray:
         """The allowed children of parents whose runs start at ``first`` (``width`` each): a
         (parents, width) uint64 matrix (addresses add to it without a conversion)."""
-        windows = np.lib.stride_tricks.sliding_window_view(self.children.view(np.uint64), width)
+        windows = self._windows.get(width)
+        if windows is None:  # (sliding_window_view is Python, ~20 us holding the GIL: once)
+            windows = self._windows[width] = np.lib.stride_tricks.sliding_window_view(
+                self.children.view(np.uint64), width)
         return windows[first]
 
     def positions(self, first: IntArray, rows: IntArray, codes: np.ndarray) -> IntArray:
