@@ -177,8 +177,10 @@ def intopt_positive_runs(x: IntArray, runs: Sequence[tuple[int, int]],
     wide = ms >= TOP
     xmax, xmin, cmax = x.max(), x.min(), c.max()
     safe = _safe(xmax, xmin, cmax, int(ms.max()))
-    flats: list[IntArray] = []
+    flats: list[IntArray] = []  # kept entries, in any order
     vals: list[IntArray] = []
+    solo_flats: list[IntArray] = []  # those of the runs solved alone: ascending already
+    solo_vals: list[IntArray] = []
     sums = np.zeros(n_rows, np.int64)
     rest = np.zeros(n_rows, np.bool_)  # rows for _ragged_block
     if safe:
@@ -204,8 +206,8 @@ def intopt_positive_runs(x: IntArray, runs: Sequence[tuple[int, int]],
             a, e = int(cell0[s]), int(cell0[s]) + int(counts[s] * ms[s])
             r0, r1 = int(row0[s]), int(row0[s] + counts[s])
             f, v, sm = intopt_positive(x[a:e].reshape(r1 - r0, int(ms[s])), c[r0:r1])
-            flats.append(f + a)
-            vals.append(v)
+            solo_flats.append(f + a)
+            solo_vals.append(v)
             sums[r0:r1] = sm
         rows = np.flatnonzero(np.repeat(sparse, counts))
         if rows.size:
@@ -242,9 +244,30 @@ def intopt_positive_runs(x: IntArray, runs: Sequence[tuple[int, int]],
         flats.append(cells[kept])
         vals.append(y[kept])
         sums[r] = _row_sums(y, width[r])
-    flat = np.concatenate(flats) if flats else np.zeros(0, np.int64)
-    val = np.concatenate(vals) if vals else np.zeros(0, np.int64)
-    return _by_position(flat, val, sums, x.shape[0], int(cmax))
+    empty = np.zeros(0, np.int64)
+    flat, val, _ = _by_position(np.concatenate(flats) if flats else empty,
+                                np.concatenate(vals) if vals else empty, sums, x.shape[0],
+                                int(cmax))
+    if not solo_flats:
+        return flat, val, sums
+    return (*_merged(np.concatenate(solo_flats), np.concatenate(solo_vals), flat, val), sums)
+
+
+def _merged(fa: IntArray, va: IntArray, fb: IntArray,
+            vb: IntArray) -> tuple[IntArray, IntArray]:
+    """Two sets of kept entries (distinct positions ``f``, ascending in each; values ``v``)
+    merged in position order: the solo runs' (often most of a block's) need no sort again."""
+    if not fb.size:
+        return fa, va
+    at = np.searchsorted(fa, fb)
+    at += np.arange(fb.shape[0])
+    n = fa.shape[0] + fb.shape[0]
+    rest = np.ones(n, np.bool_)
+    rest[at] = False
+    flat, val = np.empty(n, np.int64), np.empty(n, np.int64)
+    flat[at], val[at] = fb, vb
+    flat[rest], val[rest] = fa, va
+    return flat, val
 
 
 def _row_sums(y: IntArray, lengths: IntArray) -> IntArray:

@@ -497,8 +497,11 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
         kids = None if order is None else a_lo[rows]
         lo, hi = _true_children(truth.first[j - 1], parent_truth[rows])
-        out = _block(levels, k, parents.codes[:, rows], parents.counts[rows], lo, hi,
-                     truth.levels[j], kids, w or width[p0:p1], not last)
+        # (np.take along the columns: ~4x faster than codes[:, rows] for a block's parents)
+        codes = parents.codes[:, rows] if isinstance(rows, slice) \
+            else np.take(parents.codes, rows, axis=1)
+        out = _block(levels, k, codes, parents.counts[rows], lo, hi, truth.levels[j], kids,
+                     w or width[p0:p1], not last)
         if order is not None:  # the parent rows: their codes are gathered after the merge
             return (order[p0:p1][out[0]], *out[1:])
         return (out[0] + p0, *out[1:])
