@@ -457,6 +457,66 @@ def test_small_nested_runs_released_in_mixed_blocks_equal_dense_blocks(monkeypat
     assert ragged[1].sum() > 0
 
 
+def test_nested_runs_of_several_widths_share_blocks_for_any_workers_and_block_sizes(
+        monkeypatch):
+    """Nested levels whose parents have 8 to 60 allowed children (mostly noise: the rows go
+    through the shared _top_keys with several widths in one call) are released in blocks
+    that mix widths; the output is the same for any block size and number of workers, and
+    equals one dense block per width (the per-width path)."""
+    rng = np.random.default_rng(21)
+    widths = rng.integers(8, 61, size=40)
+    table = np.array([np.repeat(np.arange(40), widths),
+                      np.concatenate([np.sort(rng.choice(80, w, replace=False)) for w in widths])])
+    inner = np.array([np.repeat(np.arange(80), 9), np.tile(np.arange(9), 80)])
+    allowed = {1: Allowed((0,), table), 2: Allowed((1,), inner)}
+    pairs = table[:, rng.choice(table.shape[1], 120, replace=False)]
+    leaves = np.array([(a, b, int(c)) for a, b in pairs.T for c in rng.choice(9, 2)])
+    leaves = np.unique(leaves, axis=0)
+    counts = rng.integers(1, 400, leaves.shape[0])
+    plan = plan_budget(3, rho=Fraction(1, 2))
+    mixed = []
+    runs_of = topdown.intopt_positive_runs
+
+    def spy(x, runs, c):
+        mixed.append(len({m for r, m in runs if r and m >= 8}))
+        return runs_of(x, runs, c)
+
+    monkeypatch.setattr(topdown, "intopt_positive_runs", spy)
+    reference = release_tree(leaves, counts, [40, 80, 9], plan, RandomSource.from_seed(8),
+                             allowed)
+    assert max(mixed) > 5  # several widths in one block's shared calls
+    for block, smallest, workers in [(1 << 18, 1 << 14, 2), (700, 64, 1), (300, 64, 3),
+                                     (60, 8, 2)]:
+        monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
+        monkeypatch.setattr(topdown, "MIN_BLOCK_CELLS", smallest)
+        again = release_tree(leaves, counts, [40, 80, 9], plan, RandomSource.from_seed(8),
+                             allowed, workers=workers)
+        assert all(np.array_equal(a, b) for a, b in zip(again, reference, strict=True))
+    tasks = topdown._tasks
+    monkeypatch.setattr(topdown, "_tasks", lambda runs, size, nested: tasks(runs, size, False))
+    dense = release_tree(leaves, counts, [40, 80, 9], plan, RandomSource.from_seed(8), allowed,
+                         workers=2)
+    assert all(np.array_equal(a, b) for a, b in zip(dense, reference, strict=True))
+    assert reference[1].sum() > 0
+
+
+def test_nested_tasks_pack_runs_of_several_widths():
+    """_tasks on a nested level: consecutive blocks of at most ``size`` cells (a parent wider
+    than a block alone) covering every parent once, runs cut between parents."""
+    rng = np.random.default_rng(3)
+    widths = np.sort(rng.integers(1, 90, size=500))
+    edges = [0, *(np.flatnonzero(np.diff(widths)) + 1).tolist(), 500]
+    runs = [(a, b, int(widths[a])) for a, b in itertools.pairwise(edges)]
+    for size in (50, 64, 1000, 1 << 18):
+        tasks = topdown._tasks(runs, size, True)
+        assert tasks[0][0] == 0 and tasks[-1][1] == 500
+        assert all(t[1] == u[0] for t, u in itertools.pairwise(tasks))
+        for a, b, w in tasks:
+            assert w == 0 and b > a
+            assert b - a == 1 or int(widths[a:b].sum()) <= size
+    assert len(topdown._tasks(runs, 1 << 18, True)) == 1
+
+
 def test_zero_children_get_noise():
     # all mass on child 0 of 50: with sigma^2 = 50, zero children are released > 0 in many runs
     # (seeded, deterministic); control: with tiny noise, never
