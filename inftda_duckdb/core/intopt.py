@@ -187,7 +187,7 @@ def intopt_positive_runs(x: IntArray, runs: Sequence[tuple[int, int]],
         dt = np.int32 if _safe(xmax, xmin, cmax, int(ms.max()), _INT32_LIMIT) \
             and x.size < 1 << 30 else np.int64
         b = max(1, (int(ms.max()) - 1).bit_length())
-        keys = _buffer("runkeys", (x.shape[0],), dt)
+        keys = _buffer("keys", (x.shape[0],), dt)  # (the same buffer as intopt_positive's)
         for s in np.flatnonzero(wide).tolist():  # each wide run's rows sorted (line 4)
             a, e = int(cell0[s]), int(cell0[s]) + int(counts[s] * ms[s])
             part = np.left_shift(x[a:e], b, out=keys[a:e], casting="unsafe")
@@ -199,16 +199,12 @@ def intopt_positive_runs(x: IntArray, runs: Sequence[tuple[int, int]],
         t_hat = np.maximum(_ceil_div(target, width), -(target // width))
         low = np.add.reduceat((least < t_hat).view(np.int8), row0, dtype=np.int64)
         sparse = wide & (2 * low >= counts)
+        solo = []
         for s in np.flatnonzero(~sparse).tolist():  # dense runs and narrow ones
             if counts[s] * ms[s] < _SOLO_CELLS:
                 rest[row0[s]:row0[s] + counts[s]] = True
-                continue
-            a, e = int(cell0[s]), int(cell0[s]) + int(counts[s] * ms[s])
-            r0, r1 = int(row0[s]), int(row0[s] + counts[s])
-            f, v, sm = intopt_positive(x[a:e].reshape(r1 - r0, int(ms[s])), c[r0:r1])
-            solo_flats.append(f + a)
-            solo_vals.append(v)
-            sums[r0:r1] = sm
+            else:
+                solo.append(s)
         rows = np.flatnonzero(np.repeat(sparse, counts))
         if rows.size:
             w, first = width[rows], start[rows]
@@ -234,6 +230,13 @@ def intopt_positive_runs(x: IntArray, runs: Sequence[tuple[int, int]],
                 flats.append(su[p] + (part[j, p] & ((1 << b) - 1)))
                 vals.append(y[j, p].astype(np.int64))
                 sums[u] = np.einsum("ij->j", y, dtype=np.int64)
+        for s in solo:  # (after the shared calls: intopt_positive reuses the keys' buffer)
+            a, e = int(cell0[s]), int(cell0[s]) + int(counts[s] * ms[s])
+            r0, r1 = int(row0[s]), int(row0[s] + counts[s])
+            f, v, sm = intopt_positive(x[a:e].reshape(r1 - r0, int(ms[s])), c[r0:r1])
+            solo_flats.append(f + a)
+            solo_vals.append(v)
+            sums[r0:r1] = sm
     else:
         rest[:] = True
     if rest.any():  # narrow runs, small dense runs, huge values: the ragged form (exact)
