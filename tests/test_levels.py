@@ -245,52 +245,22 @@ def test_release_succeeds_under_a_memory_limit_where_group_by_does():
     c.close()
 
 
+@pytest.mark.parametrize("module", ["pandas", "pyarrow.compute"])
 @pytest.mark.parametrize("parts", [False, True])
-def test_a_release_never_imports_pandas(parts):
-    # pyarrow's pa.array() and Array.to_numpy() import pandas on first use (0.25-0.35 s of CPU):
-    # every process's first release paid it, though no DataFrame is involved. Fresh process;
-    # `parts`: the release in parts (as under a tiny memory_limit) takes the other Arrow path.
-    pytest.importorskip("pandas")  # else the check below could not fail
+def test_a_release_never_imports_pandas_or_pyarrow_compute(parts, module):
+    # pyarrow's pa.array() and Array.to_numpy() import pandas on first use (0.25-0.35 s of CPU),
+    # and ListArray.flatten() imports pyarrow.compute (40-90 ms): every process's first release
+    # paid them, though no DataFrame or compute kernel is needed (the levels call reads list
+    # values through their offsets: memory.values). Fresh process; `parts`: the release in
+    # parts (as under a tiny memory_limit) takes the other Arrow path.
+    if module == "pandas":
+        pytest.importorskip("pandas")  # else the check below could not fail
     code = f"""if True:
         import sys, duckdb
-        duckdb.connect().execute("SELECT ?", [1])  # DuckDB 1.5 imports pandas for parameters
-        if 'pandas' in sys.modules:
-            print('duckdb-imports-pandas'); sys.exit()
-        import inftda_duckdb
-        from inftda_duckdb.duckdb import extension
-        calls, inner = [], extension._parts
-        extension._parts = lambda *a: calls.append(1) or inner(*a)
-        if {parts}:
-            extension.memory_limit = lambda _: 1 << 10
-        con = duckdb.connect(); inftda_duckdb.load(con)
-        con.execute("CREATE TYPE e AS ENUM ('x', 'y', 'z')")
-        con.execute("CREATE TABLE t AS SELECT (['x', 'y', 'z'])[1 + i % 3]::e AS a, "
-                    "(i % 40)::INTEGER AS b FROM range(3000) r(i)")
-        n = con.execute("SELECT count(*) FROM inftda_release('t', ['a', 'b'], rho := 1, "
-                        "domains := {{'b': range(40)}})").fetchone()
-        print(n[0] > 0, bool(calls), 'pandas' in sys.modules)
-    """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=False)
-    assert out.returncode == 0, out.stderr[-2000:]
-    if out.stdout.split() == ["duckdb-imports-pandas"]:
-        pytest.skip(f"DuckDB {duckdb.__version__} imports pandas itself")
-    assert out.stdout.split() == ["True", str(parts), "False"]
-
-
-@pytest.mark.parametrize("parts", [False, True])
-def test_a_release_never_imports_pyarrow_compute(parts):
-    # ListArray.flatten() imports pyarrow.compute (40-90 ms of a fresh process's first release,
-    # and more objects for every later garbage collection to walk): the levels call reads the
-    # lists' values through their offsets instead (memory.values). Fresh process; `parts`: the
-    # release in parts (as under a tiny memory_limit) reads its leaves on the other path.
-    code = f"""if True:
-        import sys, duckdb
-        import pyarrow as pa
         c = duckdb.connect()
         c.create_function("f", lambda x: x, ["BIGINT"], "BIGINT", type="arrow")
-        c.execute("SELECT f(?)", [1])  # DuckDB 1.5 imports pandas (which imports it) here
-        if 'pyarrow.compute' in sys.modules:
+        c.execute("SELECT f(?)", [1])  # DuckDB 1.5 imports pandas (which imports pyarrow.compute)
+        if {module!r} in sys.modules:
             print('duckdb-imports-it'); sys.exit()
         import inftda_duckdb
         from inftda_duckdb.duckdb import extension
@@ -304,13 +274,13 @@ def test_a_release_never_imports_pyarrow_compute(parts):
                     "(i % 40)::INTEGER AS b FROM range(3000) r(i)")
         n = con.execute("SELECT count(*) FROM inftda_release('t', ['a', 'b'], rho := 1, "
                         "domains := {{'b': range(40)}})").fetchone()
-        print(n[0] > 0, bool(calls), 'pyarrow.compute' in sys.modules)
+        print(n[0] > 0, bool(calls), {module!r} in sys.modules)
     """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     if out.stdout.split() == ["duckdb-imports-it"]:
-        pytest.skip(f"DuckDB {duckdb.__version__} imports pyarrow.compute itself")
+        pytest.skip(f"DuckDB {duckdb.__version__} imports {module} itself")
     assert out.stdout.split() == ["True", str(parts), "False"]
 
 
