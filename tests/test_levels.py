@@ -245,17 +245,23 @@ def test_release_succeeds_under_a_memory_limit_where_group_by_does():
     c.close()
 
 
+@pytest.mark.parametrize("module", ["pandas", "pyarrow.compute"])
 @pytest.mark.parametrize("parts", [False, True])
-def test_a_release_never_imports_pandas(parts):
-    # pyarrow's pa.array() and Array.to_numpy() import pandas on first use (0.25-0.35 s of CPU):
-    # every process's first release paid it, though no DataFrame is involved. Fresh process;
-    # `parts`: the release in parts (as under a tiny memory_limit) takes the other Arrow path.
-    pytest.importorskip("pandas")  # else the check below could not fail
+def test_a_release_never_imports_pandas_or_pyarrow_compute(parts, module):
+    # pyarrow's pa.array() and Array.to_numpy() import pandas on first use (0.25-0.35 s of CPU),
+    # and ListArray.flatten() imports pyarrow.compute (40-90 ms): every process's first release
+    # paid them, though no DataFrame or compute kernel is needed (the levels call reads list
+    # values through their offsets: memory.values). Fresh process; `parts`: the release in
+    # parts (as under a tiny memory_limit) takes the other Arrow path.
+    if module == "pandas":
+        pytest.importorskip("pandas")  # else the check below could not fail
     code = f"""if True:
         import sys, duckdb
-        duckdb.connect().execute("SELECT ?", [1])  # DuckDB 1.5 imports pandas for parameters
-        if 'pandas' in sys.modules:
-            print('duckdb-imports-pandas'); sys.exit()
+        c = duckdb.connect()
+        c.create_function("f", lambda x: x, ["BIGINT"], "BIGINT", type="arrow")
+        c.execute("SELECT f(?)", [1])  # DuckDB 1.5 imports pandas (which imports pyarrow.compute)
+        if {module!r} in sys.modules:
+            print('duckdb-imports-it'); sys.exit()
         import inftda_duckdb
         from inftda_duckdb.duckdb import extension
         calls, inner = [], extension._parts
@@ -268,13 +274,13 @@ def test_a_release_never_imports_pandas(parts):
                     "(i % 40)::INTEGER AS b FROM range(3000) r(i)")
         n = con.execute("SELECT count(*) FROM inftda_release('t', ['a', 'b'], rho := 1, "
                         "domains := {{'b': range(40)}})").fetchone()
-        print(n[0] > 0, bool(calls), 'pandas' in sys.modules)
+        print(n[0] > 0, bool(calls), {module!r} in sys.modules)
     """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
-    if out.stdout.split() == ["duckdb-imports-pandas"]:
-        pytest.skip(f"DuckDB {duckdb.__version__} imports pandas itself")
+    if out.stdout.split() == ["duckdb-imports-it"]:
+        pytest.skip(f"DuckDB {duckdb.__version__} imports {module} itself")
     assert out.stdout.split() == ["True", str(parts), "False"]
 
 

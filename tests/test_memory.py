@@ -50,3 +50,20 @@ def test_strings():
     s = memory.strings(["a", "", "räk"])
     assert s.type == pa.string() and s.to_pylist() == ["a", "", "räk"]
     assert memory.strings([]).to_pylist() == []
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_values_are_flattens_values_without_pyarrow_compute(large):
+    make = pa.large_list if large else pa.list_
+    lists = pa.array([[1, 2], [], [3, None, 4], [5]], make(pa.int64()))
+    for arr in (lists, lists.slice(1), lists.slice(2, 1), lists.slice(1, 1), lists.slice(4)):
+        got = memory.values(arr)
+        assert got.type == arr.flatten().type and got.to_pylist() == arr.flatten().to_pylist()
+    item = pa.struct([("k", make(pa.int32()))])
+    structs = pa.array([[None, {"k": [1]}], [{"k": None}]], make(item))
+    assert memory.values(structs).to_pylist() == structs.flatten().to_pylist()
+    # a NULL row's range may hold values flatten leaves out: flatten itself then
+    offsets = pa.array([0, 2, 3, 4], pa.int32() if not large else pa.int64())
+    cls = pa.LargeListArray if large else pa.ListArray
+    nulls = cls.from_arrays(offsets, pa.array([1, 2, 3, 4]), mask=pa.array([False, True, False]))
+    assert memory.values(nulls).to_pylist() == nulls.flatten().to_pylist() == [1, 2, 4]

@@ -396,15 +396,15 @@ def _prefixes(arr: Any, width: int) -> np.ndarray:
     row = _plain(arr)
     key = row.field("key")
     if key.null_count == 0:
-        return memory.view(key.flatten())
-    codes = memory.view(row.field("k").flatten())
+        return memory.view(memory.values(key))
+    codes = memory.view(memory.values(row.field("k")))
     if codes.shape[0] % max(width, 1):
         raise InternalError("a level got prefixes of the wrong length")
     return codes.reshape(width, -1)
 
 
 def _counts(arr: Any) -> np.ndarray:
-    return memory.view(_plain(arr).field("n").flatten())
+    return memory.view(memory.values(_plain(arr).field("n")))
 
 
 def _levels(rid: Any, part: Any, leaves: Any, allowed: Any, threads: Any, cut: Any,
@@ -474,7 +474,7 @@ def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any,
         raise InternalError("a one-call release got a part other than 0")
     con_ref = state.pending.con_ref if state.pending is not None else None
     _claim(state)
-    levels = _tree(state, _plain(allowed).flatten())
+    levels = _tree(state, memory.values(_plain(allowed)))
     upto = cut_level or levels.depth
     row, radix = _plain(leaves), None
     if row.field("n").null_count and not row.field("key").null_count:  # @leaf_pairs
@@ -526,7 +526,7 @@ def _parts(rids: list[Any], part_ids: list[Any], leaves: Any, workers: int) -> p
             len(set(part_ids)) != len(part_ids):
         raise InternalError("a part of a release in parts came twice, too late or unknown")
     key_lists, count_lists = leaves.field("key"), leaves.field("n")
-    keys, counts = memory.view(key_lists.flatten()), memory.view(count_lists.flatten())
+    keys, counts = memory.view(memory.values(key_lists)), memory.view(memory.values(count_lists))
     if keys.shape != counts.shape:
         raise InternalError("the leaves came with different numbers of prefixes and counts")
     cols = np.concatenate([np.arange(book.first[p], book.first[p + 1]) for p in part_ids])
