@@ -298,6 +298,10 @@ def child(args: argparse.Namespace) -> None:
         start = time.perf_counter()
         result = con.execute(sql).fetchall()[0]
         seconds.append(time.perf_counter() - start)
+        at, end = stages.pop("levels_at", None), stages.pop("core_at", None)
+        if at is not None and end is not None and len(seconds) == 1:  # the first one's split
+            stages.update(until_core_s=at - start, core_s=end - at,
+                          after_core_s=start + seconds[-1] - end)
     print(json.dumps({"seconds": seconds, "rows": result[0], "total": result[1],
                       "peak_rss_mb": peak_rss_mb(), "rss_before_mb": start_rss, **stages}))
 
@@ -311,8 +315,9 @@ def _vm(field: str) -> float:
 
 
 def _rss_at_levels() -> dict[str, float]:
-    """Where a release's memory peaks: RSS and the peak so far when the levels call's core
-    (``release_below``) starts and ends (filled in as the release runs; Linux only)."""
+    """Where a release's memory peaks and its time goes: RSS and the peak so far when the
+    levels call's core (``release_below``) starts and ends, and when (filled in as the release
+    runs; Linux only)."""
     from inftda_duckdb.duckdb import extension
 
     marks: dict[str, float] = {}
@@ -320,10 +325,12 @@ def _rss_at_levels() -> dict[str, float]:
 
     def timed_release_below(*a: Any, **k: Any) -> Any:
         marks.update(levels_rss_mb=_vm("VmRSS"), levels_peak_mb=_vm("VmHWM"))
+        marks.setdefault("levels_at", time.perf_counter())  # the first call's start
         try:
             return inner(*a, **k)
         finally:
-            marks.update(core_rss_mb=_vm("VmRSS"), core_peak_mb=_vm("VmHWM"))
+            marks.update(core_rss_mb=_vm("VmRSS"), core_peak_mb=_vm("VmHWM"),
+                         core_at=time.perf_counter())  # the last call's end
 
     if Path("/proc/self/status").exists():
         extension.release_below = timed_release_below
@@ -375,6 +382,12 @@ def side_by_side(kind: str, title: str, rows: int, repeat: int, target: str,
             f"{r0['core_peak_mb']:.0f}); whole release {r0['peak_rss_mb']:.0f}.",
             "",
         ]
+    if "core_s" in r0 and limit is None:  # the time by stage, each process (one levels call)
+        split = ", ".join(f"{r['until_core_s']:.2f} + {r['core_s']:.2f} + {r['after_core_s']:.2f}"
+                          for r in runs["release"])
+        lines += [f"Release's time by stage (s, each process: DuckDB until the core starts (the "
+                  f"GROUP BY, the coded leaves and their stats, the list and its Arrow copy, the "
+                  f"charge) + the core (truth and levels) + DuckDB after it): {split}.", ""]
     return lines
 
 

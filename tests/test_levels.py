@@ -11,7 +11,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from inftda_duckdb.core import topdown
+from inftda_duckdb.core import memory, topdown
 from inftda_duckdb.core.accounting import plan_budget
 from inftda_duckdb.core.errors import InputError
 from inftda_duckdb.core.randomness import RandomSource
@@ -69,6 +69,37 @@ def test_same_release_for_any_number_of_threads_and_block_size(con, monkeypatch)
         assert con.execute(query()).fetchall() == want
         assert seen_workers[-1] == threads
     assert con.execute(query(4)).fetchall() != want
+
+
+def test_the_levels_call_sorts_the_leaves_in_its_own_arrow_input(con, monkeypatch):
+    # DuckDB exports the levels call's leaves into fresh Arrow buffers that it never reads
+    # back: the core sorts them there (overwrite=True), and the list, the CTE and the table
+    # they came from keep their values (a write through the same view in a UDF of our own)
+    seen = []
+    original = extension.release_below
+
+    def spy(levels, nodes, truth, counts, **kwargs):
+        seen.append((truth.flags.writeable, kwargs["overwrite"]))
+        return original(levels, nodes, truth, counts, **kwargs)
+
+    monkeypatch.setattr(extension, "release_below", spy)
+    assert con.execute(query()).fetchall() == reference(con)
+    assert seen == [(True, True)]
+
+    def scribble(leaves):
+        extension._own_pairs(leaves)[:] = -7
+        return memory.arrow(np.zeros(len(leaves), np.int64))
+
+    con.create_function("scribble", scribble, ["STRUCT(key BIGINT[])"], "BIGINT",
+                        type="arrow", side_effects=True)
+    con.execute("CREATE TABLE lists AS SELECT [i, i + 1]::BIGINT[] AS l FROM range(5000) r(i)")
+    got = con.execute("WITH l AS MATERIALIZED (SELECT list(i) AS l FROM range(100000) r(i)) "
+                      "SELECT scribble({'key': l}), list_sum(l), l[7] FROM l").fetchall()
+    assert got == [(0, 4999950000, 6)]
+    got = con.execute("SELECT sum(scribble({'key': l})), sum(list_sum(l)) FROM lists")
+    assert got.fetchall() == [(0, 25000000)]
+    assert con.execute("SELECT sum(list_sum(l)), min(l[1]) FROM lists").fetchall() == [
+        (25000000, 0)]
 
 
 def test_release_in_parts_equals_one_call(con, monkeypatch):

@@ -281,6 +281,39 @@ def test_pairs_of_key_and_count_give_the_same_release():
     assert as_tuples(got) == want
 
 
+def test_pairs_the_caller_gives_up_are_sorted_in_place():
+    # overwrite=True (DuckDB's levels call, whose Arrow input nothing reads afterwards): the
+    # pairs are repacked and sorted in the caller's array, no new array of their size; the
+    # same release; a read-only array is copied as before and left as it was
+    levels, root, _, keys, counts = small_tree(9)
+    want = as_tuples(release_below(levels, root, keys, counts))
+    pairs = (keys * 1000 + counts)[::-1].copy()
+    seen = []
+    original = topdown._Truth._from_keys.__func__
+
+    def spy(cls, *args, **kwargs):
+        truth = original(cls, *args, **kwargs)
+        seen.append(truth.levels[-1].counts)
+        return truth
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(topdown._Truth, "_from_keys", classmethod(spy))
+        got = release_below(levels, root, pairs, None, radix=1000, overwrite=True)
+        assert as_tuples(got) == want
+        assert np.shares_memory(seen[-1], pairs)  # sorted where it came
+        order = np.argsort(keys)  # (key << 10) | count, ascending
+        assert (pairs >> 10 == keys[order]).all() and (pairs & 1023 == counts[order]).all()
+        frozen = (keys * 1000 + counts)[::-1].copy()
+        frozen.flags.writeable = False
+        before = frozen.copy()
+        assert as_tuples(release_below(levels, root, frozen, None, radix=1000,
+                                       overwrite=True)) == want
+        assert not np.shares_memory(seen[-1], frozen) and (frozen == before).all()
+        again = (keys * 1000 + counts)[::-1].copy()
+        assert as_tuples(release_below(levels, root, again, None, radix=1000)) == want
+        assert not np.shares_memory(seen[-1], again)  # not asked: the caller's array kept
+
+
 def test_cell_addresses_are_the_tree_positions():
     # narrow levels: the mixed-radix position of the cell; wide ones: greedy limbs <= 2**64
     parents = np.array([[1, 2], [0, 4]], dtype=np.int32)  # two parents (1, 0) and (2, 4)

@@ -114,6 +114,7 @@ def release_below(
     progress: ProgressHook | None = None,
     cancel: CancelHook | None = None,
     radix: int | None = None,
+    overwrite: bool = False,
 ) -> Nodes:
     """Algorithm 1, lines 2-9, below a cut: release levels ``c+1..upto`` of a batch of subtrees.
 
@@ -131,7 +132,10 @@ def release_below(
     hooks of :data:`ProgressHook` and :data:`CancelHook`. With ``radix`` (> every count, and
     the domain product up to ``upto`` times ``radix`` below 2**62), ``truth`` holds each prefix
     as one int64 ``key * radix + count`` and ``counts`` is ignored: half the memory of keys and
-    counts, as DuckDB sends the leaves.
+    counts, as DuckDB sends the leaves. ``overwrite``: ``truth`` is the call's own scratch (a
+    private copy nothing reads afterwards, as DuckDB hands its levels call the leaves): the
+    pairs are repacked and sorted in it instead of in a new array of their size (no fresh
+    memory to fault in, one array of the leaves' size less at the peak).
     """
     top, depth = int(nodes.codes.shape[0]), levels.depth
     upto = depth if upto is None else int(upto)
@@ -147,7 +151,7 @@ def release_below(
     t = truth_arr.shape[0] if truth_arr.ndim == 2 else upto
     if not upto <= t <= depth:
         raise InternalError(f"true counts of level {t} to release down to level {upto}")
-    truth_t = _Truth.build(truth_arr, counts_arr, levels.sizes[:t], top, radix)
+    truth_t = _Truth.build(truth_arr, counts_arr, levels.sizes[:t], top, radix, overwrite)
     nodes = _sorted(nodes, levels.sizes[:top])
     parent_truth = truth_t.match(nodes.codes)
     runner = _Runner(depth, workers, progress, cancel)
@@ -219,12 +223,16 @@ class _Truth:
 
     @classmethod
     def build(cls, truth: np.ndarray, counts: IntArray | None, sizes: Sizes, top: int,
-              radix: int | None = None) -> _Truth:
+              radix: int | None = None, overwrite: bool = False) -> _Truth:
+        """``overwrite``: prefix pairs (``radix``) in a writable int64 ``truth`` are sorted in
+        place (see :func:`release_below`)."""
         u = len(sizes)
         if radix is not None:  # one int64 per prefix: key * radix + count
             if truth.ndim != 1 or radix < 1 or math.prod(sizes) * radix >= MAX_KEY_SPAN:
                 raise InternalError("prefix pairs need keys and counts within 2**62")
-            return cls._from_keys(truth.astype(np.int64, copy=False), None, sizes, top, radix)
+            pairs = truth.astype(np.int64, copy=False)
+            own = overwrite and pairs.flags.writeable and pairs.flags.c_contiguous
+            return cls._from_keys(pairs, None, sizes, top, radix, own)
         assert counts is not None
         if truth.ndim == 1 and u > 1:  # mixed-radix keys
             if math.prod(sizes) >= MAX_KEY_SPAN:
@@ -243,12 +251,12 @@ class _Truth:
 
     @classmethod
     def _from_keys(cls, keys: IntArray, counts: IntArray | None, sizes: Sizes, top: int,
-                   radix: int = 1) -> _Truth:
+                   radix: int = 1, overwrite: bool = False) -> _Truth:
         span, u = math.prod(sizes), len(sizes)
         if keys.size and (int(keys.min()) < 0 or int(keys.max()) >= span * radix):
             raise InternalError("a prefix key outside its domain")
         if counts is None:  # pairs key * radix + count
-            pairs, bits, sorted_counts = _sort_pairs(keys, radix, span)
+            pairs, bits, sorted_counts = _sort_pairs(keys, radix, span, overwrite)
         else:
             if counts.size and not counts.all():
                 keys, counts = keys[counts > 0], counts[counts > 0]
@@ -327,23 +335,24 @@ class _Truth:
 _CHUNK = 1 << 16  # elements per pass over a sorted truth level (cache-sized temporaries)
 
 
-def _sort_pairs(pairs: IntArray, radix: int,
-                span: int) -> tuple[IntArray, int, IntArray | None]:
+def _sort_pairs(pairs: IntArray, radix: int, span: int,
+                overwrite: bool = False) -> tuple[IntArray, int, IntArray | None]:
     """:func:`_sort_by_key` of prefixes given as ``key * radix + count`` (one array, as an
     engine sends them: half the memory of keys and counts): repacked as ``(key << bits) |
-    count`` into the one array that is sorted, zero counts dropped."""
+    count`` into the one array that is sorted (``pairs`` itself with ``overwrite``), zero
+    counts dropped."""
     n = pairs.shape[0]
     bits = max(1, (radix - 1).bit_length())
     if max(1, (span - 1).bit_length()) + bits > 62:  # too wide to repack: keys and counts
         keys = pairs // radix
         counts = pairs - keys * radix
         return _sort_by_key(keys[counts > 0], counts[counts > 0], span)
-    packed = memory.empty(n, np.int64)
+    packed = pairs if overwrite else memory.empty(n, np.int64)
     zeros = False
     for a in range(0, n, _CHUNK):
         b = min(a + _CHUNK, n)
+        count = np.remainder(pairs[a:b], radix)  # read before packed (maybe pairs) is written
         key = np.floor_divide(pairs[a:b], radix, out=packed[a:b])
-        count = pairs[a:b] - key * radix
         zeros = zeros or not count.all()
         key <<= bits
         key |= count

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import json
 import logging
 import math
@@ -403,6 +404,24 @@ def _prefixes(arr: Any, width: int) -> np.ndarray:
     return codes.reshape(width, -1)
 
 
+def _own_pairs(arr: Any) -> np.ndarray:
+    """The leaf pairs (``key`` of @leaf_pairs) as a WRITABLE int64 view of the levels call's
+    own Arrow input (no copy): DuckDB exports the call's arguments into fresh Arrow buffers
+    that it frees after the call and never reads back (its list, and any table or CTE it came
+    from, keep their own memory: tests/test_levels.py checks it on both shapes), so
+    the core may sort the leaves in them (``release_below(overwrite=True)``) instead of in a
+    new array of their size (76 MB at 9.5M leaves, faulted in fresh). pyarrow marks imported
+    buffers read-only, hence the view through their address; it keeps the buffer alive."""
+    values = memory.values(_plain(arr).field("key"))
+    view = memory.view(values)  # int64, no nulls: checked
+    if view.dtype != np.int64 or view.shape[0] == 0:
+        return view
+    buf = values.buffers()[1]
+    raw = (ctypes.c_int64 * view.shape[0]).from_address(buf.address + values.offset * 8)
+    raw._arrow = buf  # the Arrow buffer lives as long as the view
+    return np.frombuffer(raw, np.int64)
+
+
 def _counts(arr: Any) -> np.ndarray:
     return memory.view(memory.values(_plain(arr).field("n")))
 
@@ -478,7 +497,7 @@ def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any,
     upto = cut_level or levels.depth
     row, radix = _plain(leaves), None
     if row.field("n").null_count and not row.field("key").null_count:  # @leaf_pairs
-        codes, counts, radix = _prefixes(leaves, upto), None, state.kept + 1
+        codes, counts, radix = _own_pairs(leaves), None, state.kept + 1
     else:
         codes, counts = _prefixes(leaves, upto), _counts(leaves)
         if codes.shape[-1] != counts.shape[0]:
@@ -487,7 +506,7 @@ def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any,
                           math.prod(levels.sizes[:upto])):  # public: not the true leaves
         nodes = release_below(levels, state.nodes, codes, counts, upto=upto, workers=workers,
                               progress=state.progress, cancel=state.cancelled.is_set,
-                              radix=radix)
+                              radix=radix, overwrite=radix is not None)
     check_total(nodes, state.root, upto)
     if not cut_level:
         state.levels = []  # the keys go with the call
