@@ -249,8 +249,8 @@ ROWS = 6_000_000  # 3M until the leaves travelled as one list of pairs (then one
 
 @pytest.mark.slow
 @pytest.mark.xfail(duckdb.__version__ < "2", raises=duckdb.OutOfMemoryException, strict=True,
-                   reason="DuckDB 1.5 runs out of memory building the parts' lists, before the "
-                   "release begins (nothing is charged), from ~3M rows under 100MB (README)")
+                   reason="DuckDB 1.5 runs out of memory inside the statement before the release "
+                   "begins (nothing is charged), from ~3M rows under 100MB (README)")
 def test_release_succeeds_under_a_memory_limit_where_group_by_does():
     # issue 15: under SET memory_limit = '100MB' the bare GROUP BY spills and finishes; the
     # release must too. 6M rows over 5 x 40 uniform (~5.8M leaves): one list of every leaf
