@@ -341,15 +341,43 @@ inftda_t AS MATERIALIZED (
                                        FROM inftda_k GROUP BY ALL)),
                    [$allowed]::$ptype[], current_setting('threads')::BIGINT, $cut, $parts) AS t
     FROM inftda_b AS b),
-inftda_g AS (SELECT key // $part_radix AS part, list(key) AS k, list(n) AS n
-             FROM inftda_k GROUP BY ALL),
-inftda_e AS (SELECT $levels(t.t.rid, p.i, {'k': NULL::INTEGER[], 'key': g.k, 'n': g.n},
+$part_lists,
+inftda_e AS (SELECT $levels(t.t.rid, $part, {'k': NULL::INTEGER[], 'key': g.k, 'n': g.n},
                             NULL::$ptype[], current_setting('threads')::BIGINT, $cut, $parts) AS e
-             FROM range($parts) AS p(i) CROSS JOIN inftda_t AS t
-             LEFT JOIN inftda_g AS g ON g.part = p.i),
+             $part_rows),
 -- each column's public values in code order: decoding is a list lookup
 inftda_dl AS MATERIALIZED (SELECT $lists FROM typed),
 inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)
+
+-- @part_lists
+inftda_g AS (SELECT key // $part_radix AS part, list(key) AS k, list(n) AS n
+             FROM inftda_k GROUP BY ALL)
+
+-- @part_rows
+FROM range($parts) AS p(i) CROSS JOIN inftda_t AS t
+             LEFT JOIN inftda_g AS g ON g.part = p.i
+
+-- @part_lists_batched
+-- DuckDB < 2 cannot spill list() states (they live in its aggregate's arena until the statement
+-- ends, 20-25 bytes a leaf): one GROUP BY building every part's lists at once runs out of memory
+-- (from ~3M leaves under 100MB) where the bare leaf GROUP BY spills. So the parts' lists are
+-- built $batches batches of $batch parts at a time, one batch per step of a recursive CTE (DuckDB
+-- resets the steps' GROUP BY between steps, freeing its lists; the steps' rows, every batch's
+-- lists, collect in a spillable table). The steps are public (a batch number per step, every
+-- part of range($parts) a row of its batch, leaves or not); each step scans the leaves for its
+-- batch's keys (key // $batch_radix).
+inftda_g(b, part, k, n) AS (
+    SELECT -1, NULL::BIGINT, NULL::BIGINT[], NULL::BIGINT[]
+    UNION ALL
+    SELECT q.b, p.i, g.k, g.n
+    FROM (SELECT DISTINCT b + 1 AS b FROM inftda_g WHERE b + 1 < $batches) AS q
+    JOIN range($parts) AS p(i) ON p.i // $batch = q.b
+    LEFT JOIN (SELECT l.key // $part_radix AS part, list(l.key) AS k, list(l.n) AS n
+               FROM inftda_k AS l JOIN (SELECT DISTINCT b + 1 AS b FROM inftda_g) AS w
+               ON l.key // $batch_radix = w.b GROUP BY ALL) AS g ON g.part = p.i)
+
+-- @part_rows_batched
+FROM inftda_g AS g CROSS JOIN inftda_t AS t WHERE g.b >= 0
 
 -- @decode_list
 -- level $i's public values in code order

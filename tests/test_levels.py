@@ -102,10 +102,14 @@ def test_the_levels_call_sorts_the_leaves_in_its_own_arrow_input(con, monkeypatc
         (25000000, 0)]
 
 
-def test_release_in_parts_equals_one_call(con, monkeypatch):
+@pytest.mark.parametrize("batched", [False, True], ids=["one_group_by", "batched"])
+def test_release_in_parts_equals_one_call(con, monkeypatch, batched):
     # under a memory_limit too small for one list of every leaf (the public worst case), the
     # statement releases the levels above a cut once and the rest in parts; tiny parts (some
-    # without any leaf) and several UDF calls: the same seeded release, every part once
+    # without any leaf) and several UDF calls: the same seeded release, every part once.
+    # `batched`: the parts' lists built a batch at a time (a recursive CTE: DuckDB 1.5, which
+    # cannot spill list() states), either shape on any DuckDB
+    monkeypatch.setattr(sqlgen, "LISTS_SPILL", not batched)
     want = reference(con)
     domains = {"a": range(30), "b": range(20), "c": range(12)}
     _, plan, _ = extension._prepare(con, "t", ["a", "b", "c"],
@@ -115,7 +119,14 @@ def test_release_in_parts_equals_one_call(con, monkeypatch):
     assert sqlgen._grouping(plan, 3, 1 << 10) == (2, 1, 600)  # 600 cut prefixes, one per part
     monkeypatch.setattr(sqlgen, "PARTS", 37)
     assert sqlgen._grouping(plan, 3, 1 << 10) == (2, 16, 38)
+    assert sqlgen._batches(plan, 3, 1 << 10, 38) == (19, 2)  # <= 32 batches of whole parts
+    assert sqlgen._batches(plan, 3, 1 << 10, 600) == (32, 19)
+    assert sqlgen._batches(plan, 3, 7200 * 16 * 8 // 5, 600) == (5, 120)  # the leaves / (limit / 8)
     monkeypatch.setattr(extension, "memory_limit", lambda _: 1 << 10)
+    request, plan, udfs = extension._prepare(con, "t", ["a", "b", "c"],
+                                             {"rho": 1, "domains": domains})
+    rendered, _ = extension._rendered(request, plan, udfs, "python", None, None, 1 << 10)
+    assert rendered.startswith("WITH RECURSIVE") == batched
     calls: list[list[int]] = []
     original = extension._parts
 
@@ -247,14 +258,8 @@ def test_the_release_macro_passes_memory_limit_without_a_query(con, monkeypatch)
 ROWS = 6_000_000  # 3M until the leaves travelled as one list of pairs (then one list fit)
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(duckdb.__version__ < "2", raises=duckdb.OutOfMemoryException, strict=True,
-                   reason="DuckDB 1.5 runs out of memory inside the statement before the release "
-                   "begins (nothing is charged), from ~3M rows under 100MB (README)")
-def test_release_succeeds_under_a_memory_limit_where_group_by_does():
-    # issue 15: under SET memory_limit = '100MB' the bare GROUP BY spills and finishes; the
-    # release must too. 6M rows over 5 x 40 uniform (~5.8M leaves): one list of every leaf
-    # runs out of memory (the negative control below), the release in parts does not
+def _uniform(rows: int, limit: str) -> duckdb.DuckDBPyConnection:
+    """``rows`` rows over 5 ENUM columns x 40 uniform values, under ``memory_limit``."""
     c = duckdb.connect()
     load(c)
     labels = ", ".join(f"'v{j}'" for j in range(40))
@@ -262,8 +267,31 @@ def test_release_succeeds_under_a_memory_limit_where_group_by_does():
     cols = ", ".join(f"enum_range(NULL::u)[1 + floor(random() * 40)::INTEGER]::u AS c{k}"
                      for k in range(1, 6))
     c.execute("SELECT setseed(0.25)")
-    c.execute(f"CREATE TABLE big AS SELECT {cols} FROM range({ROWS}) r(i)")
-    c.execute("SET memory_limit = '100MB'")
+    c.execute(f"CREATE TABLE big AS SELECT {cols} FROM range({rows}) r(i)")
+    c.execute(f"SET memory_limit = '{limit}'")
+    return c
+
+
+def test_release_succeeds_under_a_small_memory_limit_where_group_by_does():
+    # issue 15 on DuckDB 1.5 (which cannot spill list() states), small: 1M rows over 5 x 40
+    # under 50MB; the bare GROUP BY finishes, and the release did not (out of memory inside the
+    # statement before the release began: one GROUP BY built every part's list at once) until
+    # the parts' lists came in batches. On DuckDB 2.0 the one GROUP BY spills
+    c = _uniform(1_000_000, "50MB")
+    assert c.execute("SELECT count(*) FROM (SELECT c1, c2, c3, c4, c5, count(*) FROM big "
+                     "GROUP BY ALL)").fetchall()[0][0] > 990_000
+    n, total = c.execute("SELECT count(*), sum(count) FROM inftda_release('big', "
+                         "['c1', 'c2', 'c3', 'c4', 'c5'], rho := 1)").fetchall()[0]
+    assert total == 1_000_000 and n > 0
+    c.close()
+
+
+@pytest.mark.slow
+def test_release_succeeds_under_a_memory_limit_where_group_by_does():
+    # issue 15: under SET memory_limit = '100MB' the bare GROUP BY spills and finishes; the
+    # release must too. 6M rows over 5 x 40 uniform (~5.8M leaves): one list of every leaf
+    # runs out of memory (the negative control below), the release in parts does not
+    c = _uniform(ROWS, "100MB")
     names = ["c1", "c2", "c3", "c4", "c5"]
     bare = c.execute("SELECT count(*) FROM (SELECT c1, c2, c3, c4, c5, count(*) FROM big "
                      "GROUP BY ALL)").fetchall()[0][0]
