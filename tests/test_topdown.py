@@ -469,23 +469,23 @@ def test_small_nested_runs_released_in_mixed_blocks_equal_dense_blocks(monkeypat
                        if rng.random() < 0.4])
     counts = rng.integers(1, 300, leaves.shape[0])
     plan = plan_budget(3, rho=Fraction(1, 2))
-    calls = []
+    calls: list[int] = []  # the number of widths in each block
     mixed_block = topdown._mixed_block
 
     def spy(*args):
-        calls.append(1)
+        calls.append(len(np.unique(args[8])))
         return mixed_block(*args)
 
     monkeypatch.setattr(topdown, "_mixed_block", spy)
     ragged = release_tree(leaves, counts, [12, 20, 5], plan, RandomSource.from_seed(6), allowed,
                           workers=workers)
-    assert len(calls) >= 2  # both nested levels
-    before = len(calls)
-    tasks = topdown._tasks
+    assert len(calls) >= 2 and max(calls) > 1  # both nested levels, widths sharing blocks
+    calls.clear()
+    tasks = topdown._tasks  # a block per run of equal widths: one dense matrix each
     monkeypatch.setattr(topdown, "_tasks", lambda runs, size, nested: tasks(runs, size, False))
     dense = release_tree(leaves, counts, [12, 20, 5], plan, RandomSource.from_seed(6), allowed,
                          workers=workers)
-    assert len(calls) == before
+    assert len(calls) > 2 and max(calls) == 1
     assert all(np.array_equal(a, b) for a, b in zip(ragged, dense, strict=True))
     assert ragged[1].sum() > 0
 

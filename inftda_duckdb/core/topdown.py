@@ -673,37 +673,28 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
            link: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Lines 4-9 for a block of parents with ``width`` children each, fused: noise drawn into the
     block's cells, the true children added, IntOpt, children > 0 kept. A nested level's parents
-    have the allowed children ``children[first_child[p]:][:width]`` (else every code 0..m-1);
-    ``width`` may give each parent's own (runs of several widths: :func:`_mixed_block`;
-    otherwise one dense block per width, as the tests compare). Returns, per kept child, its
-    parent's row in the block, its code, its count and (with ``link``) its true prefix (index
-    at level k, -1 if none)."""
-    if not isinstance(width, int):
-        return _mixed_block(levels, k, parent_codes, c, lo, hi, truth, first_child, width, link)
-    m = levels.sizes[k - 1]
+    have the allowed children ``children[first_child[p]:][:width[p]]`` (:func:`_mixed_block`);
+    a flat level's have every code 0..m-1. Returns, per kept child, its parent's row in the
+    block, its code, its count and (with ``link``) its true prefix (index at level k, -1 if
+    none)."""
+    if first_child is not None:
+        widths = np.full(c.shape[0], width) if isinstance(width, int) else width
+        return _mixed_block(levels, k, parent_codes, c, lo, hi, truth, first_child, widths, link)
+    assert isinstance(width, int)
     n_par, n = c.shape[0], c.shape[0] * width
     groups, true_rows, true_codes, true_counts = _block_truth(truth, lo, hi)
-    if first_child is None:  # every child of every parent: cell (p, j) has code j
-        kids = np.arange(m)
-        pos = true_rows * m + true_codes  # ascending
-    else:  # the allowed children of each parent, ascending
-        table = levels.children[k - 1]
-        assert table is not None
-        kids = table.rows(first_child, width)
-        pos = true_rows * width + table.positions(first_child, true_rows, true_codes)
-    x = _noised(levels, k, parent_codes, None, kids, n)  # line 5
+    pos = true_rows * width + true_codes  # cell (p, j) has code j; ascending
+    x = _noised(levels, k, parent_codes, None, np.arange(width), n)  # line 5
     # lines 5-8: the true children added, IntOpt, and the children > 0 in code order (flat
-    # positions ascending): fused in the compiled kernel when it is on (flat levels: a nested
-    # level's rows, a few huge counts among noise, need its sort, slower than numpy's)
-    if first_child is None and kernel.wanted(n):
+    # positions ascending): fused in the compiled kernel when it is on
+    if kernel.wanted(n):
         flat, kept, sums = kernel.intopt_kept(x, width, c, pos, true_counts)
     else:
         x[pos] += true_counts
         flat, kept, sums = intopt_positive(x.reshape(n_par, width), c)
     _check(sums, c, kept)
     rows = flat // width
-    codes = flat - rows * width if first_child is None else kids.reshape(-1)[flat].astype(np.int64)
-    return rows, codes, kept, _links(pos, flat, groups) if link else None
+    return rows, flat - rows * width, kept, _links(pos, flat, groups) if link else None
 
 
 def _mixed_block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: IntArray,
