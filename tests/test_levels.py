@@ -119,9 +119,10 @@ def test_release_in_parts_equals_one_call(con, monkeypatch, batched):
     assert sqlgen._grouping(plan, 3, 1 << 10) == (2, 1, 600)  # 600 cut prefixes, one per part
     monkeypatch.setattr(sqlgen, "PARTS", 37)
     assert sqlgen._grouping(plan, 3, 1 << 10) == (2, 16, 38)
-    assert sqlgen._batches(plan, 3, 1 << 10, 38) == (19, 2)  # <= 32 batches of whole parts
-    assert sqlgen._batches(plan, 3, 1 << 10, 600) == (32, 19)
-    assert sqlgen._batches(plan, 3, 7200 * 16 * 8 // 5, 600) == (5, 120)  # the leaves / (limit / 8)
+    sizes = plan.key_sizes(3)
+    assert sqlgen._batches(sizes, 1 << 10, 38) == (19, 2)  # <= 32 batches of whole parts
+    assert sqlgen._batches(sizes, 1 << 10, 600) == (32, 19)
+    assert sqlgen._batches(sizes, 7200 * 16 * 8 // 5, 600) == (5, 120)  # the leaves / (limit / 8)
     monkeypatch.setattr(extension, "memory_limit", lambda _: 1 << 10)
     request, plan, udfs = extension._prepare(con, "t", ["a", "b", "c"],
                                              {"rho": 1, "domains": domains})

@@ -342,12 +342,18 @@ PARTS = 8192
 many runs of cut prefixes (one list each; DuckDB streams them to the levels call)."""
 
 
+def _eighths(sizes: Sequence[int], memory_limit: int) -> int:
+    """How many eighths of ``memory_limit`` (bytes) the leaves could fill, at 16 bytes each in
+    the worst case the public ``sizes`` allow (rounded up)."""
+    return -(-math.prod(sizes) * 16 // max(1, memory_limit // 8))
+
+
 def _grouping(plan: DomainPlan, d: int, memory_limit: int | None) -> tuple[int, int, int] | None:
-    """(cut level, cut prefixes per part, parts) when the leaves, at 16 bytes each in the worst
-    case the public sizes allow, could pass an eighth of ``memory_limit`` (bytes), else None (one
-    list). Needs the sizes when planned (mixed-radix keys) and two levels or more."""
+    """(cut level, cut prefixes per part, parts) when the leaves could pass an eighth of
+    ``memory_limit`` (:func:`_eighths`), else None (one list). Needs the sizes when planned
+    (mixed-radix keys) and two levels or more."""
     sizes = plan.key_sizes(d)
-    if memory_limit is None or sizes is None or d < 2 or math.prod(sizes) * 16 <= memory_limit // 8:
+    if memory_limit is None or sizes is None or d < 2 or _eighths(sizes, memory_limit) <= 1:
         return None
     cut, span = 1, sizes[0]
     while cut < d - 1 and span < PARTS:
@@ -367,13 +373,11 @@ from a materialized CTE under 100MB on DuckDB 1.5 (shared machine, load ~3): 4 o
 out of memory, 16 took 11.8 s, 32 17.6 s, 64 24.7 s (the whole release, 32: 25.7 s)."""
 
 
-def _batches(plan: DomainPlan, d: int, memory_limit: int, parts: int) -> tuple[int, int]:
-    """(batches, parts per batch) for a release in parts where list() states cannot spill: the
-    leaves the public sizes allow (16 bytes each) over an eighth of ``memory_limit`` per batch,
-    2 to :data:`BATCHES` batches (public sizes only, like the parts)."""
-    sizes = plan.key_sizes(d)
-    assert sizes is not None
-    want = -(-math.prod(sizes) * 16 // max(1, memory_limit // 8))
+def _batches(sizes: Sequence[int], memory_limit: int, parts: int) -> tuple[int, int]:
+    """(batches, parts per batch) for a release in parts where list() states cannot spill: one
+    batch per eighth of ``memory_limit`` the leaves could fill (:func:`_eighths`), 2 to
+    :data:`BATCHES` batches (public sizes only, like the parts)."""
+    want = _eighths(sizes, memory_limit)
     per = -(-parts // min(parts, max(2, min(BATCHES, want))))
     return -(-parts // per), per
 
@@ -475,7 +479,7 @@ def render_release(
         below = math.prod(sizes[cut:])
         if not LISTS_SPILL:
             assert memory_limit is not None
-            batches, per = _batches(plan, d, memory_limit, parts)
+            batches, per = _batches(sizes, memory_limit, parts)
             part_lists = _f("part_lists_batched", part_radix=below * group, batches=batches,
                             batch=per, batch_radix=below * group * per, parts=parts)
             part_rows, part = _f("part_rows_batched"), "g.part"
