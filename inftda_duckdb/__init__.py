@@ -12,6 +12,7 @@ Public API::
     verify_ledger(con)                         check the ledger's hash chain now
     evaluate(con, true, released, columns)     per-level errors vs the truth (curator only)
     interrupt(con)                             stop the releases running on con (another thread)
+    build_kernel()                             compile the optional kernel ahead of time ([fast])
 
 Map of the package (the folder listing reads like the algorithm):
 
@@ -39,6 +40,7 @@ Map of the package (the folder listing reads like the algorithm):
 
 from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError, LedgerError
 from .core.interrupts import ReleaseInterrupted  # raised where a release is stopped
+from .core.kernel import build_kernel
 from .core.limits import ReleaseAbortedError  # raised past the cell limit, after the charge
 from .duckdb.budgets import (
     budget,
@@ -64,6 +66,7 @@ __all__ = [
     "ReleaseInterrupted",
     "__version__",
     "budget",
+    "build_kernel",
     "evaluate",
     "interrupt",
     "load",

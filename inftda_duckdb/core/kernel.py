@@ -11,24 +11,30 @@ above the noise) needs only the ``r``-th smallest key ``m x_i + i`` (a selection
 sort their keys.
 
 Selected by the environment variable ``INFTDA_KERNEL``: ``numpy`` (never), ``numba`` (every
-block, whatever its size; an error if numba is missing) or ``auto`` (the default: blocks of at
-least :data:`MIN_CELLS` cells, once numba is loaded: in a background thread, when a flat level
-plans at least :data:`FIRST_LOAD_CELLS` cells, or at least :data:`LOAD_CELLS` cells in a process
-that has already seen a level that large; never at package import, so small releases never pay
-for it). :mod:`.topdown` keeps nested levels on numpy. Outputs are identical either
-way; blocks whose sums could pass int64 (see intopt's docstring) take numpy's exact path.
+block, whatever its size; an error if neither a build nor numba loads) or ``auto`` (the default:
+blocks of at least :data:`MIN_CELLS` cells). The kernel comes from an ahead-of-time build when
+one exists for this machine and these sources (``inftda-duckdb build-kernel``,
+:mod:`._kernel_aot`: loaded synchronously at the process's first block that wants it, a few ms,
+without importing numba), else from numba's JIT: with ``auto``, loaded in a background thread
+when a flat level plans at least :data:`FIRST_LOAD_CELLS` cells, or at least :data:`LOAD_CELLS`
+cells in a process that has already seen a level that large; never at package import, so small
+releases never pay for it. A missing, refused or broken build is silently the JIT/numpy path.
+Outputs are identical either way; blocks whose sums could pass int64 (see intopt's docstring)
+take numpy's exact path. Which path runs depends only on the build's presence and the planned
+cells (public), never on the data.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .errors import bad_argument
+from .errors import InternalError, bad_argument
 from .intopt import _buffer, intopt_positive
 
 IntArray = npt.NDArray[np.int64]
@@ -50,9 +56,18 @@ wide benchmark's first release: no faster, peak RSS 1280 -> 1120 MB without it);
 process (shell, notebook, ETL) loads it at its second large level."""
 ENV = "INFTDA_KERNEL"
 CHOICES = ("auto", "numba", "numpy")
+EXPORTS = {
+    "solve_block": "int64(int64[::1], int64, int64[::1], int64[:], int64[:], int64[::1], "
+                   "int64[::1], int64[::1], int64[::1])",
+    "lookup": "int64(uint64[:], int64[::1], uint64, int64[::1])",
+}
+"""The kernel's functions (:mod:`._kernel_numba`'s names) and the signatures they are called
+with: the ahead-of-time build compiles exactly these, and every call is checked against them
+(``[::1]``: C-contiguous; ``[:]``: any stride; pycc's wrappers check neither dtype nor layout)."""
 
 _LOCK = threading.Lock()
 _COMPILED: dict[str, Any] = {}
+_BUILT: list[str] = []  # the outcome of this process's one attempt at loading a build
 _MISSING: list[str] = []
 _STARTED: list[threading.Thread] = []
 _LARGE: list[int] = []  # the planned cells of this process's levels of >= LOAD_CELLS cells
@@ -68,30 +83,38 @@ def _choice() -> str:
 
 def wanted(cells: int) -> bool:
     """Whether a block of ``cells`` cells runs in the compiled kernel. ``auto`` never waits
-    for it: until :func:`warm_up` has loaded it, blocks take the numpy path (same outputs)."""
+    for numba: until :func:`warm_up` has loaded it (or a build has), blocks take the numpy path
+    (same outputs)."""
     choice = _choice()
-    if choice == "numpy" or (choice == "auto" and (cells < MIN_CELLS or not _COMPILED)):
+    if choice == "numpy" or (choice == "auto" and cells < MIN_CELLS):
         return False
     if _COMPILED:
         return True
+    if choice == "auto":
+        return _built()
     _load()
     if _MISSING:
-        raise bad_argument(ENV, choice, f"needs numba, which did not import ({_MISSING[0]})",
+        raise bad_argument(ENV, choice, f"needs numba, which did not import ({_MISSING[0]}), "
+                           f"or a build of the kernel ({_BUILT[0]})",
                            "pip install 'inftda-duckdb[fast]', or unset " + ENV)
     return True
 
 
 def check() -> None:
     """Raise now what :func:`wanted` would raise at a release's first block (a bad
-    ``INFTDA_KERNEL``, or ``numba`` without numba): engines call it before the charge."""
-    wanted(MIN_CELLS)
+    ``INFTDA_KERNEL``, or ``numba`` without numba or a build): engines call it before the
+    charge. ``auto`` loads nothing here (small releases never pay for the kernel)."""
+    if _choice() == "numba":
+        wanted(MIN_CELLS)
 
 
 def warm_up(cells: int) -> None:
     """Start loading the kernel in a background thread (``auto``) for a flat level of
     ``cells`` noised cells: at least :data:`FIRST_LOAD_CELLS`, or at least :data:`LOAD_CELLS`
-    after an earlier level of the process that was that large."""
+    after an earlier level of the process that was that large (unless a build loads now)."""
     if _COMPILED or _MISSING or _STARTED or cells < LOAD_CELLS or _choice() != "auto":
+        return
+    if _built():  # (numba would otherwise load in the background: a huge first level)
         return
     with _LOCK:
         _LARGE.append(cells)
@@ -101,7 +124,25 @@ def warm_up(cells: int) -> None:
     _STARTED[0].start()
 
 
+def _built() -> bool:
+    """Whether the kernel is loaded, after loading this machine's ahead-of-time build if there
+    is one (once per process, synchronously: a few ms; never raises: a missing, refused or
+    broken build leaves the JIT/numpy path, and :func:`._kernel_aot.load` says why)."""
+    if _COMPILED or _BUILT:
+        return bool(_COMPILED)
+    with _LOCK:
+        if not _COMPILED and not _BUILT:
+            from . import _kernel_aot
+
+            functions, why = _kernel_aot.load()
+            _BUILT.append(why)
+            _COMPILED.update(functions)
+    return bool(_COMPILED)
+
+
 def _load() -> None:
+    if _built():
+        return
     with _LOCK:
         if _COMPILED or _MISSING:
             return
@@ -111,13 +152,38 @@ def _load() -> None:
             _MISSING.append(str(exc))
             return
         _kernel_numba.warm()  # compiled, or loaded from numba's cache
-        _COMPILED.update(solve=_kernel_numba.solve_block, lookup=_kernel_numba.lookup)
+        _COMPILED.update({name: getattr(_kernel_numba, name) for name in EXPORTS})
+
+
+def _arrays(signature: str) -> list[tuple[np.dtype[Any], int, bool] | None]:
+    """Per argument of ``signature``: (dtype, ndim, C-contiguous) of an array, None a scalar."""
+    args = signature[signature.index("(") + 1: -1]
+    out: list[tuple[np.dtype[Any], int, bool] | None] = []
+    for dtype, dims in re.findall(r"(\w+)(?:\[([^\]]*)\])?", args):
+        out.append((np.dtype(dtype), dims.count(":") - dims.count("::"), dims.endswith("::1"))
+                   if dims else None)
+    return out
+
+
+_ARGS = {name: _arrays(signature) for name, signature in EXPORTS.items()}
+
+
+def _call(name: str, *args: Any) -> int:
+    """The kernel's ``name`` on ``args``, each array checked against :data:`EXPORTS` first (an
+    ahead-of-time build would silently misread another dtype, shape or stride)."""
+    for i, (a, want) in enumerate(zip(args, _ARGS[name], strict=True)):
+        if want is not None and (a.dtype != want[0] or a.ndim != want[1]
+                                 or (want[2] and not a.flags.c_contiguous)):
+            raise InternalError(f"kernel {name}'s argument {i} is a {a.ndim}-d {a.dtype} array"
+                                f" (C-contiguous: {a.flags.c_contiguous}); {EXPORTS[name]}")
+    return int(_COMPILED[name](*args))
 
 
 def lookup(words: np.ndarray, table: IntArray, shift: int, out: IntArray) -> int:
     """``out[i] = table[words[i] >> shift]`` (the noise's signed-magnitude table); returns how
-    many entries hold the table's search marker (its minimum, int64's)."""
-    return int(_COMPILED["lookup"](words, table, np.uint64(shift), out))
+    many entries hold the table's search marker (its minimum, int64's). ``words`` uint64 (any
+    stride), ``table`` and ``out`` C-contiguous int64."""
+    return _call("lookup", words, table, np.uint64(shift), out)
 
 
 def intopt_kept(x: IntArray, width: int, c: IntArray, pos: IntArray,
@@ -125,18 +191,33 @@ def intopt_kept(x: IntArray, width: int, c: IntArray, pos: IntArray,
     """``x[pos] += add`` (the densify), then what ``intopt_positive(x.reshape(-1, width), c)``
     returns: the kept entries' flat positions (ascending), their values, every row's sum.
 
-    ``x``: C-contiguous int64 (rows x width, flat), overwritten; ``c`` int64 >= 0; ``pos``
-    ascending, unique. A block whose sums could pass int64 goes to the numpy path (exact)."""
+    ``x``: C-contiguous int64 (rows x width, flat), overwritten; ``c`` C-contiguous int64 >= 0;
+    ``pos`` int64 ascending, unique; ``add`` int64 (any stride). A block whose sums could pass
+    int64 goes to the numpy path (exact)."""
     n_rows = c.shape[0]
     flat = _buffer("kept_flat", (x.shape[0],), np.int64)  # this thread's, reused
     vals = _buffer("kept_vals", (x.shape[0],), np.int64)
     scratch = _buffer("kept_scratch", (8 * width + 1024,), np.int64)
     sums = np.empty(n_rows, np.int64)
-    kept = int(_COMPILED["solve"](x, width, c, pos, add, flat, vals, sums, scratch))
+    kept = _call("solve_block", x, width, c, pos, add, flat, vals, sums, scratch)
     if kept < 0:  # values too large for int64 sums: densified already, solve exactly
         return intopt_positive(x.reshape(n_rows, width), c)
     return flat[:kept].copy(), vals[:kept].copy(), sums
 
 
-__all__ = ["CHOICES", "ENV", "FIRST_LOAD_CELLS", "LOAD_CELLS", "MIN_CELLS", "check",
-           "intopt_kept", "lookup", "wanted", "warm_up"]
+def build_kernel(directory: str | os.PathLike[str] | None = None, *, force: bool = False) -> Any:
+    """Compile the kernel ahead of time for this machine (``inftda-duckdb build-kernel``; needs
+    the fast extra and a C/C++ compiler, ~15 s): releases then load it in a few ms from a
+    process's first large block, without numba. Into ``directory`` (default
+    ``$INFTDA_KERNEL_DIR``, else ``$XDG_CACHE_HOME/inftda-duckdb`` or ``~/.cache/inftda-duckdb``),
+    unless it is there already (``force``: compile anyway). Returns what was done (path, key,
+    seconds, fresh). Outputs are identical with and without it."""
+    from pathlib import Path
+
+    from ._kernel_build import build
+
+    return build(None if directory is None else Path(directory), force=force)
+
+
+__all__ = ["CHOICES", "ENV", "EXPORTS", "FIRST_LOAD_CELLS", "LOAD_CELLS", "MIN_CELLS",
+           "build_kernel", "check", "intopt_kept", "lookup", "wanted", "warm_up"]
