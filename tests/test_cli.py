@@ -21,7 +21,8 @@ from inftda_duckdb.tools.demo import ZONES, load_sample
 
 ROWS = 3000
 ORIGINS = "origin=Manhattan,Brooklyn,Queens,Bronx,Staten Island"  # files keep no ENUM types
-SUBCOMMANDS = ("release", "shell", "preview", "ledger", "budget", "evaluate", "demo", "sample")
+SUBCOMMANDS = ("release", "shell", "preview", "ledger", "budget", "evaluate", "demo", "sample",
+               "build-kernel")
 
 
 def cli(*args: object, cwd: Path | None = None, stdin: str | None = None,

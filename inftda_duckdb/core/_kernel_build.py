@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,7 +177,7 @@ def _compile(staging: Path, name: str) -> Path:
     return staging / cc.output_file
 
 
-def _directory(directory: Path | None) -> Path:
+def _directory(directory: str | Path | None) -> Path:
     """The build's directory, created 0700 if missing, refused if others could write it."""
     directory = Path(os.path.abspath(directory or default_dir()))
     parent = Path(os.path.realpath(directory.parent))
@@ -196,11 +196,12 @@ def _directory(directory: Path | None) -> Path:
     return directory
 
 
-def build(directory: Path | None = None, *, force: bool = False) -> Built:
+def build(directory: str | Path | None = None, *, force: bool = False,
+          say: Callable[[str], object] | None = None) -> Built:
     """Compile the kernel ahead of time into ``directory`` (default: :func:`default_dir`),
-    unless a build for the current key is there and loads (``force``: compile anyway). Written
-    under a temporary name and renamed (concurrent builds are harmless); other builds of this
-    Python's extension suffix are left alone (other environments may use them)."""
+    unless a sound build for the current key is there (``force``: compile anyway); ``say``
+    hears when compiling starts. Written under a temporary name and renamed (concurrent builds
+    are harmless); other builds are left alone (other environments may use them)."""
     start = time.perf_counter()
     _needs("numba", "it compiles the kernel")
     _needs("setuptools", "numba.pycc links with it")
@@ -210,6 +211,8 @@ def build(directory: Path | None = None, *, force: bool = False) -> Built:
     path = module_path(directory, k)
     if not force and os.path.lexists(path) and not _flaw(path):
         return Built(path, k, time.perf_counter() - start, fresh=False)
+    if say is not None:
+        say(f"compiling the kernel into {directory} (~15 s)...")
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
     try:
         made = _compile(staging, path.name.split(".", 1)[0])
@@ -237,7 +240,7 @@ def _flaw(path: Path) -> str | None:
     return (_agrees(functions) if functions else why)
 
 
-def status(directory: Path | None = None) -> tuple[bool, list[str]]:
+def status(directory: str | Path | None = None) -> tuple[bool, list[str]]:
     """Whether the current build is there and sound (trusted, loads, releases the GIL, computes
     what the numpy path does), and lines saying why and what releases will use."""
     directory = Path(os.path.abspath(directory or default_dir()))
@@ -261,6 +264,8 @@ def status(directory: Path | None = None) -> tuple[bool, list[str]]:
     else:
         lines.append(f"releases: numpy (numba is not installed: {_FIX_FAST}, then "
                      "inftda-duckdb build-kernel)")
+    if os.environ.get("INFTDA_KERNEL", "").strip().lower() == "numpy":
+        lines.append("note: INFTDA_KERNEL=numpy: releases never use the kernel")
     if directory != default_dir():
         lines.append(f"note: releases look in {default_dir()} ({ENV_DIR}={directory} to use "
                      "this one)")

@@ -19,9 +19,9 @@ without importing numba), else from numba's JIT: with ``auto``, loaded in a back
 when a flat level plans at least :data:`FIRST_LOAD_CELLS` cells, or at least :data:`LOAD_CELLS`
 cells in a process that has already seen a level that large; never at package import, so small
 releases never pay for it. A missing, refused or broken build is silently the JIT/numpy path.
-Outputs are identical either way; blocks whose sums could pass int64 (see intopt's docstring)
-take numpy's exact path. Which path runs depends only on the build's presence and the planned
-cells (public), never on the data.
+:mod:`.topdown` keeps nested levels on numpy. Outputs are identical either way; blocks whose
+sums could pass int64 (see intopt's docstring) take numpy's exact path. Which path runs depends
+only on the build's presence and the planned cells (public), never on the data.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def wanted(cells: int) -> bool:
     _load()
     if _MISSING:
         raise bad_argument(ENV, choice, f"needs numba, which did not import ({_MISSING[0]}), "
-                           f"or a build of the kernel ({_BUILT[0]})",
+                           f"or a build of the kernel ({(_BUILT or ['not tried'])[0]})",
                            "pip install 'inftda-duckdb[fast]', or unset " + ENV)
     return True
 
@@ -205,18 +205,16 @@ def intopt_kept(x: IntArray, width: int, c: IntArray, pos: IntArray,
     return flat[:kept].copy(), vals[:kept].copy(), sums
 
 
-def build_kernel(directory: str | os.PathLike[str] | None = None, *, force: bool = False) -> Any:
+def build_kernel(directory: str | None = None, *, force: bool = False) -> Any:
     """Compile the kernel ahead of time for this machine (``inftda-duckdb build-kernel``; needs
     the fast extra and a C/C++ compiler, ~15 s): releases then load it in a few ms from a
     process's first large block, without numba. Into ``directory`` (default
     ``$INFTDA_KERNEL_DIR``, else ``$XDG_CACHE_HOME/inftda-duckdb`` or ``~/.cache/inftda-duckdb``),
     unless it is there already (``force``: compile anyway). Returns what was done (path, key,
     seconds, fresh). Outputs are identical with and without it."""
-    from pathlib import Path
-
     from ._kernel_build import build
 
-    return build(None if directory is None else Path(directory), force=force)
+    return build(directory, force=force)
 
 
 __all__ = ["CHOICES", "ENV", "EXPORTS", "FIRST_LOAD_CELLS", "LOAD_CELLS", "MIN_CELLS",

@@ -1094,8 +1094,8 @@ def cmd_build_kernel(args: argparse.Namespace) -> int:
         ok, lines = _kernel_build.status(args.directory)
         sys.stdout.write("".join(line + "\n" for line in lines))
         return EXIT_OK if ok else EXIT_INPUT
-    sys.stderr.write("compiling the kernel (~15 s)...\n")
-    built = _kernel_build.build(args.directory, force=args.force)
+    built = _kernel_build.build(args.directory, force=args.force,
+                                say=lambda line: sys.stderr.write(line + "\n"))
     verb = "built" if built.fresh else "already built (--force compiles again)"
     sys.stdout.write(f"{verb}: {built.path}\nkey: {built.key}\nseconds: {built.seconds:.1f}\n")
     return EXIT_OK
