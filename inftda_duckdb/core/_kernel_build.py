@@ -56,13 +56,12 @@ def _agrees(functions: dict[str, Any]) -> str | None:
         c = rng.integers(0, 3 * width * max(high, 1), 4)
         pos = np.arange(0, 4 * width, 3)
         add = np.ones(pos.size, np.int64)
-        flat, vals, sums = np.empty(4 * width, np.int64), np.empty(4 * width, np.int64), \
-            np.empty(4, np.int64)
+        flat, vals = np.empty(4 * width, np.int64), np.empty(4 * width, np.int64)
+        sums, scratch = np.empty(4, np.int64), np.empty(8 * width + 1024, np.int64)
         y = x.copy()
         y[pos] += add
         want = intopt_positive(y.reshape(4, width).copy(), c)  # (it may write its rows)
-        n = functions["solve_block"](x, width, c, pos, add, flat, vals, sums,
-                                     np.empty(8 * width + 1024, np.int64))
+        n = functions["solve_block"](x, width, c, pos, add, flat, vals, sums, scratch)
         if not (np.array_equal(x, y) and np.array_equal(flat[:n], want[0])
                 and np.array_equal(vals[:n], want[1]) and np.array_equal(sums, want[2])):
             return f"solve_block computes another IntOpt than numpy's (width {width})"
@@ -72,7 +71,6 @@ def _agrees(functions: dict[str, Any]) -> str | None:
     if not np.array_equal(out, table[words[:, 0] >> np.uint64(57)]) or n != 0:
         return "lookup computes another lookup than numpy's"
     return None
-
 
 
 @dataclass(frozen=True)
