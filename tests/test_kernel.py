@@ -23,7 +23,7 @@ from test_intopt import paper_intopt
 from inftda_duckdb.core import kernel, noise, topdown
 from inftda_duckdb.core.accounting import plan_budget
 from inftda_duckdb.core.errors import InputError
-from inftda_duckdb.core.intopt import intopt, intopt_positive
+from inftda_duckdb.core.intopt import intopt, intopt_positive, intopt_positive_runs
 from inftda_duckdb.core.noise import DiscreteGaussian
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import release_below, release_tree
@@ -207,6 +207,13 @@ def test_seeded_releases_equal_with_and_without_the_kernel(nested, use, monkeypa
     mid = release_below(levels, Nodes.root(int(want[1].sum())), leaves.T, counts, upto=2)
     below = release_below(levels, mid, leaves.T, counts)
     use("numba")
+    solved, real = [], kernel.intopt_kept  # the widths the kernel solved
+
+    def spy(x: np.ndarray, width: int, *rest: Any) -> Any:
+        solved.append(width)
+        return real(x, width, *rest)
+
+    monkeypatch.setattr(kernel, "intopt_kept", spy)
     for workers in [1, 2, 3]:
         for block in [1 << 18, 997]:
             monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
@@ -219,6 +226,31 @@ def test_seeded_releases_equal_with_and_without_the_kernel(nested, use, monkeypa
             assert np.array_equal(again.counts, below.counts)
     other = release_tree(leaves, counts, sizes, plan, RandomSource.from_seed(9), allowed)
     assert not all(np.array_equal(a, b) for a, b in zip(other, want, strict=True))
+    # a nested level's blocks run in the kernel too, run by run (level 3's widths: 1..40)
+    assert set(solved) >= {4, 9, 30} and bool(set(solved) - set(sizes)) == nested
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", ["noisy", "dense", "wide", "ties", "negative", "zero"])
+def test_kernel_runs_equal_intopt_positive_runs(kind, use):
+    """A nested block's runs of equal widths (1..300), densified, solved in the kernel run by
+    run: the same integers as intopt_positive_runs on the whole block."""
+    use("numba")
+    rng = np.random.default_rng(23)
+    for _ in range(20):
+        widths = np.sort(rng.integers(1, 301, int(rng.integers(1, 6))))
+        parts = [rows(rng, int(rng.integers(1, 40)), int(w), kind) for w in np.unique(widths)]
+        runs = [(x.shape[0], x.shape[1]) for x, _ in parts]
+        x = np.concatenate([x.reshape(-1) for x, _ in parts])
+        c = np.concatenate([c for _, c in parts])
+        pos = np.sort(rng.choice(x.size, int(rng.integers(0, x.size // 4 + 1)), replace=False))
+        add = rng.integers(1, 5, pos.size)
+        want_x = x.copy()
+        want_x[pos] += add
+        want = intopt_positive_runs(want_x, runs, c)
+        got = topdown._kernel_runs(x.copy(), runs, c, pos, add)
+        for a, b in zip(got, want, strict=True):
+            assert a.dtype == np.int64 and np.array_equal(a, b)
 
 
 @needs_numba
