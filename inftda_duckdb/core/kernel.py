@@ -19,8 +19,8 @@ without importing numba), else from numba's JIT: with ``auto``, loaded in a back
 when a flat level plans at least :data:`FIRST_LOAD_CELLS` cells, or at least :data:`LOAD_CELLS`
 cells in a process that has already seen a level that large; never at package import, so small
 releases never pay for it. A missing, refused or broken build is silently the JIT/numpy path.
-:mod:`.topdown` keeps nested levels on numpy. Outputs are identical either way; blocks whose
-sums could pass int64 (see intopt's docstring) take numpy's exact path. Which path runs depends
+Outputs are identical either way; blocks whose sums could pass int64 (see intopt's docstring)
+take numpy's exact path. Which path runs depends
 only on the build's presence and the planned cells (public), never on the data.
 """
 
