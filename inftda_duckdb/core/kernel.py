@@ -20,8 +20,8 @@ when a flat level plans at least :data:`FIRST_LOAD_CELLS` cells, or at least :da
 cells in a process that has already seen a level that large; never at package import, so small
 releases never pay for it. A missing, refused or broken build is silently the JIT/numpy path.
 Outputs are identical either way; blocks whose sums could pass int64 (see intopt's docstring)
-take numpy's exact path. Which path runs depends
-only on the build's presence and the planned cells (public), never on the data.
+take numpy's exact path. Which path runs depends only on the build's presence and the planned
+cells (public), never on the data.
 """
 
 from __future__ import annotations
