@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from test_kernel import random_leaves
 
+import inftda_duckdb
 from inftda_duckdb.core import _kernel_aot, _kernel_build, intopt, kernel
 from inftda_duckdb.core.accounting import plan_budget
 from inftda_duckdb.core.errors import InputError, InternalError
@@ -103,7 +104,7 @@ def test_an_untrusted_build_is_refused_before_it_is_imported(tmp_path, how):
     assert functions == {} and why.startswith("refused"), why  # (never imported)
 
 
-@pytest.mark.parametrize("how", ["a corrupt file", "directory writable by group"])
+@pytest.mark.parametrize("how", ["a corrupt file", "directory writable by group", WAYS[-1]])
 def test_a_release_falls_back_silently_to_the_same_outputs(tmp_path, monkeypatch, fresh, how):
     path = fake_build(tmp_path / "k")
     if how != "a corrupt file":
@@ -219,7 +220,7 @@ def test_build_errors_name_what_is_missing_and_the_fix(tmp_path, monkeypatch, ca
 def built(tmp_path_factory) -> _kernel_build.Built:
     if not (HAS_NUMBA and HAS_CC) and not REQUIRED:
         pytest.skip("the build needs numba (the fast extra) and a C/C++ compiler")
-    return _kernel_build.build(tmp_path_factory.mktemp("kernel") / "cache")
+    return inftda_duckdb.build_kernel(str(tmp_path_factory.mktemp("kernel") / "cache"))
 
 
 @pytest.mark.slow

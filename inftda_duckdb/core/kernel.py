@@ -132,9 +132,12 @@ def _built() -> bool:
         return bool(_COMPILED)
     with _LOCK:
         if not _COMPILED and not _BUILT:
-            from . import _kernel_aot
+            try:
+                from . import _kernel_aot
 
-            functions, why = _kernel_aot.load()
+                functions, why = _kernel_aot.load()  # (never raises)
+            except Exception as exc:  # a broken install: the JIT/numpy path all the same
+                functions, why = {}, f"not usable: {type(exc).__name__}: {exc}"
             _BUILT.append(why)
             _COMPILED.update(functions)
     return bool(_COMPILED)
