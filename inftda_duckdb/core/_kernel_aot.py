@@ -103,8 +103,7 @@ def untrusted(path: Path, kind: str, follow: bool = False) -> str | None:
         return f"{path}: {exc.strerror or exc}"
     if stat.S_ISLNK(st.st_mode):
         return f"{path} is a symlink"
-    if (kind == "dir") != stat.S_ISDIR(st.st_mode) or not (kind == "dir"
-                                                          or stat.S_ISREG(st.st_mode)):
+    if not (stat.S_ISDIR(st.st_mode) if kind == "dir" else stat.S_ISREG(st.st_mode)):
         return f"{path} is not a {'directory' if kind == 'dir' else 'regular file'}"
     if st.st_uid not in (os.getuid(), 0):
         return f"{path} belongs to another user (uid {st.st_uid})"
