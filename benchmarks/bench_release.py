@@ -489,6 +489,19 @@ def profile() -> list[str]:
     return [*lines, f"| sum of the numpy stages | {numpy_sum:.1f} |"]
 
 
+def kernel_state() -> str:
+    """Which compiled kernel the releases below can use (INFTDA_KERNEL=auto)."""
+    from inftda_duckdb.core import _kernel_aot
+
+    functions, why = _kernel_aot.load()
+    if functions:
+        return (f"Compiled kernel: `inftda-duckdb build-kernel`'s build (key {_kernel_aot.key()}),"
+                " loaded from each process's first large block.")
+    numba = importlib.util.find_spec("numba") is not None
+    return (f"Compiled kernel: {why}; "
+            + ("numba's JIT from a process's second large level." if numba else "numpy only."))
+
+
 @contextlib.contextmanager
 def kernel_choice(which: str) -> Iterator[None]:
     """INFTDA_KERNEL=which inside the block."""
@@ -512,7 +525,7 @@ def run(args: argparse.Namespace) -> list[str]:
         f"{os.cpu_count()} cores, Python {platform.python_version()}, duckdb "
         f"{duckdb.__version__}, numpy {np.__version__}. Load average before the run: "
         f"{load_before[0]:.1f} (the cores are shared: every ratio is measured side by side, "
-        "repeated, median reported).",
+        f"repeated, median reported). {kernel_state()}",
         "",
     ]
     con = duckdb.connect()
