@@ -270,7 +270,9 @@ def test_public_mode_enum_domains_must_be_declared(connect: Any) -> None:
 
     con = connect("a", "public")
     con.execute("CREATE TYPE mood AS ENUM ('flu', 'cold')")
-    con.execute("CREATE TABLE e AS SELECT dx::mood AS dx FROM t WHERE dx = 'flu'")
+    # 300 rows: a release of 3 rows at rho 1 came back empty in 14 of 4,000 runs (its noised
+    # total released as 0): the test failed about once in 140 runs (DuckDB 1.5 leg of CI)
+    con.execute("CREATE TABLE e AS SELECT dx::mood AS dx FROM t, range(100) WHERE dx = 'flu'")
     set_budget(con, "e", rho=10)
     sql = "SELECT * FROM inftda_release('e', ['dx'], rho := 1)"
     _, text = _outcome(con, sql)
