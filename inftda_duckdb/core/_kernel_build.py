@@ -37,7 +37,7 @@ from ._kernel_aot import (
     untrusted,
 )
 from .errors import InputError, bad_argument
-from .kernel import EXPORTS
+from .kernel import ENV, EXPORTS
 
 _GIL_MARK = b"PyEval_SaveThread"  # referenced only by wrappers that release the GIL
 _FIX_FAST = "pip install 'inftda-duckdb[fast]'"
@@ -140,19 +140,17 @@ def _pycc() -> Iterator[Any]:
         except ImportError as exc:
             raise InputError(f"this numba ({numba.__version__}) has no working numba.pycc "
                              f"({exc}). Fix: {_FIX_FAST} (a tested numba); {_NOT_NEEDED}") from None
-    if not external_compiler_works():
-        raise bad_argument("CC", _compiler(), "must compile C and C++ for numba.pycc (its test "
-                           "compile failed)", "install gcc and g++ (or clang), or set CC; "
-                           + _NOT_NEEDED)
-    compiler, releasing = _releasing_gil()
-    saved = compiler.Flags
-    compiler.Flags = releasing
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", numba.NumbaPendingDeprecationWarning)
+        if not external_compiler_works():
+            raise bad_argument("CC", _compiler(), "must compile C and C++ for numba.pycc (its "
+                               "test compile failed)", "install gcc and g++ (or clang), or set "
+                               "CC; " + _NOT_NEEDED)
+        compiler, releasing = _releasing_gil()
+        saved = compiler.Flags
+        compiler.Flags = releasing
+        try:
             yield numba.pycc
-    finally:
-        compiler.Flags = saved
+        finally:
+            compiler.Flags = saved
 
 
 def _compile(staging: Path, name: str) -> Path:
@@ -262,8 +260,8 @@ def status(directory: str | Path | None = None) -> tuple[bool, list[str]]:
     else:
         lines.append(f"releases: numpy (numba is not installed: {_FIX_FAST}, then "
                      "inftda-duckdb build-kernel)")
-    if os.environ.get("INFTDA_KERNEL", "").strip().lower() == "numpy":
-        lines.append("note: INFTDA_KERNEL=numpy: releases never use the kernel")
+    if os.environ.get(ENV, "").strip().lower() == "numpy":
+        lines.append(f"note: {ENV}=numpy: releases never use the kernel")
     if directory != default_dir():
         lines.append(f"note: releases look in {default_dir()} ({ENV_DIR}={directory} to use "
                      "this one)")
