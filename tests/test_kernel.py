@@ -180,6 +180,40 @@ def test_noise_lookup_equals_numpys(sigma2, use):
                               want)
 
 
+@needs_numba
+@pytest.mark.parametrize("n, lo, hi", [(0, 3, 30), (1, 3, 30), (2, 0, 1), (500, 2, 11),
+                                       (5000, 3, 21), (70_000, 3, 30), (70_000, 5, 62)])
+def test_kernel_sort_equals_numpys(n, lo, hi, use):
+    # 1, 2, 3 and 7 passes of the radix sort (the odd ones end in its scratch array); values
+    # distinct above bit lo, random below it (the counts of the truth's sorted pairs)
+    rng = np.random.default_rng(n + lo + hi)
+    keys = rng.choice(2 ** (hi - lo), size=n, replace=False) if hi - lo < 30 else \
+        np.unique(rng.integers(0, 2 ** (hi - lo), n))
+    a = (keys.astype(np.int64) << lo) | rng.integers(0, 1 << lo, keys.size)
+    want = np.sort(a)
+    use("numba")
+    kernel.sort(a, lo, hi)
+    assert a.dtype == np.int64 and np.array_equal(a, want)
+    use("numpy")
+    b = np.ascontiguousarray(want[::-1])
+    kernel.sort(b, lo, hi)
+    assert np.array_equal(b, want)
+
+
+@needs_numba
+@pytest.mark.parametrize("which", ["numpy", "numba"])
+def test_the_truths_one_pass_refuses_a_repeated_prefix(which, use):
+    # the leaves as pairs key * radix + count go up one level in one compiled pass: a key
+    # listed twice (unbounded sensitivity) is refused there as on numpy's path
+    use(which)
+    levels = Levels.build([8, 8], plan_budget(2, rho=1), RandomSource.from_seed(1))
+    pairs = np.array([7 * 20 + 2, 5 * 20 + 1, 7 * 20 + 3, 63 * 20 + 4])
+    with pytest.raises(InputError, match="each prefix at most once"):
+        release_below(levels, Nodes.root(10), pairs, None, radix=20)
+    got = release_below(levels, Nodes.root(10), np.delete(pairs, 2), None, radix=20)
+    assert got.counts.sum() == 10
+
+
 def random_leaves(rng: np.random.Generator, sizes: list[int], n: int):
     codes = np.unique(np.column_stack([rng.integers(0, s, n) for s in sizes]), axis=0)
     return codes, rng.integers(1, 30, codes.shape[0])

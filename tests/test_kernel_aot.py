@@ -265,6 +265,17 @@ def test_the_build_computes_the_numpy_paths_integers_without_numba(built):
         out = np.empty(5000, np.int64)
         kernel.lookup(words[:, 0], table, 57, out)  # a strided view, as noise passes it
         assert np.array_equal(out, table[words[:, 0] >> np.uint64(57)])
+        for hi in (12, 30, 50):  # 1, 3 and 5 passes of the radix sort
+            a = np.unique(rng.integers(0, 2 ** (hi - 3), 70_000)) << 3 | rng.integers(0, 8)
+            want = np.sort(a)
+            rng.shuffle(a)
+            kernel.sort(a, 3, hi)
+            assert np.array_equal(a, want)
+        from inftda_duckdb.core import topdown
+        chunk = lambda a, b: (want[a:b] >> 3, want[a:b] & 7)
+        assert all(np.array_equal(x, y) for x, y in zip(  # the compiled pass and numpy's
+            topdown._up_pairs(want, 3, 40, chunk)[1:],
+            topdown._up(want.size, chunk, 40, np.int8, check=True, keep=False)[1:]))
         print("numba" in sys.modules)
     """, built.path.parent, INFTDA_KERNEL="numba")
     assert out.split() == ["False"]

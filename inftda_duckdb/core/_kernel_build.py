@@ -46,7 +46,8 @@ _NOT_NEEDED = "releases work without a build (the same outputs, on numba's JIT o
 
 def _agrees(functions: dict[str, Any]) -> str | None:
     """Why ``functions`` do not compute what the numpy path does on a few small fixed blocks
-    (the sorted, histogram and step-5 rows, a densify, a strided lookup), or None."""
+    (the sorted, histogram and step-5 rows, a densify, a strided lookup, radix sorts, a level
+    up sorted pairs), or None."""
     from .intopt import intopt_positive
 
     rng = np.random.default_rng(20261127)
@@ -70,6 +71,21 @@ def _agrees(functions: dict[str, Any]) -> str | None:
     n = functions["lookup"](words[:, 0], table, np.uint64(57), out)
     if not np.array_equal(out, table[words[:, 0] >> np.uint64(57)]) or n != 0:
         return "lookup computes another lookup than numpy's"
+    for hi in (13, 40):  # two passes (sorted in place) and five (in the scratch)
+        a = (rng.choice(2 ** 20, 4096, replace=False) << (hi - 20)) | rng.integers(0, 8, 4096)
+        b, tmp = a.copy(), np.empty_like(a)
+        passes = functions["radix_sort"](b, tmp, hi - 20, hi)
+        if not np.array_equal(tmp if passes % 2 else b, np.sort(a)):
+            return "radix_sort sorts otherwise than numpy"
+    keys = np.sort(rng.choice(4000, 1000, replace=False))
+    pairs = keys << 3 | rng.integers(1, 8, 1000)
+    starts, parents, sums = np.empty(1001, np.int32), np.empty(1000, np.int64), np.empty_like(keys)
+    n = functions["up_pairs"](pairs, 3, 7, starts, parents, sums)
+    first = np.flatnonzero(np.diff(keys // 7, prepend=-1))
+    if not (n == first.size and np.array_equal(starts[:n + 1], np.append(first, 1000))
+            and np.array_equal(parents[:n], keys[first] // 7)
+            and np.array_equal(sums[:n], np.add.reduceat(pairs & 7, first))):
+        return "up_pairs sums otherwise than numpy"
     return None
 
 

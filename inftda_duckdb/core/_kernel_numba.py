@@ -15,6 +15,7 @@ from numba import njit
 from .intopt import _SAFE_LIMIT as _LIMIT  # (4 m + 4) (B + 1) below this keeps int64 exact
 from .noise import _SEARCH  # the table's marker of a bucket that needs a search
 
+_DIGIT = 9  # bits per pass of radix_sort: 512 buckets, whose write positions stay in L1
 _NARROW = 4  # rows whose values span under _NARROW * m + 64 are solved without a sort
 
 
@@ -239,6 +240,60 @@ def solve_block(x: Any, m: int, c: Any, pos: Any, add: Any, flat: Any, vals: Any
     return kept
 
 
+@njit(nogil=True, cache=True)
+def radix_sort(a: Any, tmp: Any, lo: int, hi: int) -> int:  # pragma: no cover (compiled)
+    """LSD radix sort of the non-negative ``a`` by bits ``lo..hi - 1`` (stable), in passes of
+    at most ``_DIGIT`` bits between ``a`` and ``tmp`` (same size); returns the number of
+    passes: the sorted values are in ``tmp`` if it is odd, else in ``a``."""
+    n = a.shape[0]
+    passes = max(1, -((lo - hi) // _DIGIT))
+    digit = -((lo - hi) // passes)
+    mask = (1 << digit) - 1
+    starts = np.empty((1 << digit) + 1, np.int64)
+    src, dst = a, tmp
+    for p in range(passes):
+        shift = lo + p * digit
+        starts[:] = 0
+        for i in range(n):
+            starts[((src[i] >> shift) & mask) + 1] += 1
+        for b in range(mask + 1):
+            starts[b + 1] += starts[b]
+        for i in range(n):
+            v = src[i]
+            b = (v >> shift) & mask
+            dst[starts[b]] = v
+            starts[b] += 1
+        src, dst = dst, src
+    return passes
+
+
+@njit(nogil=True, cache=True)
+def up_pairs(pairs: Any, bits: int, m: int, starts: Any, parents: Any,
+             sums: Any) -> int:  # pragma: no cover (compiled)
+    """One level up sorted pairs ``(key << bits) | count`` (keys ascending): where each
+    parent's (``key // m``) run of children starts (and ``n`` after the last), its key and the
+    sum of its children's counts; returns the number of parents, or -1 if a key repeats."""
+    n = pairs.shape[0]
+    mask = (1 << bits) - 1
+    filled, last, bound = 0, -1, 0
+    for i in range(n):
+        v = pairs[i]
+        key = v >> bits
+        if key <= last:
+            return -1
+        last = key
+        if key >= bound:  # a new parent (one division per parent, none per child)
+            parent = key // m
+            bound = (parent + 1) * m
+            starts[filled] = i
+            parents[filled] = parent
+            sums[filled] = 0
+            filled += 1
+        sums[filled - 1] += v & mask
+    starts[filled] = n
+    return filled
+
+
 def warm() -> None:
     """Compile (or load from the cache) the kernels for the types the callers pass."""
     x = np.zeros(2, np.int64)
@@ -247,6 +302,8 @@ def warm() -> None:
     words = np.zeros((2, 2), np.uint64)
     lookup(words[:, 0], np.zeros(2, np.int64), np.uint64(63), x)
     lookup(words[:, 0].copy(), np.zeros(2, np.int64), np.uint64(63), x)
+    radix_sort(x, x.copy(), 0, 1)
+    up_pairs(x, 1, 1, np.zeros(3, np.int32), x.copy(), x.copy())
 
 
-__all__ = ["lookup", "solve_block", "warm"]
+__all__ = ["lookup", "radix_sort", "solve_block", "up_pairs", "warm"]
