@@ -241,13 +241,17 @@ def test_seeded_releases_equal_with_and_without_the_kernel(nested, use, monkeypa
     mid = release_below(levels, Nodes.root(int(want[1].sum())), leaves.T, counts, upto=2)
     below = release_below(levels, mid, leaves.T, counts)
     use("numba")
-    solved, real = [], kernel.intopt_kept  # the widths the kernel solved
+    solved: list[int] = []  # the widths the kernel solved, from per-child arrays
+    from_leaves: list[int] = []  # ... and straight from the sorted leaves (the last level)
 
-    def spy(x: np.ndarray, width: int, *rest: Any) -> Any:
-        solved.append(width)
-        return real(x, width, *rest)
+    def spy(real: Any, into: list[int]) -> Any:
+        def solve(x: np.ndarray, width: int, *rest: Any) -> Any:
+            into.append(width)
+            return real(x, width, *rest)
+        return solve
 
-    monkeypatch.setattr(kernel, "intopt_kept", spy)
+    monkeypatch.setattr(kernel, "intopt_kept", spy(kernel.intopt_kept, solved))
+    monkeypatch.setattr(kernel, "intopt_pairs", spy(kernel.intopt_pairs, from_leaves))
     for workers in [1, 2, 3]:
         for block in [1 << 18, 997]:
             monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
@@ -260,8 +264,11 @@ def test_seeded_releases_equal_with_and_without_the_kernel(nested, use, monkeypa
             assert np.array_equal(again.counts, below.counts)
     other = release_tree(leaves, counts, sizes, plan, RandomSource.from_seed(9), allowed)
     assert not all(np.array_equal(a, b) for a, b in zip(other, want, strict=True))
-    # a nested level's blocks run in the kernel too, run by run (level 3's widths: 1..40)
-    assert set(solved) >= {4, 9, 30} and bool(set(solved) - set(sizes)) == nested
+    # a nested level's blocks run in the kernel too, run by run (level 3's widths: 1..40); the
+    # last level's read the leaves in the kernel, but from per-child arrays when it stops at a
+    # cut (upto=2: level 2 keeps the links to the truth below)
+    assert set(solved) >= {4, 9} and bool(set(solved) - set(sizes)) == nested
+    assert set(from_leaves) == {30} and (nested or 30 not in solved)
 
 
 @needs_numba

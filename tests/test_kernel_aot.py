@@ -276,6 +276,16 @@ def test_the_build_computes_the_numpy_paths_integers_without_numba(built):
         assert all(np.array_equal(x, y) for x, y in zip(  # the compiled pass and numpy's
             topdown._up_pairs(want, 3, 40, chunk)[1:],
             topdown._up(want.size, chunk, 40, np.int8, check=True, keep=False)[1:]))
+        import os
+        from inftda_duckdb.core.accounting import plan_budget
+        from inftda_duckdb.core.randomness import RandomSource
+        leaves, counts = T.random_leaves(rng, [4, 9, 40], 3000)
+        releases = []
+        for choice in ("numba", "numpy"):  # the last level straight from the leaves, or not
+            os.environ["INFTDA_KERNEL"] = choice
+            releases.append(topdown.release_tree(leaves, counts, [4, 9, 40], plan_budget(3, rho=1),
+                                                 RandomSource.from_seed(8)))
+        assert all(np.array_equal(a, b) for a, b in zip(*releases))
         print("numba" in sys.modules)
     """, built.path.parent, INFTDA_KERNEL="numba")
     assert out.split() == ["False"]
@@ -296,8 +306,9 @@ def test_auto_uses_a_build_from_the_first_large_block_without_numba(built):
         from inftda_duckdb.core.topdown import release_tree
         from test_kernel import random_leaves
         calls = []
-        solve = kernel.intopt_kept
-        kernel.intopt_kept = lambda *a: calls.append(a[0].size) or solve(*a)
+        for name in ("intopt_kept", "intopt_pairs"):  # (the last level reads the leaves)
+            solve = getattr(kernel, name)
+            setattr(kernel, name, lambda *a, solve=solve: calls.append(a[0].size) or solve(*a))
         leaves, counts = random_leaves(np.random.default_rng(5), [4, 60_000], 5000)
         plan = plan_budget(2, rho=Fraction(1, 2))
         got = release_tree(leaves, counts, [4, 60_000], plan, RandomSource.from_seed(4))

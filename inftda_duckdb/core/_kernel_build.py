@@ -62,10 +62,18 @@ def _agrees(functions: dict[str, Any]) -> str | None:
         y = x.copy()
         y[pos] += add
         want = intopt_positive(y.reshape(4, width).copy(), c)  # (it may write its rows)
+        z = x.copy()
         n = functions["solve_block"](x, width, c, pos, add, flat, vals, sums, scratch)
         if not (np.array_equal(x, y) and np.array_equal(flat[:n], want[0])
                 and np.array_equal(vals[:n], want[1]) and np.array_equal(sums, want[2])):
             return f"solve_block computes another IntOpt than numpy's (width {width})"
+        lo = np.searchsorted(pos, np.arange(4) * width)  # the same truth as sorted leaves:
+        ends = np.append(lo[1:], pos.size)  # key = flat position (its code: key % width)
+        n = functions["solve_pairs"](z, width, c, lo, ends, pos << 3 | add, 3, flat, vals,
+                                     sums, scratch)
+        if not (np.array_equal(z, y) and np.array_equal(flat[:n], want[0])
+                and np.array_equal(vals[:n], want[1]) and np.array_equal(sums, want[2])):
+            return f"solve_pairs computes another IntOpt than numpy's (width {width})"
     words = rng.integers(0, 2**63, (64, 2), dtype=np.uint64)
     table, out = np.arange(-64, 64, dtype=np.int64), np.empty(64, np.int64)
     n = functions["lookup"](words[:, 0], table, np.uint64(57), out)

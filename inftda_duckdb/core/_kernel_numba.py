@@ -197,9 +197,31 @@ def solve_block(x: Any, m: int, c: Any, pos: Any, add: Any, flat: Any, vals: Any
     entries > 0 into ``flat`` (positions, ascending) and ``vals``, row sums into ``sums``.
     Returns how many were kept, or -1 (``x`` densified, nothing solved) when the block's values
     could take int64 sums past 2**62."""
-    n_rows = c.shape[0]
     for k in range(pos.shape[0]):
         x[pos[k]] += add[k]
+    return _solve_rows(x, m, c, flat, vals, sums, scratch)
+
+
+@njit(nogil=True, cache=True)
+def solve_pairs(x: Any, m: int, c: Any, lo: Any, hi: Any, pairs: Any, bits: int, flat: Any,
+                vals: Any, sums: Any, scratch: Any) -> int:  # pragma: no cover (compiled)
+    """:func:`solve_block` with the true children read straight from the sorted leaves: row
+    ``r``'s are ``pairs[lo[r]:hi[r]]``, each ``(key << bits) | count`` with code ``key % m``."""
+    mask = (1 << bits) - 1
+    for r in range(c.shape[0]):
+        base = r * m
+        for t in range(lo[r], hi[r]):
+            v = pairs[t]
+            key = v >> bits
+            x[base + key - key // m * m] += v & mask
+    return _solve_rows(x, m, c, flat, vals, sums, scratch)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _solve_rows(x: Any, m: int, c: Any, flat: Any, vals: Any, sums: Any,
+                scratch: Any) -> int:  # pragma: no cover (compiled)
+    """IntOpt of every (densified) row of ``x`` (see :func:`solve_block`)."""
+    n_rows = c.shape[0]
     if n_rows == 0 or m == 0:
         sums[:] = 0
         return 0
@@ -299,6 +321,8 @@ def warm() -> None:
     x = np.zeros(2, np.int64)
     scratch = np.zeros(1040, np.int64)
     solve_block(x, 1, np.zeros(2, np.int64), x[:0], x[:0], x.copy(), x.copy(), x.copy(), scratch)
+    solve_pairs(x, 1, np.zeros(2, np.int64), x, x, x[:0], 1, x.copy(), x.copy(), x.copy(),
+                scratch)
     words = np.zeros((2, 2), np.uint64)
     lookup(words[:, 0], np.zeros(2, np.int64), np.uint64(63), x)
     lookup(words[:, 0].copy(), np.zeros(2, np.int64), np.uint64(63), x)
@@ -306,4 +330,4 @@ def warm() -> None:
     up_pairs(x, 1, 1, np.zeros(3, np.int32), x.copy(), x.copy())
 
 
-__all__ = ["lookup", "radix_sort", "solve_block", "up_pairs", "warm"]
+__all__ = ["lookup", "radix_sort", "solve_block", "solve_pairs", "up_pairs", "warm"]

@@ -60,6 +60,8 @@ CHOICES = ("auto", "numba", "numpy")
 EXPORTS = {
     "solve_block": "int64(int64[::1], int64, int64[::1], int64[:], int64[:], int64[::1], "
                    "int64[::1], int64[::1], int64[::1])",
+    "solve_pairs": "int64(int64[::1], int64, int64[::1], int64[::1], int64[::1], int64[::1], "
+                   "int64, int64[::1], int64[::1], int64[::1], int64[::1])",
     "lookup": "int64(uint64[:], int64[::1], uint64, int64[::1])",
     "radix_sort": "int64(int64[::1], int64[::1], int64, int64)",
     "up_pairs": "int64(int64[::1], int64, int64, int32[::1], int64[::1], int64[::1])",
@@ -200,12 +202,25 @@ def intopt_kept(x: IntArray, width: int, c: IntArray, pos: IntArray,
     ``x``: C-contiguous int64 (rows x width, flat), overwritten; ``c`` C-contiguous int64 >= 0;
     ``pos`` int64 ascending, unique; ``add`` int64 (any stride). A block whose sums could pass
     int64 goes to the numpy path (exact)."""
+    return _solved("solve_block", x, width, c, pos, add)
+
+
+def intopt_pairs(x: IntArray, width: int, c: IntArray, lo: IntArray, hi: IntArray,
+                 pairs: IntArray, bits: int) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`intopt_kept` with row ``r``'s true children read from the sorted leaves
+    ``pairs[lo[r]:hi[r]]`` (``(key << bits) | count``, code ``key % width``): no per-child
+    arrays. ``lo``, ``hi``, ``pairs``: C-contiguous int64."""
+    return _solved("solve_pairs", x, width, c, lo, hi, pairs, bits)
+
+
+def _solved(name: str, x: IntArray, width: int, c: IntArray,
+            *truth: Any) -> tuple[IntArray, IntArray, IntArray]:
     n_rows = c.shape[0]
     flat = _buffer("kept_flat", (x.shape[0],), np.int64)  # this thread's, reused
     vals = _buffer("kept_vals", (x.shape[0],), np.int64)
     scratch = _buffer("kept_scratch", (8 * width + 1024,), np.int64)
     sums = np.empty(n_rows, np.int64)
-    kept = _call("solve_block", x, width, c, pos, add, flat, vals, sums, scratch)
+    kept = _call(name, x, width, c, *truth, flat, vals, sums, scratch)
     if kept < 0:  # values too large for int64 sums: densified already, solve exactly
         return intopt_positive(x.reshape(n_rows, width), c)
     return flat[:kept].copy(), vals[:kept].copy(), sums
@@ -248,5 +263,5 @@ def build_kernel(directory: str | None = None, *, force: bool = False) -> Any:
 
 
 __all__ = ["CHOICES", "ENV", "EXPORTS", "FIRST_LOAD_CELLS", "LOAD_CELLS", "MIN_CELLS",
-           "build_kernel", "check", "intopt_kept", "lookup", "sort", "up_pairs", "wanted",
-           "warm_up"]
+           "build_kernel", "check", "intopt_kept", "intopt_pairs", "lookup", "sort", "up_pairs",
+           "wanted", "warm_up"]

@@ -704,19 +704,27 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
         return _mixed_block(levels, k, parent_codes, c, lo, hi, truth, first_child, widths, link)
     assert isinstance(width, int)
     n_par, n = c.shape[0], c.shape[0] * width
-    groups, true_rows, true_codes, true_counts = _block_truth(truth, lo, hi)
-    pos = true_rows * width + true_codes  # cell (p, j) has code j; ascending
     x = _noised(levels, k, parent_codes, None, np.arange(width), n)  # line 5
     # lines 5-8: the true children added, IntOpt, and the children > 0 in code order (flat
-    # positions ascending): fused in the compiled kernel when it is on
-    if kernel.wanted(n):
-        flat, kept, sums = kernel.intopt_kept(x, width, c, pos, true_counts)
+    # positions ascending): fused in the compiled kernel when it is on, which reads the leaves
+    # (sorted pairs, no link to keep) straight from the truth
+    pos = groups = None
+    if not link and truth.codes is None and truth.bits and kernel.wanted(n):
+        assert truth.m == width  # (the leaves: the last level's codes)
+        flat, kept, sums = kernel.intopt_pairs(x, width, c, lo.astype(np.int64),
+                                               hi.astype(np.int64), truth.counts, truth.bits)
     else:
-        x[pos] += true_counts
-        flat, kept, sums = intopt_positive(x.reshape(n_par, width), c)
+        groups, true_rows, true_codes, true_counts = _block_truth(truth, lo, hi)
+        pos = true_rows * width + true_codes  # cell (p, j) has code j; ascending
+        if kernel.wanted(n):
+            flat, kept, sums = kernel.intopt_kept(x, width, c, pos, true_counts)
+        else:
+            x[pos] += true_counts
+            flat, kept, sums = intopt_positive(x.reshape(n_par, width), c)
     _check(sums, c, kept)
     rows = flat // width
-    return rows, flat - rows * width, kept, _links(pos, flat, groups) if link else None
+    links = _links(pos, flat, groups) if pos is not None and groups is not None and link else None
+    return rows, flat - rows * width, kept, links
 
 
 def _mixed_block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: IntArray,
