@@ -650,6 +650,7 @@ def _tasks(runs: list[tuple[int, int, int]], size: int,
 
 def _parent_codes(parent_codes: np.ndarray, rows: IntArray, out: list[np.ndarray]) -> None:
     """The codes of the parents ``rows`` (one row per level above), into the rows ``out``."""
+    rows = rows.astype(np.intp, copy=False)  # (once: np.take converts other indices per call)
     for r, dest in enumerate(out):
         if parent_codes.dtype == dest.dtype:
             np.take(parent_codes[r], rows, out=dest, mode="clip")
