@@ -444,7 +444,7 @@ def _up_pairs(pairs: IntArray, bits: int, m: int,
     kept): in one compiled pass (:func:`.kernel.up_pairs`, ~10x faster) when the kernel is
     wanted, else in numpy's chunks (``chunk`` reads the pairs as keys and counts)."""
     n = pairs.shape[0]
-    if n + 1 >= 2**31 or not kernel.wanted(n):
+    if _index_type(n + 1) is not np.int32 or not kernel.wanted(n):  # (the kernel's starts)
         _, starts, parents, sums = _up(n, chunk, m, np.int8, check=True, keep=False)
         return None, starts, parents, sums
     starts = memory.empty(n + 1, np.int32)  # (untouched tails cost no memory)
@@ -709,11 +709,11 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
     # lines 5-8: the true children added, IntOpt, and the children > 0 in code order (flat
     # positions ascending): fused in the compiled kernel when it is on, which reads the leaves
     # (sorted pairs, no link to keep) straight from the truth
-    pos = groups = None
     if not link and truth.codes is None and truth.bits and kernel.wanted(n):
         assert truth.m == width  # (the leaves: the last level's codes)
         flat, kept, sums = kernel.intopt_pairs(x, width, c, lo.astype(np.int64),
                                                hi.astype(np.int64), truth.counts, truth.bits)
+        links = None
     else:
         groups, true_rows, true_codes, true_counts = _block_truth(truth, lo, hi)
         pos = true_rows * width + true_codes  # cell (p, j) has code j; ascending
@@ -722,9 +722,9 @@ def _block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, lo: In
         else:
             x[pos] += true_counts
             flat, kept, sums = intopt_positive(x.reshape(n_par, width), c)
+        links = _links(pos, flat, groups) if link else None
     _check(sums, c, kept)
     rows = flat // width
-    links = _links(pos, flat, groups) if pos is not None and groups is not None and link else None
     return rows, flat - rows * width, kept, links
 
 
