@@ -168,17 +168,22 @@ def test_the_kernels_arguments_are_checked_against_its_signatures(monkeypatch):
     fake = {name: lambda *args: calls.append(1) or 0 for name in kernel.EXPORTS}
     monkeypatch.setattr(kernel, "_COMPILED", fake)
     words = np.zeros((8, 2), np.uint64)
-    table, out = np.zeros(4, np.int64), np.zeros(16, np.int64)
-    kernel.lookup(words[:, 0], table, 62, out[:8])  # strided words: their signature's 'A'
-    for bad in [(words[:, 0].view(np.int64), table, out[:8]), (words[:, 0], table, out[::2]),
-                (words, table, out[:8]), (words[:, 0], table.astype(np.int32), out[:8])]:
+    table, out, cdf = np.zeros(4, np.int64), np.zeros(16, np.int64), np.ones(2, np.uint64)
+    kernel.lookup(words[:, 0], table, 62, cdf, 63, out[:8])  # strided words: their 'A'
+    for bad in [(words[:, 0].view(np.int64), table, cdf, out[:8]),
+                (words[:, 0], table, cdf, out[::2]), (words, table, cdf, out[:8]),
+                (words[:, 0], table.astype(np.int32), cdf, out[:8]),
+                (words[:, 0], table, cdf.view(np.int64), out[:8])]:
         with pytest.raises(InternalError, match="kernel lookup's argument"):
-            kernel.lookup(bad[0], bad[1], 62, bad[2])
+            kernel.lookup(bad[0], bad[1], 62, bad[2], 63, bad[3])
+    kernel.spread(words[:4, 0].copy(), words[:2, 0].copy(), words[:, 1])  # a strided out
+    with pytest.raises(InternalError, match="kernel spread's argument 0"):
+        kernel.spread(words[:4, 0], words[:2, 0].copy(), words[:, 1])
     x, c = np.zeros(12, np.int64), np.zeros(3, np.int64)
     kernel.intopt_kept(x, 4, c, x[:0], x[:0])
     with pytest.raises(InternalError, match="kernel solve_block's argument 2"):
         kernel.intopt_kept(x, 4, np.zeros(6, np.int64)[::2], x[:0], x[:0])
-    assert calls == [1, 1]
+    assert calls == [1, 1, 1]
 
 
 def test_check_explains_a_missing_or_refused_build(tmp_path, capsys):
@@ -263,8 +268,12 @@ def test_the_build_computes_the_numpy_paths_integers_without_numba(built):
         words = rng.integers(0, 2**63, (5000, 2), dtype=np.uint64)
         table = np.arange(-64, 64, dtype=np.int64)
         out = np.empty(5000, np.int64)
-        kernel.lookup(words[:, 0], table, 57, out)  # a strided view, as noise passes it
+        # a strided view, as noise passes it (no searched bucket: the table alone)
+        kernel.lookup(words[:, 0], table, 57, np.ones(1, np.uint64), 63, out)
         assert np.array_equal(out, table[words[:, 0] >> np.uint64(57)])
+        parents, kids = words[:50, 0].copy(), words[:40, 1].copy()
+        kernel.spread(parents, kids, words[:2000, 0])
+        assert np.array_equal(words[:2000, 0], (parents[:, None] + kids).ravel())
         for hi in (12, 30, 50):  # 1, 3 and 5 passes of the radix sort
             a = np.unique(rng.integers(0, 2 ** (hi - 3), 70_000)) << 3 | rng.integers(0, 8)
             want = np.sort(a)

@@ -46,8 +46,8 @@ _NOT_NEEDED = "releases work without a build (the same outputs, on numba's JIT o
 
 def _agrees(functions: dict[str, Any]) -> str | None:
     """Why ``functions`` do not compute what the numpy path does on a few small fixed blocks
-    (the sorted, histogram and step-5 rows, a densify, a strided lookup, radix sorts, a level
-    up sorted pairs), or None."""
+    (the sorted, histogram and step-5 rows, a densify, a strided lookup with its searches and a
+    tie, addresses, radix sorts, a level up sorted pairs), or None."""
     from .intopt import intopt_positive
 
     rng = np.random.default_rng(20261127)
@@ -74,11 +74,28 @@ def _agrees(functions: dict[str, Any]) -> str | None:
         if not (np.array_equal(z, y) and np.array_equal(flat[:n], want[0])
                 and np.array_equal(vals[:n], want[1]) and np.array_equal(sums, want[2])):
             return f"solve_pairs computes another IntOpt than numpy's (width {width})"
-    words = rng.integers(0, 2**63, (64, 2), dtype=np.uint64)
-    table, out = np.arange(-64, 64, dtype=np.int64), np.empty(64, np.int64)
-    n = functions["lookup"](words[:, 0], table, np.uint64(57), out)
-    if not np.array_equal(out, table[words[:, 0] >> np.uint64(57)]) or n != 0:
+    words = rng.integers(0, 2**64 - 1, (4096, 2), dtype=np.uint64, endpoint=True)
+    b3, b9 = 3 << 57, 9 << 57  # words in the searched buckets 3, 9, 70 and 127: ties too
+    words[:8, 0] = [b3 + 5, b3 + 4, b3 + 6, 2**63 | b9 + 1, 2**63 | b9, 2**64 - 1, 0, b9 + 2]
+    cdf = np.array([1, b3 + 5, b3 + 5, b9 + 1, 2**63 - 1], np.uint64)  # T_a, 63-bit u
+    table = np.arange(-64, 64, dtype=np.int64)
+    table[[3, 9, 70, 127]] = np.iinfo(np.int64).min  # the search marker: searched buckets
+    out = np.empty(4096, np.int64)
+    n = functions["lookup"](words[:, 0], table, np.uint64(57), cdf, np.uint64(0),
+                            np.uint64(2**63 - 1), out)
+    want = table[words[:, 0] >> np.uint64(57)]
+    at = np.flatnonzero(want == table[3])
+    u = words[at, 0] & np.uint64(2**63 - 1)
+    a = np.searchsorted(cdf, u)
+    want[at] = np.where(words[at, 0] >> np.uint64(63) == 1, -a, a)
+    tie = at[cdf[a] == u]
+    want[tie] = table[3]
+    if not (np.array_equal(out, want) and n == tie.size):
         return "lookup computes another lookup than numpy's"
+    rows, kids = words[:64, 0].copy(), words[64:104, 1].copy()
+    functions["spread"](rows, kids, words[:2560, 1])
+    if not np.array_equal(words[:2560, 1], (rows[:, None] + kids).ravel()):
+        return "spread computes other addresses than numpy's"
     for hi in (13, 40):  # two passes (sorted in place) and five (in the scratch)
         a = (rng.choice(2 ** 20, 4096, replace=False) << (hi - 20)) | rng.integers(0, 8, 4096)
         b, tmp = a.copy(), np.empty_like(a)

@@ -16,19 +16,50 @@ from .intopt import _SAFE_LIMIT as _LIMIT  # (4 m + 4) (B + 1) below this keeps 
 from .noise import _SEARCH  # the table's marker of a bucket that needs a search
 
 _DIGIT = 9  # bits per pass of radix_sort: 512 buckets, whose write positions stay in L1
+_SIGN = np.uint64(1 << 63)  # a noise word with this bit set gives a negative sample
 _NARROW = 4  # rows whose values span under _NARROW * m + 64 are solved without a sort
 
 
 @njit(nogil=True, cache=True)
-def lookup(words: Any, table: Any, shift: Any, out: Any) -> int:  # pragma: no cover (compiled)
-    """``out[i] = table[words[i] >> shift]``; the number of search markers written."""
+def lookup(words: Any, table: Any, shift: Any, cdf: Any, ushift: Any, umask: Any,
+           out: Any) -> int:  # pragma: no cover (compiled)
+    """``out[i] = table[words[i] >> shift]``; where that is the search marker (a bucket holding a
+    threshold), the magnitude ``#{a : cdf[a] < u}`` of ``u = (words[i] >> ushift) & umask``
+    (binary search; ``cdf[-1] >= u``), negative if the word's top bit is set, unless ``u``
+    equals a threshold: that entry keeps the marker, for the exact refinement. Returns the
+    number of markers kept."""
     unsure = 0
+    top = cdf.shape[0] - 1
     for i in range(out.shape[0]):
-        v = table[words[i] >> shift]
-        out[i] = v
+        w = words[i]
+        v = table[w >> shift]
         if v == _SEARCH:
-            unsure += 1
+            u = (w >> ushift) & umask
+            lo, hi = 0, top
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if cdf[mid] < u:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if cdf[lo] == u:
+                unsure += 1
+            else:
+                v = -lo if w >= _SIGN else lo
+        out[i] = v
     return unsure
+
+
+@njit(nogil=True, cache=True)
+def spread(rows: Any, kids: Any, out: Any) -> int:  # pragma: no cover (compiled)
+    """``out[p * w + j] = rows[p] + kids[j]``, ``w = len(kids)``: a block's cell addresses
+    (every child of every parent) written into the AES input (any stride); returns 0."""
+    w = kids.shape[0]
+    for p in range(rows.shape[0]):
+        base, at = rows[p], p * w
+        for j in range(w):
+            out[at + j] = base + kids[j]
+    return 0
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -335,10 +366,12 @@ def warm() -> None:
     solve_pairs(x, 1, np.zeros(2, np.int64), x, x, x[:0], 1, x.copy(), x.copy(), x.copy(),
                 scratch)
     words = np.zeros((2, 2), np.uint64)
-    lookup(words[:, 0], np.zeros(2, np.int64), np.uint64(63), x)
-    lookup(words[:, 0].copy(), np.zeros(2, np.int64), np.uint64(63), x)
+    cdf, one = np.ones(2, np.uint64), np.uint64(1)
+    lookup(words[:, 0], np.zeros(2, np.int64), np.uint64(63), cdf, one, one, x)
+    lookup(words[:, 0].copy(), np.zeros(2, np.int64), np.uint64(63), cdf, one, one, x)
+    spread(words[:1, 0].copy(), words[:, 0].copy(), words[:, 1])  # (2 cells: 1 x 2)
     radix_sort(x, x.copy(), 0, 1)
     up_pairs(x, 1, 1, np.zeros(3, np.int32), x.copy(), x.copy())
 
 
-__all__ = ["lookup", "radix_sort", "solve_block", "solve_pairs", "up_pairs", "warm"]
+__all__ = ["lookup", "radix_sort", "solve_block", "solve_pairs", "spread", "up_pairs", "warm"]

@@ -62,7 +62,8 @@ EXPORTS = {
                    "int64[::1], int64[::1], int64[::1])",
     "solve_pairs": "int64(int64[::1], int64, int64[::1], int64[::1], int64[::1], int64[::1], "
                    "int64, int64[::1], int64[::1], int64[::1], int64[::1])",
-    "lookup": "int64(uint64[:], int64[::1], uint64, int64[::1])",
+    "lookup": "int64(uint64[:], int64[::1], uint64, uint64[::1], uint64, uint64, int64[::1])",
+    "spread": "int64(uint64[::1], uint64[::1], uint64[:])",
     "radix_sort": "int64(int64[::1], int64[::1], int64, int64)",
     "up_pairs": "int64(int64[::1], int64, int64, int32[::1], int64[::1], int64[::1])",
 }
@@ -187,11 +188,28 @@ def _call(name: str, *args: Any) -> int:
     return int(_COMPILED[name](*args))
 
 
-def lookup(words: np.ndarray, table: IntArray, shift: int, out: IntArray) -> int:
-    """``out[i] = table[words[i] >> shift]`` (the noise's signed-magnitude table); returns how
-    many entries hold the table's search marker (its minimum, int64's). ``words`` uint64 (any
-    stride), ``table`` and ``out`` C-contiguous int64."""
-    return _call("lookup", words, table, np.uint64(shift), out)
+def lookup(words: np.ndarray, table: IntArray, shift: int, cdf: np.ndarray, bits: int,
+           out: IntArray) -> int:
+    """``out[i] = table[words[i] >> shift]`` (the noise's signed-magnitude table); where that
+    is the search marker (int64's minimum), the signed ``#{a : cdf[a] < u}`` of the word's
+    ``bits``-bit ``u`` (its bits ``62 .. 63 - bits``) instead, as the noise's binary search
+    gives it, unless ``u`` equals a threshold. Returns how many entries keep the marker (those
+    ties: the exact refinement's). ``words`` uint64 (any stride), ``table`` and ``out``
+    C-contiguous int64, ``cdf`` C-contiguous uint64 (non-decreasing, its last >= every u)."""
+    if words.shape[0] < out.shape[0]:  # (the compiled loop checks no bounds)
+        raise InternalError(f"lookup: {words.shape[0]} words for {out.shape[0]} samples")
+    return _call("lookup", words, table, np.uint64(shift), cdf, np.uint64(63 - bits),
+                 np.uint64((1 << bits) - 1), out)
+
+
+def spread(rows: np.ndarray, kids: np.ndarray, out: np.ndarray) -> None:
+    """``out[p * len(kids) + j] = rows[p] + kids[j]``: the cell addresses of parents
+    ``rows`` (C-contiguous uint64) times children ``kids`` (C-contiguous uint64), into
+    ``out`` (uint64, any stride: the AES input's view), in one pass."""
+    if out.shape[0] != rows.shape[0] * kids.shape[0]:  # (the compiled loop checks no bounds)
+        raise InternalError(f"spread: {out.shape[0]} addresses for {rows.shape[0]} parents x "
+                            f"{kids.shape[0]} children")
+    _call("spread", rows, kids, out)
 
 
 def intopt_kept(x: IntArray, width: int, c: IntArray, pos: IntArray,
@@ -263,5 +281,6 @@ def build_kernel(directory: str | None = None, *, force: bool = False) -> Any:
 
 
 __all__ = ["CHOICES", "ENV", "EXPORTS", "FIRST_LOAD_CELLS", "LOAD_CELLS", "MIN_CELLS",
-           "build_kernel", "check", "intopt_kept", "intopt_pairs", "lookup", "sort", "up_pairs",
+           "build_kernel", "check", "intopt_kept", "intopt_pairs", "lookup", "sort", "spread",
+           "up_pairs",
            "wanted", "warm_up"]

@@ -221,8 +221,9 @@ class DiscreteGaussian:
         tab = self._tab
         index = _buffers(w0.shape[0])[2][: w0.shape[0]]
         search = _SEARCH
-        if kernel.wanted(out.shape[0]):  # one compiled pass: same table, same values
-            unsure = kernel.lookup(w0, tab.signed, 63 - tab.kbits, out) > 0
+        if kernel.wanted(out.shape[0]):  # one compiled pass: same table, same values, the
+            # bucket searches included (only ties with a threshold are left to refine below)
+            unsure = kernel.lookup(w0, tab.signed, 63 - tab.kbits, tab.cdf, self._bits, out) > 0
         else:
             np.right_shift(w0, np.uint64(63 - tab.kbits), out=index)  # sign, top K bits of U
             looked = memory.scratch("noise.looked", out.shape[0], tab.small.dtype, _CHUNK)

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from . import kernel
 from .accounting import BudgetPlan
 from .errors import InternalError, bad_argument
 from .noise import DiscreteGaussian
@@ -117,7 +118,10 @@ class Addresser:
         kids = codes.astype(np.uint64, copy=False)
         if rows is None:
             if out is not None and self.narrow:
-                np.add(last[:, None], kids, out=out.reshape(last.shape[0], -1))
+                if kids.ndim == 1 and kernel.wanted(out.shape[0]):  # one compiled pass
+                    kernel.spread(last, np.ascontiguousarray(kids), out)
+                else:  # (numpy's inner loop per parent: ~1.4 ns a cell at 40 children)
+                    np.add(last[:, None], kids, out=out.reshape(last.shape[0], -1))
                 return out
             rows = np.repeat(np.arange(last.shape[0]), kids.shape[-1])
             last = (last[:, None] + kids).ravel()
