@@ -292,13 +292,14 @@ leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
                        FROM (SELECT $sizes) AS z) AS z)
 
 -- @leaf_pairs
--- the leaves as ONE list of key * (r + 1) + n, r = the rows kept (more than any count;
--- inftda_begin read it from the checks), 'n' NULL: half the lists and half their Arrow copy.
--- Keys and counts as two lists instead when (r + 1) times the key span would pass 2**62.
-(SELECT {'k': NULL::INTEGER[], 'key': list(CASE WHEN p.r <= $cap THEN $key * (p.r + 1) + n
+-- the leaves as ONE list of (key << b) | n, b the bits of r, the rows kept (2**b is more than
+-- any count; inftda_begin read r from the checks), 'n' NULL: half the lists and half their
+-- Arrow copy, and the core sorts them as they are (key * 2**b + n: no division to repack).
+-- Keys and counts as two lists instead when 2**b times the key span would pass 2**62.
+(SELECT {'k': NULL::INTEGER[], 'key': list(CASE WHEN p.b <= $cap THEN ($key << p.b) | n
                                                 ELSE $key END),
-         'n': list(n) FILTER (p.r > $cap)}
- FROM leaf CROSS JOIN (SELECT kept AS r FROM datastats) AS p)
+         'n': list(n) FILTER (p.b > $cap)}
+ FROM leaf CROSS JOIN (SELECT length(bin(kept)) AS b FROM datastats) AS p)
 
 -- @allowed
 (SELECT {'k': $klists, 'key': NULL::BIGINT[], 'n': []::BIGINT[]}

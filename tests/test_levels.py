@@ -175,8 +175,9 @@ def test_a_part_cannot_be_released_twice(con, monkeypatch):
 
 def test_enum_leaves_counted_under_one_key_give_the_same_release():
     # every column an ENUM: the leaves are counted under one BIGINT key (NULLs in a key of
-    # their own) and sent as key * (r + 1) + n; the same release, NULL counts and refusals as
-    # the same data in VARCHAR columns with the ENUM's labels as declared domains
+    # their own) and sent as (key << b) | n (b the bits of the rows kept); the same release,
+    # NULL counts and refusals as the same data in VARCHAR columns with the ENUM's labels as
+    # declared domains
     c = duckdb.connect()
     load(c)
     c.execute("CREATE TYPE e1 AS ENUM ('x', 'y', 'z'); CREATE TYPE e2 AS ENUM ('p', 'q')")

@@ -351,6 +351,33 @@ def test_domain_table_leaves_travel_as_keys_when_they_fit(con, monkeypatch):
     assert shapes == [1, 2] and keys == codes and sum(r[3] for r in keys) > 0
 
 
+def test_enum_leaves_travel_as_key_shifted_by_the_bits_of_the_rows(con, monkeypatch):
+    # all-ENUM leaves go to the levels call as (key << b) | n, b the bits of the rows kept
+    # (5000: 13 bits), which the core sorts as they are (radix 2**b, no division); keys and
+    # counts as two lists once 2**b times the key span (6) would pass MAX_KEY_SPAN: on each
+    # side of that edge, the same release
+    from inftda_duckdb.duckdb import sqlgen
+
+    con.execute("CREATE TYPE e3 AS ENUM ('x', 'y', 'z'); CREATE TYPE e2 AS ENUM ('p', 'q')")
+    con.execute("CREATE TABLE ee AS SELECT ['x', 'y', 'z'][1 + i % 3]::e3 AS a, "
+                "['p', 'q'][1 + i // 3 % 2]::e2 AS b FROM range(5000) r(i)")
+    radixes = []
+    inner = extension.release_below
+
+    def spy(*args, **kwargs):
+        radixes.append(kwargs["radix"])
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(extension, "release_below", spy)
+    sql = "SELECT * FROM inftda_release('ee', ['a', 'b'], rho := 1, seed := 3) ORDER BY ALL"
+    got = [con.execute(sql).fetchall()]
+    for span in (6 * 2**13 + 1, 6 * 2**13):  # 13 bits fit (the edge), then they do not
+        monkeypatch.setattr(sqlgen, "MAX_KEY_SPAN", span)
+        got.append(con.execute(sql).fetchall())
+    assert radixes == [2**13, 2**13, None]
+    assert got[0] == got[1] == got[2] and sum(r[2] for r in got[0]) > 4000
+
+
 def test_nested_leaves_coded_by_one_join_per_domain_table(con):
     """The leaves take their codes from ONE join per domain table on their raw combination;
     only the rows that miss (NULLs, undeclared values or combinations) are coded column by

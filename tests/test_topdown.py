@@ -262,7 +262,7 @@ def test_pairs_of_key_and_count_give_the_same_release():
     # repacked (key << bits) | count would not fit one int64 (keys and counts then)
     levels, root, _, keys, counts = small_tree(9)
     want = as_tuples(release_below(levels, root, keys, counts))
-    for radix in (20, 1000, 2**40):
+    for radix in (20, 1000, 1024, 2**40):  # (powers of two: (key << bits) | count as sent)
         pairs = np.append(keys * radix + counts, 59 * radix)[::-1]  # a zero count, any order
         assert as_tuples(release_below(levels, root, pairs, None, radix=radix)) == want
     with pytest.raises(InputError, match="each prefix at most once"):
@@ -312,6 +312,14 @@ def test_pairs_the_caller_gives_up_are_sorted_in_place():
         again = (keys * 1000 + counts)[::-1].copy()
         assert as_tuples(release_below(levels, root, again, None, radix=1000)) == want
         assert not np.shares_memory(seen[-1], again)  # not asked: the caller's array kept
+        for radix in (1000, 1024):  # a power of two: sorted as it came, and copied first
+            mine = (keys * radix + counts)[::-1].copy()  # when not given up
+            for overwrite in (True, False):
+                theirs = mine.copy()
+                assert as_tuples(release_below(levels, root, theirs, None, radix=radix,
+                                               overwrite=overwrite)) == want
+                assert np.shares_memory(seen[-1], theirs) == overwrite
+                assert overwrite or (theirs == mine).all()
 
 
 def test_cell_addresses_are_the_tree_positions():

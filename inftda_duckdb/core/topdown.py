@@ -342,8 +342,9 @@ def _sort_pairs(pairs: IntArray, radix: int, span: int,
                 overwrite: bool = False) -> tuple[IntArray, int, IntArray | None]:
     """:func:`_sort_by_key` of prefixes given as ``key * radix + count`` (one array, as an
     engine sends them: half the memory of keys and counts): repacked as ``(key << bits) |
-    count`` into the one array that is sorted (:func:`.kernel.sort`; ``pairs`` itself with
-    ``overwrite``), zero counts dropped."""
+    count`` (already so for a power-of-two ``radix``, as DuckDB sends them) into the one array
+    that is sorted (:func:`.kernel.sort`; ``pairs`` itself with ``overwrite``), zero counts
+    dropped."""
     n = pairs.shape[0]
     bits, kbits = max(1, (radix - 1).bit_length()), max(1, (span - 1).bit_length())
     if kbits + bits > 62:  # too wide to repack: keys and counts
@@ -354,6 +355,12 @@ def _sort_pairs(pairs: IntArray, radix: int, span: int,
     zeros = False
     for a in range(0, n, _CHUNK):
         b = min(a + _CHUNK, n)
+        if radix == 1 << bits:  # key * radix + count is (key << bits) | count already: no
+            # division (DuckDB's @leaf_pairs)
+            if packed is not pairs:
+                packed[a:b] = pairs[a:b]
+            zeros = zeros or not np.bitwise_and(pairs[a:b], radix - 1).all()
+            continue
         count = np.remainder(pairs[a:b], radix)  # read before packed (maybe pairs) is written
         key = np.floor_divide(pairs[a:b], radix, out=packed[a:b])
         zeros = zeros or not count.all()

@@ -497,7 +497,8 @@ def _release_levels(state: _Release, rid: Any, part_ids: list[Any], leaves: Any,
     upto = cut_level or levels.depth
     row, radix = _plain(leaves), None
     if row.field("n").null_count and not row.field("key").null_count:  # @leaf_pairs
-        codes, counts, radix = _own_pairs(leaves), None, state.kept + 1
+        # (key << b) | n, b = the bits of the rows kept (SQL's length(bin(kept)), 1 for 0)
+        codes, counts, radix = _own_pairs(leaves), None, 1 << max(1, state.kept.bit_length())
     else:
         codes, counts = _prefixes(leaves, upto), _counts(leaves)
         if codes.shape[-1] != counts.shape[0]:

@@ -305,12 +305,15 @@ def _lists(columns: list[str]) -> str:
 
 def leaf_lists(request: ReleaseRequest, plan: DomainPlan) -> str:
     """The leaves as the one-call levels UDF gets them from the CTE ``leaf``: one list of
-    ``key * (r + 1) + n`` (``@leaf_pairs``) when the plan knows the sizes, else the codes."""
+    ``(key << b) | n`` (``@leaf_pairs``; ``b`` the bits of the rows kept) when the plan knows
+    the sizes, else the codes."""
     sizes = plan.key_sizes(request.depth)
     if sizes is None:
         return _runtime_keys(plan, request.depth)
     key = "key" if _keyed(request, plan) is not None else _key(sizes, request.depth)
-    return _f("leaf_pairs", key=key, cap=(MAX_KEY_SPAN - 1) // math.prod(sizes) - 1)
+    # b <= cap keeps (key << b) | n below span * 2**b <= 2**62 - 1
+    cap = ((MAX_KEY_SPAN - 1) // math.prod(sizes)).bit_length() - 1
+    return _f("leaf_pairs", key=key, cap=cap)
 
 
 def _runtime_keys(plan: DomainPlan, d: int) -> str:
