@@ -282,5 +282,4 @@ def build_kernel(directory: str | None = None, *, force: bool = False) -> Any:
 
 __all__ = ["CHOICES", "ENV", "EXPORTS", "FIRST_LOAD_CELLS", "LOAD_CELLS", "MIN_CELLS",
            "build_kernel", "check", "intopt_kept", "intopt_pairs", "lookup", "sort", "spread",
-           "up_pairs",
-           "wanted", "warm_up"]
+           "up_pairs", "wanted", "warm_up"]

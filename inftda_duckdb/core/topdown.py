@@ -352,11 +352,10 @@ def _sort_pairs(pairs: IntArray, radix: int, span: int,
         counts = pairs - keys * radix
         return _sort_by_key(keys[counts > 0], counts[counts > 0], span)
     packed = pairs if overwrite else memory.empty(n, np.int64)
-    zeros = False
-    for a in range(0, n, _CHUNK):
+    zeros, shifted = False, radix == 1 << bits  # shifted: key * radix + count is (key << bits)
+    for a in range(0, n, _CHUNK):  # | count already, no division (DuckDB's @leaf_pairs)
         b = min(a + _CHUNK, n)
-        if radix == 1 << bits:  # key * radix + count is (key << bits) | count already: no
-            # division (DuckDB's @leaf_pairs)
+        if shifted:
             if packed is not pairs:
                 packed[a:b] = pairs[a:b]
             zeros = zeros or not np.bitwise_and(pairs[a:b], radix - 1).all()
