@@ -13,11 +13,11 @@ import pytest
 
 from inftda_duckdb.core import memory, topdown
 from inftda_duckdb.core.accounting import plan_budget
+from inftda_duckdb.core.checks import load_checks
 from inftda_duckdb.core.errors import InputError
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import LevelProgress, release_tree
 from inftda_duckdb.duckdb import extension, sqlgen
-from inftda_duckdb.duckdb.domain import load_checks
 from inftda_duckdb.duckdb.extension import load, release
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")

@@ -97,8 +97,8 @@ def test_seeded_release_same_under_any_batching_and_equal_to_numpy(con, monkeypa
     # result does not change and equals the in-memory reference, whether the prefixes travel
     # as mixed-radix keys (domain sizes known when planned) or as codes (sizes known only as
     # the statement runs, and their product too large for keys)
+    from inftda_duckdb.core.domains import DomainPlan
     from inftda_duckdb.duckdb import sqlgen
-    from inftda_duckdb.duckdb.domain import DomainPlan
     from inftda_duckdb.duckdb.sqlgen import render_release
 
     if not keys:
