@@ -139,6 +139,13 @@ def macro_fields(surface: str) -> str:
     return ", ".join(f"'{o.name}': {o.name}" for o in of(surface, "duckdb", sql=True))
 
 
+def docstring(options: Iterable[Option], indent: str = "    ") -> str:
+    """An ``Options:`` section for a docstring (a function taking ``**options``)."""
+    lines = ["", f"{indent}Options (from :mod:`inftda_duckdb.core.options`):", ""]
+    lines += [f"{indent}- ``{o.name}``: {o.doc}" for o in options]
+    return "\n".join(lines) + "\n"
+
+
 def reference_table(surface: str, engine: str = "duckdb") -> str:
     """The options of ``surface`` as a Markdown table (the reference docs' generated regions)."""
     rows = ["| option | default | CLI | meaning |", "|---|---|---|---|"]
@@ -149,5 +156,6 @@ def reference_table(surface: str, engine: str = "duckdb") -> str:
     return "\n".join(rows)
 
 
-__all__ = ["BY_NAME", "OPTIONS", "PREVIEW", "RELEASE", "REQUEST", "Option", "macro_fields",
+__all__ = ["BY_NAME", "OPTIONS", "PREVIEW", "RELEASE", "REQUEST", "Option", "docstring",
+           "macro_fields",
            "macro_parameters", "names", "of", "reference_table"]
