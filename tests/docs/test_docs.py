@@ -16,7 +16,8 @@ The conventions (docs/README.md repeats them for writers):
   run whole (``pip install . && inftda-duckdb demo``) in a fresh virtualenv from the checkout;
   a line running the test suite (``python -m pytest``) must be a line ``.ci/run`` runs, which the
   test checks instead of running the suite inside itself.
-- ```` ```text ```` right after a python or bash block: what that block prints (stdout). Lines
+- ```` ```text ```` right after a python or bash block: what that block prints (a bash block:
+  stdout and stderr as a terminal shows them; a python block: stdout). Lines
   are compared with runs of spaces made equal; a line ``...`` stands for any lines, and ``...``
   inside a line for any text.
 - No other language, and no block is skipped: a block that cannot run here is not in the docs.
@@ -184,11 +185,11 @@ def run_bash(block: Block, folder: Path) -> str:
     if not any(line.strip() and not line.lstrip().startswith("#") for line in kept):
         return ""
     result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", "\n".join(kept)], cwd=folder,
-                            env=environment(), capture_output=True, text=True, timeout=900,
-                            stdin=subprocess.DEVNULL)
+                            env=environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, timeout=900, stdin=subprocess.DEVNULL)
     if result.returncode != 0:
-        raise AssertionError(f"exit status {result.returncode}\n{result.stdout}\n{result.stderr}")
-    return result.stdout
+        raise AssertionError(f"exit status {result.returncode}\n{result.stdout}")
+    return result.stdout  # what a terminal shows: stdout and stderr as they came
 
 
 @pytest.mark.parametrize("page", page_params())
