@@ -100,9 +100,11 @@ def page_params() -> list[Any]:
 
 
 def install_params() -> list[Any]:
-    return [pytest.param(line, id=f"{p.relative_to(ROOT)}:{line.split('#')[0].strip()}",
-                         marks=pytest.mark.slow)
-            for p in PAGES for line in install_lines(p) if not TEST_SUITE.search(line)]
+    """One test per install command (the same command on two pages: one test)."""
+    commands = {line.split(" #")[0].strip(): line for p in PAGES for line in install_lines(p)
+                if not TEST_SUITE.search(line)}
+    return [pytest.param(line, id=command, marks=pytest.mark.slow)
+            for command, line in commands.items()]
 
 
 # ----------------------------------------------------------------------------- comparing output
@@ -194,38 +196,58 @@ def run_bash(block: Block, folder: Path) -> str:
 
 @pytest.mark.parametrize("page", page_params())
 def test_page(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spark_session = None
     if "<!-- doc-test: spark -->" in page.read_text():
-        pytest.importorskip("pyspark")
+        spark_session = pytest.importorskip("pyspark.sql").SparkSession
         # the executors' Python: this interpreter (its environment has the package)
         monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+        before = spark_session.getActiveSession()
     monkeypatch.chdir(tmp_path)
+    try:
+        run_page(page, tmp_path)
+    finally:
+        # a session the page started is stopped: the Spark tests' own (local[2, 2], ...) is
+        # made by their fixture, which getOrCreate would otherwise hand the page's
+        if spark_session is not None and before is None:
+            started = spark_session.getActiveSession()
+            if started is not None:
+                started.stop()
+
+
+def run_page(page: Path, tmp_path: Path) -> None:
     namespace: dict[str, Any] = {"__name__": "__doc__"}
-    output: str | None = None
-    for block in blocks(page):
-        if block.language not in LANGUAGES:
-            raise AssertionError(f"{block.where}: a ```{block.language} block (the docs use "
-                                 f"only {', '.join(LANGUAGES)}: see tests/docs/test_docs.py)")
-        try:
-            if block.language == "text":
-                assert output is not None, "a ```text block shows the output of the block above"
-                assert matches(block.code, output), f"expected\n{block.code}\ngot\n{output}"
-                output = None
-            elif block.language == "python":
-                output = run_python(block, namespace)
-            elif block.language == "sql":
-                output = None
-                run_sql(block, namespace)
-            else:
-                output = run_bash(block, tmp_path)
-        except Exception as error:
-            raise AssertionError(f"{block.where} ({block.language}) failed: {error}") from error
-    for value in namespace.values():  # connections the page opened
-        close = getattr(value, "close", None)
-        if type(value).__name__ == "DuckDBPyConnection" and close is not None:
-            close()
+    try:
+        output: str | None = None
+        for block in blocks(page):
+            output = run_block(block, namespace, output, tmp_path)
+    finally:
+        for value in namespace.values():  # the DuckDB connections the page left open
+            if type(value).__name__ == "DuckDBPyConnection":
+                value.close()
 
 
-def test_every_page_has_runnable_blocks_and_the_readme_starts_with_its_setup() -> None:
+def run_block(block: Block, namespace: dict[str, Any], output: str | None,
+              folder: Path) -> str | None:
+    """Run ``block``; returns what it printed (None after a text block or a sql block)."""
+    if block.language not in LANGUAGES:
+        raise AssertionError(f"{block.where}: a ```{block.language} block (the docs use only "
+                             f"{', '.join(LANGUAGES)}: see tests/docs/test_docs.py)")
+    try:
+        if block.language == "text":
+            assert output is not None, "a ```text block shows the output of the block above"
+            assert matches(block.code, output), f"expected\n{block.code}\ngot\n{output}"
+            return None
+        if block.language == "python":
+            return run_python(block, namespace)
+        if block.language == "sql":
+            run_sql(block, namespace)
+            return None
+        return run_bash(block, folder)
+    except Exception as error:
+        raise AssertionError(f"{block.where} ({block.language}) failed: {error}") from error
+
+
+def test_the_readme_is_short_and_starts_with_its_setup() -> None:
     readme = (ROOT / "README.md").read_text().splitlines()
     assert len(readme) <= 300, f"README.md has {len(readme)} lines (at most 300)"
     assert readme[2:6] == [
@@ -235,8 +257,6 @@ def test_every_page_has_runnable_blocks_and_the_readme_starts_with_its_setup() -
         "pip install -e '.[test]' && python -m pytest     # the tests",
         "```",
     ]
-    for page in PAGES:
-        assert blocks(page), f"{page.relative_to(ROOT)} has no code block"
 
 
 # ------------------------------------------------------------------- installs from a checkout
