@@ -21,8 +21,9 @@ The conventions (docs/README.md repeats them for writers):
   are compared with runs of spaces made equal; a line ``...`` stands for any lines, and ``...``
   inside a line for any text.
 - No other language, and no block is skipped: a block that cannot run here is not in the docs.
-- ``<!-- doc-test: spark -->`` (or ``postgres``) anywhere on a page puts its test under that
-  marker; a Spark page is skipped without PySpark, as the other Spark tests are.
+- ``<!-- doc-test: spark -->`` (or ``postgres``, or ``slow``: a page that compiles the kernel)
+  anywhere on a page puts its test under that marker; a Spark page is skipped without PySpark,
+  as the other Spark tests are.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 LANGUAGES = ("python", "sql", "bash", "text")
-MARKERS = ("spark", "postgres")
+MARKERS = ("spark", "postgres", "slow")
 INSTALL = re.compile(r"^\s*pip install\b")
 TEST_SUITE = re.compile(r"\bpython -m pytest\b")
 CONNECTION = re.compile(r"<!--\s*sql-connection:\s*(\w+)\s*-->\s*$")
