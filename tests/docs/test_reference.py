@@ -126,3 +126,14 @@ def test_duckdb_cli_1_5_opens_files_written_with_storage_version_1_5(tmp_path: P
         control = subprocess.run([cli, "-readonly", str(newest), "-c", "SELECT 1"],
                                  capture_output=True, text=True)
         assert control.returncode != 0 and "version number" in control.stderr, control
+
+
+def test_the_sql_option_tables_are_generated_from_the_option_table() -> None:
+    """docs/reference/sql.md's option regions are core/options.py rendered (one place for each
+    text): `python -m inftda_duckdb.tools.reference` rewrites them."""
+    from inftda_duckdb.tools import reference
+
+    assert reference.main(["--docs", str(REFERENCE), "--check"]) == 0
+    page = (REFERENCE / "sql.md").read_text()
+    edited = page.replace("exploration only", "exploration, only")  # negative control
+    assert reference.regenerate(edited, ("release", "preview")) != edited
