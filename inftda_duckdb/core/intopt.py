@@ -54,7 +54,7 @@ vectorised over blocks of rows (memory bounded by ``block_cells``).
 
 Range: any int64 ``x`` and ``c``. The intermediate sums are bounded by ``(4 m + 4) (B + 1)`` with
 ``B = max(|x_i|, c)`` of the row; rows where that could exceed 2**62 are computed with exact Python
-integers (numpy object arrays, same code, ~50x slower), all other rows in int64.
+integers (numpy object arrays, same code, much slower), all other rows in int64.
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ __all__ = ["intopt", "intopt_positive", "intopt_positive_runs", "intopt_ragged"]
 IntArray = npt.NDArray[np.int64]
 
 BLOCK_CELLS = 1 << 16
-"""Default number of cells processed per block (~512 kB per temporary; 2**15: +25% time at level 4
-of bench_release, more numpy calls per cell)."""
+"""Default number of cells processed per block (512 kB per int64 temporary; smaller blocks make
+more numpy calls per cell)."""
 
 _SAFE_LIMIT = float(1 << 62)
 _INT32_LIMIT = float(1 << 31)
@@ -120,8 +120,8 @@ def intopt_positive(x: IntArray, c: IntArray) -> tuple[IntArray, IntArray, IntAr
     For one cache-sized block (``x``: C-contiguous int64 (P, m), possibly overwritten; ``c``
     int64 (P,), >= 0, not checked). Rows solved by the general form never leave IntOpt's sorted
     order: only the kept entries (a few per row on sparse data) are put back in code order. The
-    block's temporaries are this thread's reused buffers (fresh large arrays fault their pages
-    in again: ~2x the time).
+    block's temporaries are this thread's reused buffers (fresh large arrays would fault their
+    pages in again).
     """
     n_rows, m = x.shape
     if n_rows == 0 or m == 0:
@@ -162,7 +162,7 @@ def intopt_positive_runs(x: IntArray, runs: Sequence[tuple[int, int]],
     the rows their top keys leave undecided through one ragged :func:`_solve` (their keys are
     sorted already). Dense runs and runs narrower than :data:`TOP` keep :func:`intopt_positive`
     (small ones, and values too large for int64 sums, go to :func:`_ragged_block` together).
-    A nested level's block then makes a few dozen numpy calls instead of ~175 per width."""
+    A nested level's block then makes a few dozen numpy calls, not a few dozen per width."""
     ms = np.array([m for r, m in runs if r], np.int64)
     counts = np.array([r for r, _ in runs if r], np.int64)
     n_rows = int(counts.sum())
@@ -310,7 +310,8 @@ def _sparse_rows(keys: np.ndarray, b: int, c: IntArray,
     """:func:`intopt_positive` for rows of sorted keys ``(x_i << b) | i`` (``target``: T),
     most of them noise: step 6 of the module docstring on the rows its top keys decide, steps
     1-4 on the others (their keys are sorted already). None if the top keys leave most rows
-    undecided (gathering and re-sorting their kept entries costs ~4x solving them in place)."""
+    undecided (gathering and re-sorting their kept entries then costs more than solving them in
+    place)."""
     m = keys.shape[1]
     top = min(TOP, m)
     ends = keys[:, m - top:].T.astype(np.int64, order="C")  # (top, P): the largest, ascending
@@ -334,15 +335,15 @@ def _sparse_rows(keys: np.ndarray, b: int, c: IntArray,
 def _by_position(flat: IntArray, vals: IntArray, sums: IntArray, cells: int,
                  cmax: int) -> tuple[IntArray, IntArray, IntArray]:
     """The kept entries in flat order: one sort of ``(flat << bits) | value`` when both fit
-    one int64 (values <= ``cmax``; ~30% faster than the stable argsort and two gathers at a
-    block's 10-30k kept entries, ~2x faster than a quicksort argsort), else the argsort."""
+    one int64 (values <= ``cmax``; faster than the stable argsort and two gathers, or than a
+    quicksort argsort), else the argsort."""
     bits = max(1, cmax.bit_length())
     if max(1, cells.bit_length()) + bits <= 62:
         packed = np.left_shift(flat, bits)
         packed |= vals
         packed.sort()
         return packed >> bits, packed & ((1 << bits) - 1), sums
-    order = np.argsort(flat, kind="stable")  # a few ascending runs: merged ~9x faster
+    order = np.argsort(flat, kind="stable")  # a few ascending runs: merged
     return flat[order], vals[order], sums
 
 
@@ -495,7 +496,7 @@ def _dense_block(x: IntArray, c: IntArray, out: IntArray, alloc: Alloc = _fresh)
     nth = np.take_along_axis(ranked, r[:, None], axis=1)  # the r-th smallest key
     np.add(x, q[:, None], out=out)
     mark, step = alloc("below", x.shape, np.bool_), alloc("run", x.shape, dt)
-    out -= np.multiply(cap[:, None], np.less(keys, nth, out=mark), out=step)  # (where=: 3x slower)
+    out -= np.multiply(cap[:, None], np.less(keys, nth, out=mark), out=step)  # (faster than where=)
     out -= np.multiply((excess - r * cap)[:, None], np.equal(keys, nth, out=mark), out=step)
     if hard.shape[0]:
         part = np.empty((hard.shape[0], m), dtype=np.int64)
@@ -549,12 +550,12 @@ def _solve_dense(xs: np.ndarray, c: np.ndarray, alloc: Alloc, width: np.ndarray 
     g_break = np.multiply(xs, after, out=alloc("run", xs.shape, dt))
     g_break += cum
     below = np.less(g_break, need, out=alloc("below", xs.shape, np.bool_))
-    j_star = np.add.reduce(below.view(np.int8), axis=0, dtype=np.int64)  # (2x einsum's speed)
+    j_star = np.add.reduce(below.view(np.int8), axis=0, dtype=np.int64)  # (faster than einsum)
     prefix = cum[j_star, cols] - xs[j_star, cols]  # P_j*, exclusive (j* < m: G(xs_m-1) = S)
     left = m - j_star if width is None else width - j_star
     t_star = np.maximum(t0, _ceil_div(need - prefix, left).astype(dt))  # step 2
     u = np.where(t_star != t0, 1 - t_star, q)
-    zero = dt(0)  # (a Python 0 costs numpy a conversion per call: 1.6x slower)
+    zero = dt(0)  # (a Python 0 costs numpy a conversion per call)
     lo = np.subtract(xs, t_star, out=alloc("lo", xs.shape, dt))
     np.maximum(lo, zero, out=lo)
     hi = np.add(xs, u, out=alloc("hi", xs.shape, dt))
@@ -641,7 +642,7 @@ class _Rows:
         return v[:, None] if self.m is not None else v[self.row]
 
     def sum(self, a: Any) -> Any:
-        # einsum reduces short rows ~4x faster than sum(axis=1) (any dtype, object included)
+        # einsum reduces short rows faster than sum(axis=1) (any dtype, object included)
         return np.einsum("ij->i", a) if self.m is not None else np.add.reduceat(a, self.starts)
 
     def count_true(self, a: Any) -> Any:
@@ -653,10 +654,10 @@ class _Rows:
         return a.max(axis=1) if self.m is not None else np.maximum.reduceat(a, self.starts)
 
     def cumsum(self, a: Any) -> Any:
-        # one cumsum over all rows, minus what the rows before contributed (twice as fast as
+        # one cumsum over all rows, minus what the rows before contributed (faster than
         # cumsum(axis=1) on short rows); int64 wrap-around cancels in the difference: each
         # row's true prefix sums fit in int64
-        # (dtype kept: numpy would widen int32 to int64, ten times slower)
+        # (dtype kept: numpy would widen int32 to int64, much slower)
         total = np.cumsum(a.reshape(-1), dtype=a.dtype).reshape(a.shape)
         if self.m is not None:
             total -= total[:, :1] - a[:, :1]
@@ -692,8 +693,8 @@ def _suffix_sum(a: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 def _running_sum(a: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``cumsum(a, axis=0)`` into ``out``: row after row when the rows are long (numpy's
-    accumulate along the first axis runs 5x slower than one add per row there; on rows shorter
-    than ~500 the calls' overhead wins)."""
+    accumulate along the first axis is slower than one add per row there; on short rows the
+    calls' overhead wins)."""
     if a.shape[1] < 512:
         return np.cumsum(a, axis=0, dtype=a.dtype, out=out)
     out[0] = a[0]

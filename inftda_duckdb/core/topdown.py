@@ -48,9 +48,8 @@ Sizes = list[int] | tuple[int, ...]
 
 BLOCK_CELLS = 1 << 18
 """Cells noised and optimised per block, at most. Large enough that a block's numpy calls
-outweigh their dispatch, which holds the GIL (2**16 cells: ~45% of a block's time under the
-GIL, so two workers ran no faster than one; 2**18: ~11%); small enough that a worker's
-temporaries stay a few MB."""
+outweigh their dispatch, which holds the GIL (with small blocks, workers wait on each other
+for it); small enough that a worker's temporaries stay a few MB."""
 MIN_BLOCK_CELLS = 1 << 14
 """Blocks of a small level shrink to this, so that every worker gets some (block sizes never
 change the result: noise is addressed by the tree)."""
@@ -447,8 +446,8 @@ def _up_pairs(pairs: IntArray, bits: int, m: int,
               chunk: Callable[[int, int], tuple[IntArray, IntArray]]
               ) -> tuple[None, IntArray, IntArray, IntArray]:
     """:func:`_up` of the leaves as sorted pairs ``(key << bits) | count`` (checked, no codes
-    kept): in one compiled pass (:func:`.kernel.up_pairs`, ~10x faster) when the kernel is
-    wanted, else in numpy's chunks (``chunk`` reads the pairs as keys and counts)."""
+    kept): in one compiled pass (:func:`.kernel.up_pairs`) when the kernel is wanted, else in
+    numpy's chunks (``chunk`` reads the pairs as keys and counts)."""
     n = pairs.shape[0]
     if _index_type(n + 1) is not np.int32 or not kernel.wanted(n):  # (the kernel's starts)
         _, starts, parents, sums = _up(n, chunk, m, np.int8, check=True, keep=False)
@@ -515,8 +514,8 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
     else:
         a_lo, a_hi = children.of(parents.codes)
         span = a_hi - a_lo
-        # parents by number of children: a stable sort of 16-bit keys is a radix sort (330k
-        # parents: ~5 ms instead of ~27 for int64 keys), the same order
+        # parents by number of children: a stable sort of 16-bit keys is a radix sort (faster
+        # than one of int64 keys), the same order
         order = np.argsort(span.astype(np.uint16) if span.size and span.max() < 1 << 16
                            else span, kind="stable")
         width = span[order]
@@ -535,7 +534,7 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
         rows: slice | IntArray = slice(p0, p1) if order is None else order[p0:p1]
         kids = None if order is None else a_lo[rows]
         lo, hi = _true_children(truth.first[j - 1], parent_truth[rows])
-        # (np.take along the columns: ~4x faster than codes[:, rows] for a block's parents)
+        # (np.take along the columns: faster than codes[:, rows] for a block's parents)
         codes = parents.codes[:, rows] if isinstance(rows, slice) \
             else np.take(parents.codes, rows, axis=1)
         out = _block(levels, k, codes, parents.counts[rows], lo, hi, truth.levels[j], kids,
@@ -549,10 +548,9 @@ def _level(levels: Levels, k: int, parents: Nodes, parent_truth: IntArray, truth
                              code_type, last)
     # the released children, written as the blocks finish (in order): at most one per unit of
     # the parents' counts (children > 0 add up to their parent) and one per noised cell, so that
-    # bounds the arrays (untouched pages take no memory, but the allocator maps them: a nested
-    # level of 330k cells under 15.7M released rows spent ~30 ms there). Each child keeps its
-    # parent's row (4 bytes on a flat level, not k - 1 codes): the parents' codes are gathered
-    # once, at the end, straight into the output
+    # bounds the arrays (untouched pages take no memory, but the allocator maps them). Each
+    # child keeps its parent's row (4 bytes on a flat level, not k - 1 codes): the parents'
+    # codes are gathered once, at the end, straight into the output
     cap = min(int(parents.counts.sum()), planned)
     kid_codes = memory.empty(cap, code_type)
     counts = memory.empty(cap, np.int64)
@@ -588,8 +586,7 @@ def _nested_level(k: int, parents: Nodes, planned: int, runner: _Runner,
     of their widths: each block's children (a few per parent) are kept as they come, then
     written once, straight into their parents' slots of the output (parent order, codes
     ascending within a parent: each parent's run moves whole, no sort). No arrays sized by a
-    bound on the children: in a fresh process, mapping the three such arrays of Italy-like's
-    level 6 (11.8M cells) took ~38 ms and their first touch ~12 ms more."""
+    bound on the children: mapping them and touching their pages first is a cost of its own."""
     n_par = parents.counts.shape[0]
     links = None if last else _index_type(truth.levels[j].counts.shape[0])
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = []
@@ -742,10 +739,8 @@ def _mixed_block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, 
     dense (parents, width) matrix, laid out one after the other, so the runs share one noise
     call (line 5), one IntOpt call (line 6, :func:`intopt_positive_runs`: the same integers as
     run by run; with the compiled kernel, one fused call per run) and one keep (lines 7-9);
-    only the allowed children and their addresses are written run by run. Level 6 of the
-    Italy-like release: 46 blocks over its 118 runs (~24k numpy calls in all, ~32k before),
-    where each of ~80 widths had a block of its own; the kernel takes it from 0.32-0.34 s to
-    0.16-0.26 s (one warm process, 2 workers)."""
+    only the allowed children and their addresses are written run by run (a level with many
+    distinct widths pays a block's fixed cost per block, not per width)."""
     table = levels.children[k - 1]
     assert table is not None and first_child is not None
     n_par = c.shape[0]
@@ -821,8 +816,8 @@ def _links(pos: IntArray, flat: IntArray, groups: IntArray) -> IntArray:
     if none (``pos``: the true children's cells, ascending; ``groups``: their indices)."""
     if not pos.size or not flat.size:
         return np.full(flat.shape[0], -1, np.int64)
-    # a table over the block's cells (this thread's): ~2 ns a cell, where a binary search of
-    # every kept child among the true ones took ~20 (level 4 of the wide workload)
+    # a table over the block's cells (this thread's): cheaper than a binary search of every
+    # kept child among the true ones
     table = memory.scratch("topdown.links", int(max(pos[-1], flat[-1])) + 1, np.int64, BLOCK_CELLS)
     table.fill(-1)
     table[pos] = groups
