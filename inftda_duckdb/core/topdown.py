@@ -38,7 +38,7 @@ import numpy.typing as npt
 from . import kernel, memory
 from .accounting import BudgetPlan
 from .errors import InftdaError, InternalError, bad_argument
-from .intopt import _ranges, intopt_positive, intopt_positive_runs
+from .intopt_blocks import intopt_positive, intopt_positive_runs, ranges
 from .noise import DiscreteGaussian, address_buffer
 from .randomness import RandomSource
 from .tree import MAX_KEY_SPAN, Allowed, Levels, Nodes, find_columns, lookup, mixed_radix
@@ -760,7 +760,7 @@ def _mixed_block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, 
                             out=out[o:o + (e - a) * w])
         x = noise.sample_addressed(source, n, _scratch(n))
     else:
-        kids = table.children.view(np.uint64)[_ranges(first_child, widths)]
+        kids = table.children.view(np.uint64)[ranges(first_child, widths)]
         x = _noised(levels, k, parent_codes, np.repeat(np.arange(n_par), widths), kids, n)
     if kernel.wanted(n) and widths.min() > 0:  # lines 5-8 fused, run by run
         flat, kept, sums = _kernel_runs(x, runs, c, pos, true_counts)
@@ -794,7 +794,7 @@ def _block_truth(truth: _Level, lo: IntArray,
                  hi: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray]:
     """The true children of a block's parents (parent ``p`` has ``lo[p]..hi[p] - 1`` at the
     level), in code order: their indices at the level, parent rows, codes and counts."""
-    groups = _ranges(lo, hi - lo)
+    groups = ranges(lo, hi - lo)
     true_codes, true_counts = truth(groups)
     true_rows = np.repeat(np.arange(lo.shape[0], dtype=np.int64), hi - lo)
     return groups, true_rows, true_codes, true_counts
