@@ -87,7 +87,7 @@ def intopt_positive_runs(x: IntArray, runs: Sequence[tuple[int, int]],
     The runs share the per-row work: each run's keys are sorted on their own (their ``b``
     depends on ``m``: here one ``b`` for all, from the widest), then the sparse runs' rows
     (most of them noise) go through one :func:`_top_keys` call (``m`` enters only per row), and
-    the rows their top keys leave undecided through one ragged :func:`_solve` (their keys are
+    the rows their top keys leave undecided through one ragged :func:`solve_dense` (their keys are
     sorted already). Dense runs and runs narrower than :data:`TOP` keep :func:`intopt_positive`
     (small ones, and values too large for int64 sums, go to :func:`ragged_block` together).
     A nested level's block then makes a few dozen numpy calls, not a few dozen per width."""
