@@ -65,7 +65,7 @@ def test_same_release_for_any_number_of_threads_and_block_size(con, monkeypatch)
     monkeypatch.setattr(extension, "release_below", spy)
     for threads, block in ((1, 1 << 16), (2, 100), (7, 13)):
         con.execute(f"SET threads = {threads}")
-        monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
+        monkeypatch.setattr(topdown.level, "BLOCK_CELLS", block)
         assert con.execute(query()).fetchall() == want
         assert seen_workers[-1] == threads
     assert con.execute(query(4)).fetchall() != want

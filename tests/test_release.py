@@ -886,7 +886,7 @@ def test_splitting_work_into_blocks_changes_nothing(monkeypatch):
     plan = plan_budget(2, rho=Fraction(2, 3))
     results = []
     for block, chunk, workers in ((1 << 16, 1 << 16, 1), (70, 999, 2), (7, 1, 3)):
-        monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
+        monkeypatch.setattr(topdown.level, "BLOCK_CELLS", block)
         monkeypatch.setattr(noise, "_CHUNK", chunk)
         out = release_tree(leaves[order], truth.ravel()[order], [20_000, 7], plan,
                            RandomSource.from_seed(9), workers=workers)
