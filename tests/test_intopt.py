@@ -368,8 +368,17 @@ def test_object_path_equals_int64_path(monkeypatch: pytest.MonkeyPatch) -> None:
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     rc = rng.integers(0, 100, size=lengths.size)
     fast = intopt(x, c), intopt_ragged(values, offsets, rc)
+    solved = intopt_closed_form._solve
+    kinds: list[object] = []
+
+    def spy(xs: np.ndarray, *args: object) -> object:
+        kinds.append(xs.dtype)
+        return solved(xs, *args)
+
+    monkeypatch.setattr(intopt_closed_form, "_solve", spy)
     monkeypatch.setattr(intopt_closed_form, "SAFE_LIMIT", 0.0)  # every row takes the exact path
     slow = intopt(x, c), intopt_ragged(values, offsets, rc)
+    assert kinds and all(k == np.dtype(object) for k in kinds)  # the exact path ran
     assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1])
 
 

@@ -280,9 +280,10 @@ def _row_order(vals: IntArray, row: IntArray, n_rows: int) -> IntArray:
     return np.lexsort((vals, row))
 
 
-def sums_fit(xmax: Any, xmin: Any, c: Any, m: Any, limit: float = SAFE_LIMIT) -> Any:
-    """Whether the intermediate sums stay below ``limit`` (2**62 in int64, see the module
-    docstring; 2**31 for int32)."""
+def sums_fit(xmax: Any, xmin: Any, c: Any, m: Any, limit: float | None = None) -> Any:
+    """Whether the intermediate sums stay below ``limit`` (default :data:`SAFE_LIMIT`, 2**62 in
+    int64, read when called; see the module docstring; 2**31 for int32)."""
+    limit = SAFE_LIMIT if limit is None else limit
     if not isinstance(xmax, np.ndarray) and not isinstance(c, np.ndarray) \
             and not isinstance(m, np.ndarray):  # one block: scalars
         bound = max(float(xmax), -float(xmin), float(c))
