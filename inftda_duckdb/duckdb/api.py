@@ -47,7 +47,7 @@ from ..ledger.sources import parse as parse_source
 from . import allocator, capabilities, disclosure
 from .catalog import Where
 from .connections import registered
-from .domain import plan_domains
+from .domain import DomainPlan, plan_domains
 from .registration import load
 from .registry import RELEASES, Progress
 from .sqlgen import UdfNames
@@ -141,7 +141,8 @@ def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str
             con.unregister(name)
 
 
-def prepare(con: Any, source: str, columns: object, options: dict[str, Any]) -> Any:
+def prepare(con: Any, source: str, columns: object, options: dict[str, Any]
+            ) -> tuple[ReleaseRequest, DomainPlan, UdfNames]:
     """(the parsed request, its domain plan, the release UDFs of ``con``), loading InfTDA on
     ``con`` first if it was not; raises on a bad request before any data is read."""
     if not isinstance(con, duckdb.DuckDBPyConnection):
