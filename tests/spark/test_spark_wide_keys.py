@@ -108,3 +108,36 @@ def test_seeded_spark_equals_duckdb_for_every_domain_size(spark: Any, shape: str
     assert got_duck == expected  # the engine-free reference
     assert got_spark == got_duck
     con.close()
+
+
+@pytest.mark.parametrize("rho", [1e4, 1.0])
+def test_a_domain_table_whose_levels_pass_2_63_is_checked_by_codes(spark: Any,
+                                                                   rho: float) -> None:
+    """A hierarchy of 8 levels of 300 values (a domain table of 300 chains): the product of its
+    levels' sizes (6.6e19) has no BIGINT key, so Spark checks the listed combinations by their
+    code columns (was: ARITHMETIC_OVERFLOW in the data checks' job)."""
+    d, m = 8, 300
+    rng = np.random.default_rng(1)
+    chains = np.stack([rng.permutation(m) for _ in range(d)])  # chain i: codes chains[:, i]
+    names = [f"c{k}" for k in range(d)]
+    geo = pa.table({n: pa.array(chains[k] * 3 + 1) for k, n in enumerate(names)})
+    pick = np.repeat(rng.choice(m, 120, replace=False), rng.integers(1, 6, 120))
+    data = pa.table({n: pa.array(chains[k][pick] * 3 + 1) for k, n in enumerate(names)})
+    assert m**d >= 2**63
+    con = duckdb.connect()
+    extension.load(con)
+    for name, arrow in (("data", data), ("geo", geo)):
+        con.register(f"{name}_arrow", arrow)
+        con.execute(f"CREATE TABLE {name} AS SELECT * FROM {name}_arrow")
+    duck = extension.release(con, "data", names, rho=rho, domain_tables=["geo"], seed=SEED)
+    got_duck = sorted(tuple(r.values())[:-1] for r in duck.to_pylist())
+    result = spark_release(spark.createDataFrame(data), names, rho=rho, seed=SEED,
+                           domain_tables=[spark.createDataFrame(geo)], ledger=con,
+                           source_name="data")
+    got_spark = sorted(tuple(r)[:-1] for r in result.collect())
+    if rho >= 1e4:
+        leaves, counts = np.unique(pick, return_counts=True)
+        assert got_duck == sorted((*(int(x) for x in chains[:, i] * 3 + 1), int(c))
+                                  for i, c in zip(leaves, counts, strict=True))
+    assert got_spark == got_duck
+    con.close()
