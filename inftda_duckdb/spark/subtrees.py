@@ -25,10 +25,12 @@ import math
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..core.errors import InternalError
 from ..core.topdown import release_below
@@ -42,7 +44,10 @@ CHUNK_CELLS = 1 << 20
 """Subtrees are released together until about this many cells (leaves, plus an upper bound on
 the cells noised below each cut node): bounded executor memory whatever the partition size."""
 OUT_ROWS = 1 << 16
-"""Rows per Arrow batch handed back to Spark."""
+"""Rows per Arrow batch handed back to Spark (fewer when a column's values are wide)."""
+OUT_BYTES = 1 << 30
+"""At most this many bytes of one string or binary column per output batch: their Arrow offsets
+are 32-bit (2 GiB at most), so 2**16 rows of a domain whose values reach 32 kB would overflow."""
 FAIL_FIRST_ATTEMPT = "inftda.test.failFirstAttempt"
 """Tests only: a Spark local property naming a folder; while it is set, the first attempt of
 each subtree task fails after its first batch (and leaves a file there), so Spark recomputes it."""
@@ -96,6 +101,17 @@ class SubtreeJob:
     def __repr__(self) -> str:  # never print the keys
         return f"SubtreeJob(cut={self.cut}, names={self.names})"
 
+    @cached_property
+    def batch_rows(self) -> int:
+        """Rows per output batch: :data:`OUT_ROWS`, fewer when the widest value of a string or
+        binary column would take a batch's column past :data:`OUT_BYTES` (public sizes)."""
+        widest = 1
+        for values in self.values:
+            if len(values) and (pa.types.is_string(values.type)
+                                or pa.types.is_binary(values.type)):
+                widest = max(widest, pc.max(pc.binary_length(values)).as_py() or 0)
+        return max(1, min(OUT_ROWS, OUT_BYTES // widest))
+
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         levels = Levels.from_export(self.levels)  # built here, after the worker's fork
         yield from _fail_first_attempt(self._run(batches, levels))
@@ -147,8 +163,9 @@ class SubtreeJob:
         if self.rows:
             index = np.repeat(index, out.counts)
         names = list(self.names) + ([] if self.rows else ["count"])
-        for lo in range(0, index.shape[0], OUT_ROWS):
-            part = index[lo: lo + OUT_ROWS]
+        step = self.batch_rows
+        for lo in range(0, index.shape[0], step):
+            part = index[lo: lo + step]
             columns = [values.take(pa.array(out.codes[j][part]))
                        for j, values in enumerate(self.values)]
             if not self.rows:
