@@ -19,7 +19,7 @@ import pytest
 
 from inftda_duckdb.core.accounting import CONVERSION, epsilon_from_rho, rho_from_epsilon_delta
 from inftda_duckdb.core.errors import BudgetExceededError, InputError, InternalError, LedgerError
-from inftda_duckdb.ledger import chain, store
+from inftda_duckdb.ledger import chain, dialect, store
 from inftda_duckdb.ledger.sources import SourceId, parse
 from inftda_duckdb.ledger.store import REQUIRE_BUDGET, Charge, Ledger, exact_cap
 
@@ -543,7 +543,7 @@ def test_a_locked_ledger_file_is_waited_for_then_refused(
          "print('open', flush=True); time.sleep(float(sys.argv[1]))", "30"],
         stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
-    monkeypatch.setattr(store, "LOCK_WAIT", 0.3)
+    monkeypatch.setattr(dialect, "LOCK_WAIT", 0.3)
     try:
         with pytest.raises(LedgerError, match="cannot be opened"):
             Ledger.file(str(path)).charge(mk(source=FILE))

@@ -33,7 +33,7 @@ import inftda_duckdb
 from inftda_duckdb import load, release, set_budget
 from inftda_duckdb.core.errors import BudgetExceededError, LedgerError
 from inftda_duckdb.duckdb import budgets
-from inftda_duckdb.ledger import chain, store
+from inftda_duckdb.ledger import chain, dialect, store
 from inftda_duckdb.ledger.sources import SourceId
 from inftda_duckdb.ledger.store import REQUIRE_BUDGET, Charge, Ledger
 
@@ -568,7 +568,7 @@ def test_a_writer_waits_for_the_lock_then_gives_up_charging_nothing(
     db = server.database()
     ledger = Ledger.open(server.url(db))
     ledger.charge(mk("1/2"))
-    monkeypatch.setattr(store, "LOCK_WAIT", 0.3)
+    monkeypatch.setattr(dialect, "LOCK_WAIT", 0.3)
     with psycopg.connect(server.url(db)) as holder:  # another driver mid-charge
         holder.execute("LOCK TABLE inftda_ledger_head IN EXCLUSIVE MODE")
         with pytest.raises(LedgerError, match=r"held by another writer for over 0.3 s"):

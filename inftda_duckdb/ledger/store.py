@@ -47,15 +47,15 @@ from ..core.errors import (
     opt,
 )
 from ..core.exact import to_fraction, to_positive_fraction
-from ..core.identifiers import literal, quote
+from ..core.identifiers import literal
 from . import chain
 from .chain import BUDGETS, HEAD, LEDGER, ROWS, SETTINGS, Key
+from .dialect import DUCKDB, Dialect, attached, host
 from .sources import SourceId, fold
 
 DEFAULT_DELTA = 1e-6
 REQUIRE_BUDGET = "require_budget"  # setting: refuse releases of sources no budget covers
 MOVED_TO = "moved_to"  # setting: this ledger's rows were moved to another ledger (see move_to)
-LOCK_WAIT = 30.0  # seconds a process waits for a ledger file another process holds
 _RETRIES = 5
 T = TypeVar("T")
 
@@ -146,73 +146,6 @@ def _epsilon_under(rho: Fraction, delta: float, conversion: str) -> float:
     return 0.0 if rho == 0 else accounting.epsilon_from_rho(rho, delta, conversion)
 
 
-# ---------------------------------------------------------------------------------------------
-# where a ledger lives
-
-
-_HOST: list[Any] = []  # the process's private in-memory DuckDB (attaches ledger files; memory)
-
-
-def _host() -> Any:
-    if not _HOST:
-        _HOST.append(duckdb.connect(":memory:"))
-    return _HOST[0]
-
-
-class Dialect:
-    """What differs between the databases a ledger is kept in (DuckDB here; PostgreSQL in
-    :mod:`.postgres`): parameters, DDL, catalog queries, locking, errors, and where the chain's
-    SQL (DuckDB's: digests, verification, folding) runs. Everything else is one code path."""
-
-    errors: tuple[type[BaseException], ...] = (duckdb.Error,)
-    missing: tuple[type[BaseException], ...] = (duckdb.CatalogException,)  # no such table
-    retry: tuple[type[BaseException], ...] = (duckdb.TransactionException,)  # conflicts
-
-    def prefix(self, database: str | None) -> str:
-        return "main." if database is None else f"{quote(database)}.main."
-
-    def sql(self, text: str) -> str:
-        """``text`` with ``?`` parameters in this database's style."""
-        return text
-
-    def ddl(self, table: str, qualified: str) -> str:
-        return chain.ddl(table, qualified)
-
-    def begin(self, write: bool) -> str:
-        return "BEGIN TRANSACTION"  # snapshot isolation; DuckDB's conflicts are retried
-
-    def lock(self, cur: Any, prefix: str, create: bool = False) -> None:
-        """Serialise writers of the ledger in ``cur``'s open transaction (DuckDB: one writer
-        per file, plus the process lock)."""
-
-    def tables(self, database: str | None) -> tuple[str, str]:
-        """Queries (parameters: database, then names) listing the ledger's tables present, and
-        counting a ``seq`` column of a table (a chained ledger)."""
-        where = ("WHERE database_name = coalesce(?, current_database()) AND schema_name = "
-                 "'main' AND table_name")
-        return (f"SELECT table_name FROM duckdb_tables() {where} IN (?, ?, ?, ?)",
-                f"SELECT count(*) FROM duckdb_columns() {where} = ? AND column_name = 'seq'")
-
-    def view(self, cur: Any, prefix: str, after: int) -> tuple[Any, str]:
-        """A DuckDB cursor and prefix on which the chained tables' rows with ``seq > after``
-        (at least) can be read with DuckDB's SQL: here the tables themselves."""
-        return cur, prefix
-
-    def append(self, cur: Any, prefix: str, table: str, columns: list[str],
-               params: dict[str, Any]) -> str:
-        """Insert the chained row :func:`chain.row_sql` computes; returns its hash."""
-        return str(cur.execute(chain.insert_sql(table, prefix, columns), params).fetchall()[0][0])
-
-    def insert(self, table: str, columns: tuple[str, ...]) -> str:
-        """INSERT of one row of ``columns`` into the qualified ``table`` from ``?`` parameters
-        (DuckDB: from a SELECT, which the columns' types cast as a VALUES list would; ~0.3 ms
-        less per charge, as a VALUES list goes through a collection of its own)."""
-        return f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join('?' * len(columns))}"
-
-
-DUCKDB = Dialect()
-
-
 class Ledger:
     """One ledger. Engines pick one per source (see :mod:`inftda_duckdb.duckdb.catalog`), then
     call :meth:`charge`, :meth:`set_budget`, :meth:`set_setting`, :meth:`budgets`,
@@ -261,7 +194,7 @@ class Ledger:
         import os
 
         real = os.path.realpath(os.path.expanduser(path))
-        return cls(lambda: _attached(real), None, real, real, durable=True, explicit=True,
+        return cls(lambda: attached(real), None, real, real, durable=True, explicit=True,
                    key=key)
 
     @classmethod
@@ -270,7 +203,7 @@ class Ledger:
 
         @contextlib.contextmanager
         def opener() -> Iterator[Any]:
-            with _host().cursor() as cur:
+            with host().cursor() as cur:
                 yield cur
 
         return cls(opener, None, "an in-memory ledger (this process only)", "process-memory",
@@ -842,43 +775,6 @@ def no_charges(location: str = "") -> pa.Table:
 
 class _Missing(Exception):
     """The ledger's tables do not exist yet."""
-
-
-@contextlib.contextmanager
-def _attached(path: str) -> Iterator[Any]:
-    """A cursor on which the ledger file ``path`` is attached as ``inftda_ledger_file``,
-    detached afterwards; waits (with back-off) while another process holds the file."""
-    import os
-
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        raise LedgerError(f"the ledger file {path} cannot be created: folder {folder} does not "
-                          "exist. Fix: create the folder, or pass another ledger path")
-    deadline, wait = time.monotonic() + LOCK_WAIT, 0.005
-    with _host().cursor() as cur:
-        while True:
-            try:
-                cur.execute(f"ATTACH {literal(path)} AS inftda_ledger_file")  # no parameter
-                break
-            except duckdb.Error as exc:
-                text = str(exc).lower()
-                if "unique file handle conflict" in text:  # open in this process already
-                    with duckdb.connect(path) as own, own.cursor() as same:
-                        yield same
-                    return
-                if "lock" not in text or time.monotonic() > deadline:
-                    raise LedgerError(
-                        f"the ledger file {path} cannot be opened ({str(exc).strip()}). Nothing "
-                        "was charged. Fix: close the program holding it (a DuckDB shell or "
-                        "notebook connected to it), or pass another ledger") from None
-                time.sleep(wait)
-                wait = min(wait * 1.5, 0.25)
-        try:
-            cur.execute("USE inftda_ledger_file")
-            yield cur
-        finally:
-            cur.execute("USE memory")
-            cur.execute("DETACH inftda_ledger_file")
 
 
 def _validate(c: Charge) -> None:
