@@ -19,7 +19,7 @@ import pytest
 
 from inftda_duckdb.core.accounting import CONVERSION, epsilon_from_rho, rho_from_epsilon_delta
 from inftda_duckdb.core.errors import BudgetExceededError, InputError, InternalError, LedgerError
-from inftda_duckdb.ledger import chain, dialect, store, verify
+from inftda_duckdb.ledger import chain, dialect, report, verify
 from inftda_duckdb.ledger.sources import SourceId, parse
 from inftda_duckdb.ledger.store import REQUIRE_BUDGET, Charge, Ledger, exact_cap
 
@@ -273,7 +273,7 @@ def test_budget_table_contents(ledger: Ledger) -> None:
     ledger.charge(mk("1/4", seeded=True))
     ledger.charge(mk(5, source=SourceId.temp("main", "scratch")))
     t = ledger.budgets(delta=1e-9)
-    assert t.column_names == [f.name for f in store.BUDGET_SCHEMA]
+    assert t.column_names == [f.name for f in report.BUDGET_SCHEMA]
     assert t.schema.field("budget_rho").type == pa.float64()
     got = {r["sources"][0]: r for r in t.to_pylist()}
     trips = got["memory.main.trips"]

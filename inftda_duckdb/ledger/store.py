@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +30,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, TypeVar, cast
 
-import duckdb
 import pyarrow as pa
 
 from ..core import accounting
@@ -45,8 +43,7 @@ from ..core.errors import (
     opt,
 )
 from ..core.exact import to_fraction, to_positive_fraction
-from ..core.identifiers import literal
-from . import chain, verify
+from . import chain, report, verify
 from .chain import BUDGETS, HEAD, LEDGER, ROWS, SETTINGS, Key
 from .dialect import DUCKDB, Dialect, attached, host
 from .sources import SourceId, fold
@@ -87,21 +84,8 @@ class Charge:
         return not self.seeded and not self.data_domain
 
 
-
 def _show(x: Fraction) -> str:
     return f"{x} (~{float(x):.6g})" if x.denominator != 1 else str(x)
-
-
-def _epsilon(rho: Fraction, delta: float) -> float:
-    """epsilon at ``delta`` of a total ``rho`` (rounded up) under the conversion in force; 0 for
-    nothing spent."""
-    return _epsilon_under(rho, float(delta), accounting.CONVERSION)
-
-
-@functools.lru_cache(maxsize=512)
-def _epsilon_under(rho: Fraction, delta: float, conversion: str) -> float:
-    # cached: the exact conversion costs ~0.2 ms, and releases repeat their budgets
-    return 0.0 if rho == 0 else accounting.epsilon_from_rho(rho, delta, conversion)
 
 
 class Ledger:
@@ -302,7 +286,7 @@ class Ledger:
                     "(load(con, ledger=...), --ledger or INFTDA_LEDGER)")
             self._refuse(state, charge)
             rid = state.next_id
-            after = verify.append(self, cur, state, LEDGER, _CHARGE_COLUMNS,
+            after = verify.append(self, cur, state, LEDGER, chain.CHARGE_COLUMNS,
                                   _charge_values(charge, rid))
             after.next_id = rid + 1
             after.spent[key] = after.spent.get(key, Fraction(0)) + charge.rho
@@ -384,7 +368,7 @@ class Ledger:
 
         def body(cur: Any) -> State:
             state = verify.verified(self, cur)
-            verify.append(self, cur, state, BUDGETS, _BUDGET_COLUMNS, {
+            verify.append(self, cur, state, BUDGETS, chain.BUDGET_COLUMNS, {
                 "name": budget_name, "label": label, "sources": keys, "labels": labels,
                 "rho": str(cap), "rho_approx": float(cap)})
             return state  # the next operation folds the new row in (with its time)
@@ -396,8 +380,8 @@ class Ledger:
 
         def body(cur: Any) -> None:
             if verify.verified(self, cur).settings.get(name) != value:
-                verify.append(self, cur, verify.verified(self, cur), SETTINGS, _SETTING_COLUMNS,
-                              {"name": name, "value": value})
+                verify.append(self, cur, verify.verified(self, cur), SETTINGS,
+                              chain.SETTING_COLUMNS, {"name": name, "value": value})
 
         self._run(body)
 
@@ -429,7 +413,8 @@ class Ledger:
             raise bad_argument("delta", delta, "must be in (0, 1)", "pass e.g. delta=1e-6")
         state = self._run(lambda cur: None if cur is None else verify.verified(self, cur),
                           write=False)
-        return budget_table([] if state is None else _rows(state), d, self.location)
+        return report.budget_table([] if state is None else report.budget_rows(state), d,
+                                   self.location)
 
     def rows(self) -> pa.Table:
         """Every charge, oldest first (the chain's columns left out), with a ``ledger`` column."""
@@ -437,10 +422,10 @@ class Ledger:
             if cur is None:
                 return None
             verify.verified(self, cur)  # a broken ledger is reported, not listed
-            return _charges(*self.dialect.view(cur, self.prefix, 0), self.location)
+            return report.charge_table(*self.dialect.view(cur, self.prefix, 0), self.location)
 
         table = self._run(body, write=False)
-        return no_charges(self.location) if table is None else table
+        return report.no_charges(self.location) if table is None else table
 
     def verify(self) -> dict[str, Any]:
         """Check the whole chain now (whatever this process saw before). Returns ``ok``,
@@ -490,10 +475,10 @@ class Ledger:
                 if table == LEDGER:
                     r["id"] = after.next_id
                     after.next_id += 1
-                columns = {LEDGER: _CHARGE_COLUMNS, BUDGETS: _BUDGET_COLUMNS_AT,
-                           SETTINGS: _SETTING_COLUMNS_AT}[table]
+                columns = {LEDGER: chain.CHARGE_COLUMNS, BUDGETS: chain.BUDGET_COLUMNS_AT,
+                           SETTINGS: chain.SETTING_COLUMNS_AT}[table]
                 after = verify.append(target, cur, after, table, columns, r)
-            verify.append(target, cur, after, SETTINGS, _SETTING_COLUMNS, {"name": mark,
+            verify.append(target, cur, after, SETTINGS, chain.SETTING_COLUMNS, {"name": mark,
                                                                     "value": str(len(events))})
             return len(events)
 
@@ -521,7 +506,7 @@ class Ledger:
                         f"SELECT source, rho, set_at FROM {p}{BUDGETS}_v1 ORDER BY set_at, "
                         "source").fetchall():
                     sid = translate(source)
-                    state = verify.append(self, cur, state, BUDGETS, _BUDGET_COLUMNS_AT, {
+                    state = verify.append(self, cur, state, BUDGETS, chain.BUDGET_COLUMNS_AT, {
                         "name": sid.key, "label": sid.label, "sources": [sid.key],
                         "labels": [sid.label], "rho": rho, "rho_approx": float(Fraction(rho)),
                         "set_at": set_at})
@@ -530,7 +515,7 @@ class Ledger:
                     (rid, started, source, columns, neighbours, unit, m, rho, _, epsilon,
                      delta, output, seeded, data_domain, private, origin) = row
                     sid = translate(source)
-                    state = verify.append(self, cur, state, LEDGER, _CHARGE_COLUMNS, {
+                    state = verify.append(self, cur, state, LEDGER, chain.CHARGE_COLUMNS, {
                         "id": rid, "started_at": started, "source": sid.label,
                         "source_key": sid.key, "columns": columns, "neighbours": neighbours,
                         "privacy_unit": unit, "max_rows_per_unit": m, "rho": rho,
@@ -547,18 +532,6 @@ class Ledger:
         with _LOCK, self._open() as cur:
             present = verify.tables(self, cur)
         return 2 if HEAD in present else (1 if present else None)
-
-
-def _charges(cur: Any, prefix: str, location: str) -> pa.Table:
-    return cur.sql(f"SELECT * EXCLUDE (prev_hash, digest, hash), {literal(location)} AS ledger "
-                   f"FROM {prefix}{LEDGER} ORDER BY seq").to_arrow_table()
-
-
-def no_charges(location: str = "") -> pa.Table:
-    """An empty table of charges (the columns of :meth:`Ledger.rows`)."""
-    with duckdb.connect() as scratch:
-        scratch.execute(chain.ddl(LEDGER, LEDGER))
-        return _charges(scratch, "", location)
 
 
 def _validate(c: Charge) -> None:
@@ -579,27 +552,13 @@ def _validate(c: Charge) -> None:
         raise InternalError(f"invalid ledger charge {c!r}")
 
 
-_CHARGE_COLUMNS = [
-    "id::BIGINT", "started_at::TIMESTAMPTZ", "source::VARCHAR", "source_key::VARCHAR",
-    "columns::VARCHAR[]", "neighbours::VARCHAR", "privacy_unit::VARCHAR",
-    "max_rows_per_unit::BIGINT", "rho::VARCHAR", "rho_approx::DOUBLE", "epsilon::DOUBLE",
-    "delta::DOUBLE", "output::VARCHAR", "seeded::BOOLEAN", "data_domain::BOOLEAN",
-    "private::BOOLEAN", "origin::VARCHAR", "conversion::VARCHAR"]
-_BUDGET_COLUMNS = ["name::VARCHAR", "label::VARCHAR", "sources::VARCHAR[]", "labels::VARCHAR[]",
-                   "rho::VARCHAR", "rho_approx::DOUBLE", "set_at=current_timestamp"]
-_BUDGET_COLUMNS_AT = [c if not c.startswith("set_at") else "set_at::TIMESTAMPTZ"
-                      for c in _BUDGET_COLUMNS]
-_SETTING_COLUMNS = ["name::VARCHAR", "value::VARCHAR", "set_at=current_timestamp"]
-_SETTING_COLUMNS_AT = ["name::VARCHAR", "value::VARCHAR", "set_at::TIMESTAMPTZ"]
-
-
 def _charge_values(c: Charge, rid: int) -> dict[str, Any]:
     return {
         "id": rid, "started_at": datetime.datetime.now(datetime.UTC),
         "source": c.source.label, "source_key": c.source.key,
         "columns": list(c.columns), "neighbours": c.neighbours, "privacy_unit": c.privacy_unit,
         "max_rows_per_unit": c.max_rows_per_unit, "rho": str(c.rho), "rho_approx": float(c.rho),
-        "epsilon": _epsilon(c.rho, c.delta), "delta": c.delta, "output": c.output,
+        "epsilon": report.epsilon(c.rho, c.delta), "delta": c.delta, "output": c.output,
         "seeded": c.seeded, "data_domain": c.data_domain, "private": c.private,
         "origin": c.origin, "conversion": c.conversion or accounting.CONVERSION,
     }
@@ -627,70 +586,6 @@ def _refusal(c: Charge, b: Budget, spent: Fraction, remaining: Fraction) -> Budg
     err.remaining = remaining  # type: ignore[attr-defined]
     err.difference = short  # type: ignore[attr-defined]
     return err
-
-
-# ---------------------------------------------------------------------------------------------
-# the budget table
-
-
-BUDGET_SCHEMA = pa.schema([
-    ("budget", pa.string()),
-    ("sources", pa.list_(pa.string())),
-    ("budget_rho", pa.float64()),
-    ("spent_rho", pa.float64()),
-    ("remaining_rho", pa.float64()),
-    ("budget_rho_exact", pa.string()),
-    ("spent_rho_exact", pa.string()),
-    ("remaining_rho_exact", pa.string()),
-    ("releases", pa.int64()),
-    ("non_private_releases", pa.int64()),
-    ("delta", pa.float64()),
-    ("budget_epsilon", pa.float64()),
-    ("spent_epsilon", pa.float64()),
-    ("remaining_epsilon", pa.float64()),
-    ("set_at", pa.timestamp("us", tz="UTC")),
-    ("ledger", pa.string()),
-])
-
-
-def _rows(state: State) -> list[dict[str, Any]]:
-    """Per budget, then per charged source no budget covers: cap, spent, releases."""
-    out: list[dict[str, Any]] = []
-    covered: set[str] = set()
-    for b in sorted(state.budgets.values(), key=lambda b: fold(b.label)):
-        covered.update(b.sources)
-        counts = [state.releases.get(k, (0, 0)) for k in b.sources]
-        out.append({"budget": b.label, "sources": list(b.labels), "cap": b.cap,
-                    "spent": state.spent_by(b), "n": sum(c[0] for c in counts),
-                    "np": sum(c[1] for c in counts), "set_at": b.set_at})
-    for key in sorted(set(state.spent) - covered, key=lambda k: state.labels[k]):
-        n, np_ = state.releases[key]
-        out.append({"budget": None, "sources": [state.labels[key]], "cap": None,
-                    "spent": state.spent[key], "n": n, "np": np_, "set_at": None})
-    return out
-
-
-def budget_table(rows: list[dict[str, Any]], delta: float, location: str) -> pa.Table:
-    """:data:`BUDGET_SCHEMA` rows from :func:`_rows`' entries."""
-    cols: dict[str, list[Any]] = {f.name: [] for f in BUDGET_SCHEMA}
-    for e in rows:
-        cap, spent = e["cap"], e["spent"]
-        rem = None if cap is None else max(cap - spent, Fraction(0))
-        for name, value in (
-            ("budget", e["budget"]), ("sources", e["sources"]),
-            ("budget_rho", None if cap is None else float(cap)), ("spent_rho", float(spent)),
-            ("remaining_rho", None if rem is None else float(rem)),
-            ("budget_rho_exact", None if cap is None else str(cap)),
-            ("spent_rho_exact", str(spent)),
-            ("remaining_rho_exact", None if rem is None else str(rem)),
-            ("releases", e["n"]), ("non_private_releases", e["np"]), ("delta", delta),
-            ("budget_epsilon", None if cap is None else _epsilon(cap, delta)),
-            ("spent_epsilon", _epsilon(spent, delta)),
-            ("remaining_epsilon", None if rem is None else _epsilon(rem, delta)),
-            ("set_at", e["set_at"]), ("ledger", location),
-        ):
-            cols[name].append(value)
-    return pa.table(cols, schema=BUDGET_SCHEMA)
 
 
 def exact_cap(rho: object = None, epsilon: object = None, delta: object = None) -> Fraction:
