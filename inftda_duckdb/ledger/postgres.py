@@ -12,7 +12,7 @@ between the two databases lives here (:class:`Postgres`, a :class:`~.dialect.Dia
   overspend.
   Reads run in one REPEATABLE READ snapshot. Creating the tables takes an advisory lock.
 - **The chain is DuckDB's**: digests, hashes, verification and the budget arithmetic are the SQL
-  of :mod:`.chain` and :mod:`.store`, run by a private in-memory DuckDB over the rows fetched from
+  of :mod:`.chain` and :mod:`.verify`, run by a private in-memory DuckDB over the rows fetched from
   the server (only the rows appended since this process last looked, after the first time).
   PostgreSQL only stores them, so a row edited, deleted or inserted by hand is detected exactly
   as in a ledger file. The rows are append-only besides: a trigger refuses UPDATE, DELETE and

@@ -9,7 +9,7 @@ A :class:`Ledger` is four tables (:mod:`.chain`) in one DuckDB database, which i
   and detached right after (a process waiting for another retries with back-off), or
 - an in-memory ledger chosen explicitly (:meth:`Ledger.memory`, one per process), or
 - a PostgreSQL database (:meth:`Ledger.server`, :mod:`.postgres`): the ledger of a cluster's
-  drivers. The same code runs on it; a :class:`Dialect` holds what differs.
+  drivers. The same code runs on it; a :class:`~.dialect.Dialect` holds what differs.
 
 Every engine calls :meth:`Ledger.charge` once per executed release, before any noise is drawn:
 under a process-wide lock and one transaction it verifies the chain (incrementally: the rows
@@ -17,6 +17,8 @@ appended since this process last looked; the whole chain the first time), finds 
 covering the source, refuses (:class:`BudgetExceededError`, nothing written) what would overspend
 any of them or, with the setting ``require_budget``, a source no budget covers, and appends the
 row. Arithmetic is exact: spent budgets are :class:`~fractions.Fraction` sums of ``'p/q'`` rows.
+Verification and appends are :mod:`.verify`'s, the tables for people :mod:`.report`'s, the
+upgrade and the move to another ledger :mod:`.admin`'s.
 """
 
 from __future__ import annotations
@@ -43,15 +45,15 @@ from ..core.errors import (
     opt,
 )
 from ..core.exact import to_fraction, to_positive_fraction
-from . import chain, report, verify
-from .chain import BUDGETS, HEAD, LEDGER, ROWS, SETTINGS, Key
+from . import admin, chain, report, verify
+from .admin import MOVED_TO
+from .chain import BUDGETS, HEAD, LEDGER, SETTINGS, Key
 from .dialect import DUCKDB, Dialect, attached, host
 from .sources import SourceId, fold
 from .verify import Budget, State
 
 DEFAULT_DELTA = 1e-6
 REQUIRE_BUDGET = "require_budget"  # setting: refuse releases of sources no budget covers
-MOVED_TO = "moved_to"  # setting: this ledger's rows were moved to another ledger (see move_to)
 _RETRIES = 5
 T = TypeVar("T")
 
@@ -175,9 +177,12 @@ class Ledger:
 
     # -- transactions -------------------------------------------------------------------------
 
-    def _run(self, body: Callable[[Any], Any], write: bool = True) -> Any:
-        """``body(cursor)`` in one transaction under the lock; conflicts retried; the ledger's
-        tables created on first use."""
+    def run(self, body: Callable[[Any], Any], write: bool = True) -> Any:
+        """``body(cursor)`` in one transaction under the process-wide :data:`LOCK` (a write
+        also takes the dialect's writer lock); conflicts retried; the ledger's tables created
+        on first use (a read of a ledger that has none yet gets ``body(None)``). Engines call
+        :meth:`charge` and the other methods; this is their one transaction, shared with
+        :mod:`.admin`."""
         if write and self.read_only:
             raise LedgerError(
                 f"the ledger in {self.location} cannot record anything: the database is "
@@ -255,7 +260,7 @@ class Ledger:
 
     def ledger_id(self) -> str:
         """This ledger's id (created with the ledger; the same in every copy of its file)."""
-        return str(self._run(lambda cur: verify.verified(self, cur).ledger_id,
+        return str(self.run(lambda cur: verify.verified(self, cur).ledger_id,
                              write=not self.read_only))
 
     def charge(self, charge: Charge, *,
@@ -296,7 +301,7 @@ class Ledger:
             return rid, after
 
         with _LOCK:  # the cache moves with the ledger, before another thread reads either
-            rid, after = self._run(body)
+            rid, after = self.run(body)
             self._commit(after)
         return rid, after.ledger_id
 
@@ -321,7 +326,7 @@ class Ledger:
         checks its budget before it reads its data (the charge checks again, atomically).
 
         While the head is the one this process verified, the answer comes from that verified
-        state without counting the rows (~0.6 ms less): every append moves the head, so only
+        state without counting the rows: every append moves the head, so only
         rows deleted or inserted by hand leave it unchanged, and the state still holds what was
         verified (a charge deleted by hand is still spent). The charge counts the rows and
         refuses such a ledger as broken, before it writes anything or any noise is drawn."""
@@ -333,8 +338,8 @@ class Ledger:
         """``use(state)`` on the verified state at the head (None: no ledger yet), writing
         nothing. One read of the head when it and the row counts (unless not ``counts``) are
         still those this process verified (one statement: a consistent snapshot on its own,
-        ~0.5 ms less than BEGIN .. COMMIT around it), else a transaction that verifies the
-        rows appended since (or the whole chain)."""
+        without BEGIN .. COMMIT around it), else a transaction that verifies the rows appended
+        since (or the whole chain)."""
         with _LOCK, self._open() as cur:
             try:
                 ledger_id, _, seq, last, _, tallies = verify.head(self, cur, counts)
@@ -345,7 +350,7 @@ class Ledger:
                 if cached is not None and (cached.seq, cached.last) == (seq, last) and (
                         not counts or cached.counts == tallies):
                     return use(cached)
-        return cast(T, self._run(
+        return cast(T, self.run(
             lambda cur: use(None if cur is None else verify.verified(self, cur)), write=False))
 
     def set_budget(self, sources: list[SourceId], cap: Fraction, name: str | None = None) -> str:
@@ -373,7 +378,7 @@ class Ledger:
                 "rho": str(cap), "rho_approx": float(cap)})
             return state  # the next operation folds the new row in (with its time)
 
-        return str(self._run(body).ledger_id)
+        return str(self.run(body).ledger_id)
 
     def set_setting(self, name: str, value: str) -> None:
         """Record a setting (e.g. ``require_budget`` = ``'true'``) in the chain."""
@@ -383,10 +388,10 @@ class Ledger:
                 verify.append(self, cur, verify.verified(self, cur), SETTINGS,
                               chain.SETTING_COLUMNS, {"name": name, "value": value})
 
-        self._run(body)
+        self.run(body)
 
     def setting(self, name: str) -> str | None:
-        return self._run(
+        return self.run(
             lambda cur: None if cur is None else verify.verified(self, cur).settings.get(name),
             write=False)
 
@@ -411,7 +416,7 @@ class Ledger:
         d = float(to_positive_fraction(delta, "delta", "pass e.g. delta=1e-6"))
         if d >= 1:
             raise bad_argument("delta", delta, "must be in (0, 1)", "pass e.g. delta=1e-6")
-        state = self._run(lambda cur: None if cur is None else verify.verified(self, cur),
+        state = self.run(lambda cur: None if cur is None else verify.verified(self, cur),
                           write=False)
         return report.budget_table([] if state is None else report.budget_rows(state), d,
                                    self.location)
@@ -424,108 +429,38 @@ class Ledger:
             verify.verified(self, cur)  # a broken ledger is reported, not listed
             return report.charge_table(*self.dialect.view(cur, self.prefix, 0), self.location)
 
-        table = self._run(body, write=False)
+        table = self.run(body, write=False)
         return report.no_charges(self.location) if table is None else table
 
     def verify(self) -> dict[str, Any]:
         """Check the whole chain now (whatever this process saw before). Returns ``ok``,
         ``rows``, ``ledger_id``, ``keyed``, ``location`` and ``problem`` (None when sound)."""
 
-        report = {"ok": True, "rows": 0, "ledger_id": None, "keyed": self.key.keyed,
+        result = {"ok": True, "rows": 0, "ledger_id": None, "keyed": self.key.keyed,
                   "location": self.location, "problem": None}
 
         def body(cur: Any) -> dict[str, Any]:
             if cur is None:
-                return report
+                return result
             for stale in [k for k in verify.STATES if k[1] == self.where]:
                 del verify.STATES[stale]
             state = verify.verified(self, cur)
-            return {**report, "rows": state.seq, "ledger_id": state.ledger_id}
+            return {**result, "rows": state.seq, "ledger_id": state.ledger_id}
 
         try:
-            return dict(self._run(body, write=False))
+            return dict(self.run(body, write=False))
         except LedgerError as exc:
-            return {**report, "ok": False, "rows": None, "problem": str(exc)}
+            return {**result, "ok": False, "rows": None, "problem": str(exc)}
 
     def move_to(self, target: Ledger) -> int:
-        """Append every budget, setting and charge of this ledger (verified, in order; times,
-        sources and conversions kept, release ids renumbered) to ``target``, once, then close
-        this ledger: its further charges are refused and name ``target``. Returns the rows
-        moved (0 when they were moved before)."""
-        def read(cur: Any) -> tuple[State, list[tuple[str, dict[str, Any]]]]:
-            state = verify.verified(self, cur)
-            events: list[tuple[str, dict[str, Any]]] = []
-            cur, p = self.dialect.view(cur, self.prefix, 0)
-            for table in ROWS:
-                rows = cur.sql(f"SELECT * EXCLUDE (prev_hash, digest, hash) FROM {p}{table}")
-                events += [(table, r) for r in rows.to_arrow_table().to_pylist()]
-            return state, sorted(events, key=lambda e: e[1]["seq"])
-
-        state, events = self._run(read, write=False) or (None, [])
-        if state is None or state.settings.get(MOVED_TO):
-            return 0
-        mark = f"imported:{state.ledger_id}"
-
-        def write(cur: Any) -> int:
-            after = verify.verified(target, cur)
-            if mark in after.settings:
-                return 0
-            for table, r in events:
-                r.pop("seq")
-                if table == LEDGER:
-                    r["id"] = after.next_id
-                    after.next_id += 1
-                columns = {LEDGER: chain.CHARGE_COLUMNS, BUDGETS: chain.BUDGET_COLUMNS_AT,
-                           SETTINGS: chain.SETTING_COLUMNS_AT}[table]
-                after = verify.append(target, cur, after, table, columns, r)
-            verify.append(target, cur, after, SETTINGS, chain.SETTING_COLUMNS, {"name": mark,
-                                                                    "value": str(len(events))})
-            return len(events)
-
-        moved = int(target._run(write))
-        self.set_setting(MOVED_TO, target.location)
-        return moved
+        """Move this ledger's rows to ``target`` once, then close it (:func:`.admin.move_to`);
+        returns the rows moved."""
+        return admin.move_to(self, target)
 
     def upgrade(self, translate: Callable[[str], SourceId]) -> int:
-        """Move a format-1 ledger (inftda_duckdb 0.1: no chain) into the chained tables, in one
-        transaction: every old budget and charge (``translate`` maps an old source name to its
-        identity; old rows keep conversion 'bun-steinke-2016', their ids and times). The old
-        tables stay as ``inftda_ledger_v1`` and ``inftda_budgets_v1``. Returns the rows moved."""
-        p = self.prefix
-
-        def body(cur: Any) -> int:
-            present = verify.tables(self, cur)
-            if HEAD in present:
-                return 0
-            old = [t for t in (LEDGER, BUDGETS) if t in present]
-            for t in old:
-                cur.execute(f"ALTER TABLE {p}{t} RENAME TO {t}_v1")
-            state = verify.new_ledger(self, cur)
-            if BUDGETS in old:
-                for source, rho, set_at in cur.execute(
-                        f"SELECT source, rho, set_at FROM {p}{BUDGETS}_v1 ORDER BY set_at, "
-                        "source").fetchall():
-                    sid = translate(source)
-                    state = verify.append(self, cur, state, BUDGETS, chain.BUDGET_COLUMNS_AT, {
-                        "name": sid.key, "label": sid.label, "sources": [sid.key],
-                        "labels": [sid.label], "rho": rho, "rho_approx": float(Fraction(rho)),
-                        "set_at": set_at})
-            if LEDGER in old:
-                for row in cur.execute(f"SELECT * FROM {p}{LEDGER}_v1 ORDER BY id").fetchall():
-                    (rid, started, source, columns, neighbours, unit, m, rho, _, epsilon,
-                     delta, output, seeded, data_domain, private, origin) = row
-                    sid = translate(source)
-                    state = verify.append(self, cur, state, LEDGER, chain.CHARGE_COLUMNS, {
-                        "id": rid, "started_at": started, "source": sid.label,
-                        "source_key": sid.key, "columns": columns, "neighbours": neighbours,
-                        "privacy_unit": unit, "max_rows_per_unit": m, "rho": rho,
-                        "rho_approx": float(Fraction(rho)), "epsilon": epsilon, "delta": delta,
-                        "output": output, "seeded": seeded, "data_domain": data_domain,
-                        "private": private, "origin": origin,
-                        "conversion": "bun-steinke-2016"})
-            return state.seq
-
-        return int(self._run(body))
+        """Upgrade a format-1 ledger in place (:func:`.admin.upgrade`); returns the rows
+        moved."""
+        return admin.upgrade(self, translate)
 
     def format(self) -> int | None:
         """2 for a chained ledger, 1 for an old one, None when there is none yet."""
