@@ -1,7 +1,7 @@
 """Benchmark: whole InfTDA releases beside the bare leaf GROUP BY on the same table, in one run.
 
     python benchmarks/bench_release.py            # the whole table (issues 4 and 17)
-    python benchmarks/bench_release.py --quick    # small sizes, a few minutes, nothing written
+    python benchmarks/bench_release.py --quick    # small sizes, a few minutes
 
 Measures, each side by side with its bare leaf ``GROUP BY`` (interleaved pairs of runs; the best
 of each side and the median of the pairs' ratios, steadier on shared cores):
@@ -600,7 +600,7 @@ def run(args: argparse.Namespace) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes; writes nothing")
+    parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--repeat", type=int, default=None, help="pairs of runs (flat)")
     parser.add_argument("--processes", type=int, default=None, help="process pairs (wide...)")
     parser.add_argument("--limit", default=None, help="memory_limit of the memory row (100MB)")
@@ -621,7 +621,7 @@ def main() -> None:
     args.cells_rows = [40_000, 300_000] if quick else [40_000, 600_000, 20_000_000]
     lines = run(args)
     print("\n".join(lines))
-    if not (args.no_write or quick):
+    if not args.no_write:
         write_section("bench_release.py", lines)
 
 

@@ -38,10 +38,12 @@ Map of the package (the folder listing reads like the algorithm):
 - ``tools/``     ``cli``, ``shell``, ``demo`` (sample data) and ``workloads`` (the paper's)
 """
 
+from ._version import __version__
 from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError, LedgerError
 from .core.interrupts import ReleaseInterrupted  # raised where a release is stopped
 from .core.kernel import build_kernel
 from .core.limits import ReleaseAbortedError  # raised past the cell limit, after the charge
+from .core.provenance import NotPrivateWarning
 from .duckdb.budgets import (
     budget,
     move_ledger,
@@ -51,9 +53,7 @@ from .duckdb.budgets import (
     verify_ledger,
 )
 from .duckdb.evaluation import evaluate
-from .duckdb.extension import NotPrivateWarning, interrupt, load, preview, release
-
-__version__ = "0.1.0"
+from .duckdb.extension import interrupt, load, preview, release
 
 __all__ = [
     "BudgetExceededError",

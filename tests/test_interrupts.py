@@ -80,14 +80,16 @@ def test_ctrl_c_stops_a_python_release_within_a_second_saying_it_was_charged(
 def test_ctrl_c_before_the_charge_charges_nothing(
     t: duckdb.DuckDBPyConnection, charges: Callable[[], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    checks = extension.raise_for_checks
+    from inftda_duckdb.core import release as steps
+
+    checks = steps.raise_for_data_checks
 
     def slow_checks(*args: Any) -> int:  # Ctrl-C arrives while inftda_begin checks the data
         _thread.interrupt_main()
         time.sleep(0.3)
         return checks(*args)
 
-    monkeypatch.setattr(extension, "raise_for_checks", slow_checks)
+    monkeypatch.setattr(steps, "raise_for_data_checks", slow_checks)
     with pytest.raises(ReleaseInterrupted) as info:
         release(t, "t", ["a", "b"], rho=1, domains=DOMAINS)
     assert info.value.charged is False and "before its budget was charged" in str(info.value)

@@ -13,11 +13,11 @@ import pytest
 
 from inftda_duckdb.core import memory, topdown
 from inftda_duckdb.core.accounting import plan_budget
+from inftda_duckdb.core.checks import load_checks
 from inftda_duckdb.core.errors import InputError
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import LevelProgress, release_tree
 from inftda_duckdb.duckdb import extension, sqlgen
-from inftda_duckdb.duckdb.domain import load_checks
 from inftda_duckdb.duckdb.extension import load, release
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
@@ -65,7 +65,7 @@ def test_same_release_for_any_number_of_threads_and_block_size(con, monkeypatch)
     monkeypatch.setattr(extension, "release_below", spy)
     for threads, block in ((1, 1 << 16), (2, 100), (7, 13)):
         con.execute(f"SET threads = {threads}")
-        monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
+        monkeypatch.setattr(topdown.level, "BLOCK_CELLS", block)
         assert con.execute(query()).fetchall() == want
         assert seen_workers[-1] == threads
     assert con.execute(query(4)).fetchall() != want

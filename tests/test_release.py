@@ -97,8 +97,8 @@ def test_seeded_release_same_under_any_batching_and_equal_to_numpy(con, monkeypa
     # result does not change and equals the in-memory reference, whether the prefixes travel
     # as mixed-radix keys (domain sizes known when planned) or as codes (sizes known only as
     # the statement runs, and their product too large for keys)
+    from inftda_duckdb.core.domains import DomainPlan
     from inftda_duckdb.duckdb import sqlgen
-    from inftda_duckdb.duckdb.domain import DomainPlan
     from inftda_duckdb.duckdb.sqlgen import render_release
 
     if not keys:
@@ -886,7 +886,7 @@ def test_splitting_work_into_blocks_changes_nothing(monkeypatch):
     plan = plan_budget(2, rho=Fraction(2, 3))
     results = []
     for block, chunk, workers in ((1 << 16, 1 << 16, 1), (70, 999, 2), (7, 1, 3)):
-        monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
+        monkeypatch.setattr(topdown.level, "BLOCK_CELLS", block)
         monkeypatch.setattr(noise, "_CHUNK", chunk)
         out = release_tree(leaves[order], truth.ravel()[order], [20_000, 7], plan,
                            RandomSource.from_seed(9), workers=workers)

@@ -45,8 +45,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..core import kernel, limits, memory, units
-from ..core.accounting import BudgetPlan, epsilon_from_rho, level_table, plan_budget, total_rho
+from ..core import memory, options, planning, units
+from ..core.accounting import REPORT_DELTA
+from ..core.checks import load_checks, raise_for_checks
 from ..core.errors import (
     BudgetExceededError,
     InftdaError,
@@ -63,12 +64,20 @@ from ..core.errors import (
     speaking,
     speaks,
 )
+from ..core.identifiers import quote
 from ..core.interrupts import GRACE, interruptible, stopped
 from ..core.noise import DiscreteGaussian
-from ..core.provenance import provenance
+from ..core.provenance import (
+    PREVIEW_FROM_DATA,
+    NotPrivateWarning,
+    not_private_texts,
+    of_release,
+    warn_not_private,
+)
 from ..core.randomness import RandomSource
+from ..core.release import ORIGINS, Checked, charge_fields, charged_text, check, draw
 from ..core.request import ReleaseRequest, from_json, parse_request
-from ..core.topdown import Cancelled, LevelProgress, check_total, release_below, release_root
+from ..core.topdown import Cancelled, LevelProgress, check_total, release_below
 from ..core.tree import Allowed, Levels, Nodes, mixed_radix
 from ..ledger.sources import SourceId
 from ..ledger.sources import parse as parse_source
@@ -77,14 +86,7 @@ from . import budgets, capabilities, catalog, disclosure, evaluation
 from .allocator import returning_memory
 from .catalog import Where
 from .connections import create_macro, register_udfs, registered
-from .domain import (
-    DomainPlan,
-    frame_enum_text,
-    load_checks,
-    plan_domains,
-    raise_for_checks,
-    raise_for_public_checks,
-)
+from .domain import DomainPlan, frame_enum_text, plan_domains
 from .sqlgen import (
     PREFIXES,
     UdfNames,
@@ -97,8 +99,6 @@ from .sqlgen import (
 
 T = TypeVar("T")
 MAX_LIVE_RELEASES = 64
-DEFAULT_DELTA = 1e-6
-ORIGINS = ("python", "cli")  #: origins a Python caller may record (SQL releases record 'sql')
 
 Progress = Callable[[LevelProgress], None]
 """``progress(p)``: ``p.cells_done`` of ``p.cells_planned`` noised cells of level ``p.level``
@@ -108,28 +108,19 @@ called once per level when it is done and, on long levels, up to 16 times before
 _LOG = logging.getLogger("inftda_duckdb")
 
 
-class NotPrivateWarning(UserWarning):
-    """A release that is not private: seeded noise, or domains read from the private data."""
-
 _LOCK = threading.RLock()
 
 
 @dataclass
 class _Pending:
-    """What the levels step needs to charge a begun release and draw its keys."""
+    """What the levels step needs to charge a begun release and draw its keys: the checked
+    release (its ``found``: the source's identity and home as the budget check read them)."""
 
     con_ref: Any
-    request: ReleaseRequest
-    plan: BudgetPlan
-    n: int
-    sizes: list[int]
-    nodes: list[int]  # cells per level (public)
-    fits: bool  # the cell limit held without the noised root
+    checked: Checked[tuple[SourceId, catalog.Home]]
     nests: list[tuple[int, ...] | None]  # per level: the earlier levels keying its children
     where: Where
     origin: str
-    hidden: InftdaError | None = None  # public-facing mode: a data problem, raised once charged
-    found: tuple[SourceId, catalog.Home] | None = None  # the source's identity and home, as read
 
 
 @dataclass
@@ -190,30 +181,6 @@ def _keep_error(token: str | None, exc: BaseException) -> None:
                 _ERRORS.setdefault(token, exc)
 
 
-def budget_plan(request: ReleaseRequest, domains: DomainPlan, checks: str) -> BudgetPlan:
-    """The release's split of its budget; auto weights read the public cells per level from
-    the check row (domain sizes and nested node counts, never the data's counts)."""
-    return plan_budget(
-        request.depth,
-        rho=request.rho,
-        epsilon=request.epsilon,
-        delta=request.delta,
-        level_weights=request.level_weights,
-        neighbours=request.neighbours,
-        max_rows_per_unit=request.max_rows_per_unit,
-        noised_root=request.noised_root,
-        auto_target=request.auto_target,
-        nodes=_level_cells(domains, load_checks(checks)),
-    )
-
-
-def _level_cells(domains: DomainPlan, data: dict[str, Any]) -> list[int]:
-    """Cells at each level from the check row: the domain sizes (public; from the data only
-    with domain_from_data) and the nested domain tables' node counts."""
-    sizes = [int(c["size"]) for c in data["columns"]]
-    return _nodes(sizes, domains, [c["nodes"] for c in data["nestings"]])
-
-
 # ---------------------------------------------------------------------------------------------
 # UDF bodies
 
@@ -261,36 +228,26 @@ def _begin(con_ref: Any, step: str, spec_text: str, checks: str,
 
 def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading.Event,
                 request: ReleaseRequest | None = None) -> dict[str, Any]:
-    """Budget first: the mode's refusals and the budget (request and catalog only), then the
-    data checks: in curator mode their errors raise here (nothing charged); in public-facing
-    mode one is kept and raised as one fixed message once charged (see :mod:`.disclosure`).
-    ``request``: the one the spec was rendered from (its token's; else parsed from the spec)."""
+    """The checks of :func:`inftda_duckdb.core.release.check`, in its order: the mode's refusals
+    and the budget (request and catalog only), the public checks, then the data checks: in
+    curator mode their errors raise here (nothing charged); in public-facing mode one is kept
+    and raised as one fixed message once charged (see :mod:`.disclosure`). ``request``: the one
+    the spec was rendered from (its token's; else parsed from the spec)."""
     request = request if request is not None else from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
-    plan = budget_plan(request, domains, checks)
     data = load_checks(checks)
-    sizes = [int(c["size"]) for c in data["columns"]]
-    nodes = _level_cells(domains, data)
     where = Where.from_json(spec.get("charge") or Where.of(domains.source).to_json())
     con = con_ref()
     if con is None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
-    disclosure.admit(con, request, domains, data)
-    kernel.check()  # a bad INFTDA_KERNEL: refused before the charge
-    # before any data check: refused, nothing charged, nothing said
-    found = disclosure.check_budget(con, where, charge_fields(request, plan.rho, spec["origin"]))
-    hidden: InftdaError | None = None
-    n, fits = 0, True
-    try:
-        n = raise_for_checks(request, domains, checks)  # curator: data errors, nothing charged
-        # the cell limit from public information: the domains, and n when published as it is
-        fits = limits.check_cells(request.columns, sizes, nodes,
-                                  None if request.noised_root else n)
-    except InftdaError as exc:
-        if not disclosure.is_public(con):
-            raise
-        raise_for_public_checks(request, domains, checks)  # those keep their messages
-        hidden = exc
+
+    def budget(rho: Fraction) -> tuple[SourceId, catalog.Home]:
+        disclosure.admit(con, request, domains, data)
+        # before any data check: refused, nothing charged, nothing said
+        return disclosure.check_budget(con, where, charge_fields(request, rho, spec["origin"]))
+
+    checked = check(request, domains, data, budget=budget, data=lambda: data,
+                    hide=disclosure.is_public(con))
     nests = [None if (nest := domains.nested_parent(k)) is None else nest[1]
              for k in range(request.depth)]
     token = spec.get("token")
@@ -299,31 +256,14 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading
     if spec["origin"] == "sql":  # the Python API warned when it planned
         _log_frame_enums(request, domains, data)
     rid = uuid.uuid4().hex
-    pending = _Pending(con_ref, request, plan, n, sizes, nodes, fits, nests, where, spec["origin"],
-                       hidden, found)
+    pending = _Pending(con_ref, checked, nests, where, spec["origin"])
     with _LOCK:
         state = _Release([], 0, Nodes.root(0), token, _PROGRESS.get(token) if token else None,
-                         flag, id(con), pending=pending, kept=n)
+                         flag, id(con), pending=pending, kept=checked.n)
         _RELEASES[rid] = state
         while len(_RELEASES) > MAX_LIVE_RELEASES:
             _RELEASES.popitem(last=False)
     return {"rid": rid}
-
-
-def charge_fields(request: ReleaseRequest, rho: Fraction, origin: str) -> dict[str, Any]:
-    """What the ledger records of a release (its :class:`Charge` but the source)."""
-    return dict(
-        columns=request.columns,
-        neighbours=request.neighbours,
-        rho=rho,
-        privacy_unit=request.privacy_unit,
-        max_rows_per_unit=request.max_rows_per_unit,
-        output=request.output,
-        seeded=request.seed is not None,
-        data_domain=request.domain_from_data,
-        origin=origin,
-        delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
-    )
 
 
 def _claim(state: _Release) -> None:
@@ -339,30 +279,29 @@ def _claim(state: _Release) -> None:
         raise InputError("the connection that loaded inftda_duckdb is closed")
     if state.cancelled.is_set() or (state.token is not None and state.token in _CANCELLED):
         raise stopped(None)  # interrupted before the charge
-    request = p.request
+    checked = p.checked
+    request, plan = checked.request, checked.plan
     try:
         # refusal raises BudgetExceededError: nothing drawn
-        ledger_id = budgets.charge(con, p.where, charge_fields(request, p.plan.rho, p.origin),
-                                   p.found)
+        ledger_id = budgets.charge(con, p.where, charge_fields(request, plan.rho, p.origin),
+                                   checked.found)
     except KeyboardInterrupt:  # while the charge was being written
         raise stopped(None, recording=True) from None
-    state.charged = charged = f"rho {p.plan.rho} on {p.where.label}"
-    if p.hidden is not None:
+    state.charged = charged = charged_text(plan.rho, p.where.label)
+    if checked.hidden is not None:
         with disclosure.hidden(charged):  # charged: one fixed message, whatever failed
-            raise p.hidden
+            raise checked.hidden
     if state.token is not None:
         with _LOCK:
             if state.token in _PROGRESS:
                 _LEDGER_IDS[state.token] = ledger_id
-    source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
-    state.levels = [(source.derive(k + 1), DiscreteGaussian(p.plan.level_sigma2[k]), p.sizes[k],
-                     p.nests[k]) for k in range(request.depth)]
-    state.root = release_root(p.n, p.plan, source)
+    source, state.root = draw(checked, charged)
+    state.levels = [(source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]),
+                     checked.sizes[k], p.nests[k]) for k in range(request.depth)]
     state.nodes = Nodes.root(state.root)
-    if not p.fits:  # only the noised root can decide: after the charge, and the error says so
-        limits.check_cells(request.columns, p.sizes, p.nodes, state.root, charged=charged)
     if p.origin == "sql" and not request.private:
-        _LOG.warning("%s", _not_private_text(request))  # visible on stderr, even under -W error
+        # on stderr, even under -W error
+        _LOG.warning("%s", "; ".join(not_private_texts(request)))
 
 
 def _log_frame_enums(request: ReleaseRequest, plan: DomainPlan, checks: dict[str, Any]) -> None:
@@ -773,74 +712,22 @@ def _preview_rows(con_ref: Any, step: str, spec_text: str, checks: str
                         spec_text, None, once=False)
     request = from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
-    if (con := con_ref()) is not None:
-        disclosure.admit(con, request, domains, load_checks(checks))
-    raise_for_checks(request, domains, checks)
-    plan = budget_plan(request, domains, checks)
     data = load_checks(checks)
+    if (con := con_ref()) is not None:
+        disclosure.admit(con, request, domains, data)
+    raise_for_checks(request, domains, data)
     if spec.get("interface", "sql") == "sql":  # Python's preview warned when it planned
         _log_frame_enums(request, domains, data)
-    sizes = [int(c["size"]) for c in data["columns"]]
-    nodes = _level_cells(domains, data)
-    delta = float(spec["delta"])
-    total_eps = epsilon_from_rho(plan.rho, delta)
-    cap = limits.max_cells()
-    rows = []
-    for row in level_table(None, plan, float(spec["beta"]), delta, nodes=nodes):
-        level = int(row["level"])
-        rows.append(
-            {
-                "level": level,
-                "column": "(root n)" if level == 0 else request.columns[level - 1],
-                "domain_size": 1 if level == 0 else sizes[level - 1],
-                "nodes": int(row["cells"]),
-                "rho_k": str(row["rho_k"]),
-                "sigma2_k": str(row["sigma2_k"]),
-                "sigma_k": float(row["sigma_k"]),
-                "bound": float(row["bound"]),
-                "split": row["split"],
-                "uniform_bound": _maybe(float, row["uniform_bound"]),
-                "auto_rho_k": _maybe(str, row["auto_rho_k"]),
-                "auto_bound": _maybe(float, row["auto_bound"]),
-                "beta": float(spec["beta"]),
-                "epsilon": total_eps,
-                "delta": delta,
-                "private": request.private,
-                "max_cells": cap,
-            }
-        )
-    return rows
+    return planning.preview_rows(request, domains, data, float(spec["beta"]),
+                                 float(spec["delta"]))
 
 
-def _maybe(kind: Callable[[Any], Any], value: Any) -> Any:
-    return None if value is None else kind(value)
-
-
-_PREVIEW_TYPE = (
-    "STRUCT(level INTEGER, \"column\" VARCHAR, domain_size BIGINT, nodes BIGINT, rho_k VARCHAR, "
-    "sigma2_k VARCHAR, sigma_k DOUBLE, bound DOUBLE, split VARCHAR, uniform_bound DOUBLE, "
-    "auto_rho_k VARCHAR, auto_bound DOUBLE, beta DOUBLE, epsilon DOUBLE, delta DOUBLE, "
-    "private BOOLEAN, max_cells BIGINT)[]"
-)
-
-
-def _nodes(sizes: list[int], domains: DomainPlan, nest_nodes: list[list[int]]) -> list[int]:
-    """Cells at each level: valid prefixes (product domains times nested combinations)."""
-    nested = {k: (t, nest.levels) for t, nest in enumerate(domains.nestings) for k in nest.levels}
-    counts, free = [], 1
-    seen = [0] * len(domains.nestings)
-    for k, size in enumerate(sizes):
-        if k in nested:
-            t, _ = nested[k]
-            seen[t] += 1
-        else:
-            free *= size
-        total = free
-        for t, j in enumerate(seen):
-            if j:
-                total *= int(nest_nodes[t][j - 1])
-        counts.append(max(total, 1))
-    return counts
+_SQL_TYPES = {pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.string(): "VARCHAR",
+              pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}
+_PREVIEW_TYPE = "STRUCT(" + ", ".join(
+    f"{quote(f.name)} {_SQL_TYPES[f.type]}" for f in planning.PREVIEW_SCHEMA) + ")[]"
+"""The preview UDF's SQL type: a list of :data:`~inftda_duckdb.core.planning.PREVIEW_SCHEMA`
+rows."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -873,37 +760,11 @@ def load(con: Any, ledger: str | Ledger | None = None, mode: str | None = None) 
     evaluation.register(con)
     n = register_udfs(con, "release", lambda n: _register(con, n))
     macros = fragments("macros.sql")
-    create_macro(con, macros["release_macro"].substitute(generator=f"inftda_release_sql_{n}"))
-    create_macro(con, macros["preview_macro"].substitute(generator=f"inftda_preview_sql_{n}"))
-
-
-def _report_delta(options: dict[str, Any]) -> float:
-    """Preview's delta: the budget's delta with epsilon, else only the reporting delta."""
-    if options.get("epsilon") is None:
-        delta = options.pop("delta", None)
-        options["delta"] = None
-        delta = DEFAULT_DELTA if delta is None else delta
-    else:
-        delta = options.get("delta")
-    fix = f"pass e.g. {opt('delta', 1e-6)}"
-    if isinstance(delta, Fraction):
-        delta = float(delta)
-    if isinstance(delta, bool) or not isinstance(delta, int | float | str):
-        raise bad_argument("delta", delta, "must be a number in (0, 1)", fix)
-    try:
-        value = float(delta)
-    except ValueError:
-        raise bad_argument("delta", delta, "must be a number in (0, 1)", fix) from None
-    if not 0 < value < 1:
-        raise bad_argument("delta", delta, "must be a number in (0, 1)", fix)
-    return value
-
-
-def _beta(beta: object) -> float:
-    if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta < 1:
-        raise bad_argument("beta", beta, "must be a number in (0, 1)",
-                           f"pass e.g. {opt('beta', 0.05)}")
-    return float(beta)
+    for surface, generator in ((options.RELEASE, f"inftda_release_sql_{n}"),
+                               (options.PREVIEW, f"inftda_preview_sql_{n}")):
+        create_macro(con, macros[f"{surface}_macro"].substitute(
+            generator=generator, parameters=options.macro_parameters(surface),
+            fields=options.macro_fields(surface)))
 
 
 def _context(data: dict[str, Any]) -> tuple[str, str, str] | None:
@@ -922,8 +783,8 @@ def _public_first(con: Any, request: ReleaseRequest, plan: DomainPlan, session: 
     DuckDB reads any data (a refused release does not scan the source)."""
     if con is not None and disclosure.is_public(con):
         disclosure.admit(con, request, plan, session=session)
-        rho = total_rho(request.rho, request.epsilon, request.delta)
-        disclosure.check_budget(con, Where.of(plan.source), charge_fields(request, rho, "sql"))
+        disclosure.check_budget(con, Where.of(plan.source),
+                                charge_fields(request, request.budget.total, "sql"))
 
 
 def _register(con: Any, n: int) -> None:
@@ -956,7 +817,7 @@ def _register(con: Any, n: int) -> None:
         context, session = _context(data), data.pop("session", None)
         data.pop("query_id", None)
         data.pop("memory_limit", None)
-        beta, report = _beta(data.pop("beta", 0.05)), _report_delta(data)
+        beta, report = planning.check_beta(data.pop("beta", 0.05)), planning.report_delta(data)
         request = from_json(json.dumps(disclosure.defaults(ref(), data)))
         with cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
@@ -1149,8 +1010,7 @@ def run_release(
         with _LOCK:
             _PROGRESS[token] = progress
         ledger_id = None
-        rho = total_rho(request.rho, request.epsilon, request.delta)
-        spent = f"rho {rho} on {where.label}"
+        spent = charged_text(request.budget.total, where.label)
 
         def interrupted() -> ReleaseInterrupted:  # DuckDB stopped it, or Ctrl-C here
             _wait_idle(token)
@@ -1187,15 +1047,8 @@ def run_release(
                 with contextlib.suppress(AttributeError, TypeError):
                     exc.inftda_ledger_id = ledger_id  # type: ignore[attr-defined]
             raise
-        record = provenance(
-            rho=total_rho(request.rho, request.epsilon, request.delta), columns=request.columns,
-            neighbours=request.neighbours, output=request.output, seed=request.seed,
-            domain_from_data=request.domain_from_data, epsilon=request.epsilon,
-            delta=request.delta, privacy_unit=request.privacy_unit,
-            max_rows_per_unit=request.max_rows_per_unit, ledger_id=ledger_id,
-            rows_per_unit_public=request.rows_per_unit_public,
-            source=where.label,
-        )
+        record = of_release(request, rho=request.budget.total, source=where.label,
+                            ledger_id=ledger_id, engine="duckdb")
     return Released(request, record, result)
 
 
@@ -1247,33 +1100,9 @@ def release(
     with speaking("cli" if origin == "cli" else "python"):
         done = run_release(con, source, columns, options, source_name=source_name,
                            progress=progress, origin=origin)
-    _warn_not_private(done.request)
+    warn_not_private(done.request)
     table: pa.Table = done.result
     return table.replace_schema_metadata(done.provenance)
-
-
-_SEEDED = (
-    "this release used seed := {seed}: its noise is reproducible, so it is NOT private (tests "
-    "and demos only); it is recorded as not private in the ledger"
-)
-_FROM_DATA = (
-    "domain_from_data read the domains from the private data: this release is NOT private "
-    "(exploration only); declare public domains for a private release"
-)
-
-
-def _not_private_text(request: ReleaseRequest) -> str:
-    parts = [_SEEDED.format(seed=request.seed)] if request.seed is not None else []
-    if request.domain_from_data:
-        parts.append(_FROM_DATA)
-    return "; ".join(parts)
-
-
-def _warn_not_private(request: ReleaseRequest) -> None:
-    if request.seed is not None:
-        warnings.warn(_SEEDED.format(seed=request.seed), NotPrivateWarning, stacklevel=3)
-    if request.domain_from_data:
-        warnings.warn(_FROM_DATA, NotPrivateWarning, stacklevel=3)
 
 
 def preview(
@@ -1283,7 +1112,7 @@ def preview(
     *,
     rho: object = None,
     epsilon: object = None,
-    delta: object = DEFAULT_DELTA,
+    delta: object = REPORT_DELTA,
     domains: dict[str, Any] | None = None,
     domain_tables: list[str] | None = None,
     domain_from_data: bool = False,
@@ -1310,21 +1139,18 @@ def preview(
         neighbours=neighbours, max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
         rows_per_unit_public=rows_per_unit_public,
     )
-    report = _report_delta(options)
+    report = planning.report_delta(options)
     with _source(con, source, None if isinstance(source, str) else "preview") as (name, _):
         request, plan, names = _prepare(con, name, columns, options)
-        sql = _preview_rendered(request, plan, names, _beta(beta), report, origin="python")
+        sql = _preview_rendered(request, plan, names, planning.check_beta(beta), report,
+                                origin="python")
         try:
             table = con.sql(sql).to_arrow_table()
         except duckdb.Error as exc:
             _reraise(exc)
             raise  # pragma: no cover
     if request.domain_from_data:
-        warnings.warn(
-            "preview with domain_from_data read the domain sizes from the private data",
-            UserWarning,
-            stacklevel=2,
-        )
+        warnings.warn(PREVIEW_FROM_DATA, UserWarning, stacklevel=2)
     return table
 
 

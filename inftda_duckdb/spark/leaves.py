@@ -262,7 +262,7 @@ def summary(request: ReleaseRequest, domains: Domains, leaves: DataFrame, cut: i
 
 def checks_json(request: ReleaseRequest, domains: Domains, data: dict[str, Any],
                 examples: dict[str, list[str]]) -> str:
-    """The check row in the form :func:`inftda_duckdb.duckdb.domain.raise_for_checks` reads."""
+    """The check row in the form :mod:`inftda_duckdb.core.checks` reads."""
     stats_row: dict[str, Any] = {"n": data["n"], "kept": data["kept"],
                                  "nulls_unit": data.get("nulls_unit", 0)}
     for k in range(1, request.depth + 1):
