@@ -17,6 +17,8 @@ engine).
   another (a shared file);
 - ``postgres``: the same ledger on a PostgreSQL server (``Ledger.open('postgresql://...')``, the
   ``postgres`` extra), for drivers on several machines.
+- ``locate``: the ledger a caller names (a location, a :class:`Ledger`, or an engine's object
+  such as a DuckDB connection), found without importing that engine.
 
 How DuckDB uses it: :mod:`inftda_duckdb.duckdb.budgets`; another engine opens a ledger file with
 :meth:`Ledger.open` and charges :class:`SourceId` s of its own.
