@@ -25,7 +25,7 @@ from bench_release import FLAT, enum_table, one_row, queries
 from results import write_section
 
 from inftda_duckdb.duckdb.extension import load
-from inftda_duckdb.ledger import store
+from inftda_duckdb.ledger import verify
 from inftda_duckdb.ledger.sources import SourceId
 from inftda_duckdb.ledger.store import Charge, Ledger
 
@@ -101,7 +101,7 @@ def main(argv: list[str]) -> None:
 
     def cold(ledger: Ledger) -> Callable[[], object]:
         def run() -> object:
-            store._STATES.clear()  # as a new process: the whole chain is checked
+            verify.STATES.clear()  # as a new process: the whole chain is checked
             return ledger.charge(charge())
         return run
 
@@ -160,7 +160,7 @@ def server(url: str, n: int, repeat: int) -> list[str]:
 
         def cold(ledger: Ledger) -> Callable[[], object]:
             def run() -> object:
-                store._STATES.clear()
+                verify.STATES.clear()
                 return ledger.charge(charge())
             return run
 

@@ -19,7 +19,7 @@ import pytest
 
 from inftda_duckdb.core.accounting import CONVERSION, epsilon_from_rho, rho_from_epsilon_delta
 from inftda_duckdb.core.errors import BudgetExceededError, InputError, InternalError, LedgerError
-from inftda_duckdb.ledger import chain, store
+from inftda_duckdb.ledger import chain, dialect, report, verify
 from inftda_duckdb.ledger.sources import SourceId, parse
 from inftda_duckdb.ledger.store import REQUIRE_BUDGET, Charge, Ledger, exact_cap
 
@@ -105,7 +105,7 @@ def test_ledger_persists_in_a_database_file(tmp_path: Path) -> None:
         lg = Ledger.in_database(c, "cur", path=path, read_only=False)
         lg.set_budget([TRIPS], Fraction(1))
         lg.charge(mk("1/2"))
-    store._STATES.clear()  # as a new process: the whole chain is verified
+    verify.STATES.clear()  # as a new process: the whole chain is verified
     with duckdb.connect(path) as c:
         lg = Ledger.in_database(c, "cur", path=path, read_only=False)
         assert row_of(lg, "memory.main.trips")["remaining_rho_exact"] == "1/2"
@@ -273,7 +273,7 @@ def test_budget_table_contents(ledger: Ledger) -> None:
     ledger.charge(mk("1/4", seeded=True))
     ledger.charge(mk(5, source=SourceId.temp("main", "scratch")))
     t = ledger.budgets(delta=1e-9)
-    assert t.column_names == [f.name for f in store.BUDGET_SCHEMA]
+    assert t.column_names == [f.name for f in report.BUDGET_SCHEMA]
     assert t.schema.field("budget_rho").type == pa.float64()
     got = {r["sources"][0]: r for r in t.to_pylist()}
     trips = got["memory.main.trips"]
@@ -332,7 +332,7 @@ def test_edits_are_blocked_or_detected_by_every_charge_and_verify(
 def assert_broken(ledger: Ledger, what: str) -> None:
     """A process that did not see the ledger before refuses to charge or list it, and verify
     says ``what`` is wrong."""
-    store._STATES.clear()
+    verify.STATES.clear()
     for attempt in (lambda: ledger.charge(mk("1/100", source=OTHER)), ledger.budgets):
         with pytest.raises(LedgerError, match=what):
             attempt()
@@ -438,7 +438,7 @@ def test_keyed_chain_needs_its_key(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv(chain.KEY_FILE, str(key))
     with duckdb.connect(str(path)) as c:
         c.execute("UPDATE inftda_ledger SET hash = sha256('') WHERE seq = 1")
-    store._STATES.clear()
+    verify.STATES.clear()
     assert "content or hash" in str(Ledger.file(str(path)).verify()["problem"])
 
 
@@ -486,7 +486,7 @@ def test_negative_control_decisions_on_stale_spending_overspend(
     race (the bug the lock and the chain prevent), four releases of 1/2 pass a budget of 1."""
     ledger.set_budget([TRIPS], Fraction(1))
     ledger.budgets()
-    monkeypatch.setattr(store._State, "spent_by", lambda self, b: Fraction(0))
+    monkeypatch.setattr(verify.State, "spent_by", lambda self, b: Fraction(0))
     ok, _ = _race(ledger, threads=4, attempts=1, rho=Fraction(1, 2))
     assert ok == 4  # twice the budget: the same race decided on fresh state allows exactly 2
 
@@ -518,7 +518,7 @@ def test_a_ledger_file_shared_by_processes_never_overspends(tmp_path: Path) -> N
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     assert sum(int(o.split()[-1]) for o, _ in outs) == 9  # 9 x 1/9 = 1
-    store._STATES.clear()
+    verify.STATES.clear()
     r = row_of(Ledger.file(path), "people")
     assert r["spent_rho_exact"] == "1" and Ledger.file(path).verify()["ok"]
 
@@ -543,7 +543,7 @@ def test_a_locked_ledger_file_is_waited_for_then_refused(
          "print('open', flush=True); time.sleep(float(sys.argv[1]))", "30"],
         stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
-    monkeypatch.setattr(store, "LOCK_WAIT", 0.3)
+    monkeypatch.setattr(dialect, "LOCK_WAIT", 0.3)
     try:
         with pytest.raises(LedgerError, match="cannot be opened"):
             Ledger.file(str(path)).charge(mk(source=FILE))

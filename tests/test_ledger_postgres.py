@@ -33,7 +33,7 @@ import inftda_duckdb
 from inftda_duckdb import load, release, set_budget
 from inftda_duckdb.core.errors import BudgetExceededError, LedgerError
 from inftda_duckdb.duckdb import budgets
-from inftda_duckdb.ledger import chain, store
+from inftda_duckdb.ledger import chain, dialect, store, verify
 from inftda_duckdb.ledger.sources import SourceId
 from inftda_duckdb.ledger.store import REQUIRE_BUDGET, Charge, Ledger
 
@@ -202,7 +202,7 @@ def test_a_fresh_process_reads_the_same_state_and_location_has_the_url(url: str)
     ledger = Ledger.open(url)
     ledger.set_budget([TRIPS], Fraction(1))
     ledger.charge(mk("1/3"))
-    store._STATES.clear()  # another process: verifies the whole chain from the server
+    verify.STATES.clear()  # another process: verifies the whole chain from the server
     again = Ledger.open(url)
     assert again.remaining(TRIPS)[0] == Fraction(2, 3)  # type: ignore[index]
     assert again.location == url and again.verify()["rows"] == 2
@@ -232,7 +232,7 @@ def test_the_rows_are_append_only(server: Server, edit: str) -> None:
     ledger.charge(mk("1/2"))
     with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
         server.sql(db, edit)
-    store._STATES.clear()
+    verify.STATES.clear()
     assert ledger.verify()["ok"] and ledger.remaining(TRIPS)[0] == Fraction(1, 2)  # type: ignore[index]
 
 
@@ -285,7 +285,7 @@ def test_a_charge_with_an_unusual_label_is_hashed_by_duckdb_and_verifies(url: st
     assert chain.charge_digest({**store._charge_values(mk(source=odd), 1), "seq": 1,
                                 "prev_hash": ""}) is None  # the path DuckDB computes
     ledger.charge(mk(source=odd))
-    store._STATES.clear()
+    verify.STATES.clear()
     assert ledger.verify()["ok"] and ledger.rows().column("source").to_pylist() == [odd.label]
 
 
@@ -351,7 +351,7 @@ def test_drivers_charging_one_server_ledger_at_once_never_overspend(url: str) ->
     results = _race(url, lock=True)
     assert all(rc == 0 for rc, _, _ in results), results
     assert sum(int(o.split()[-1]) for _, o, _ in results) == 9  # 9 x 1/9 = 1, 9 refused
-    store._STATES.clear()
+    verify.STATES.clear()
     ledger = Ledger.open(url)
     (people,) = ledger.budgets().to_pylist()
     assert people["spent_rho_exact"] == "1" and people["remaining_rho_exact"] == "0"
@@ -568,7 +568,7 @@ def test_a_writer_waits_for_the_lock_then_gives_up_charging_nothing(
     db = server.database()
     ledger = Ledger.open(server.url(db))
     ledger.charge(mk("1/2"))
-    monkeypatch.setattr(store, "LOCK_WAIT", 0.3)
+    monkeypatch.setattr(dialect, "LOCK_WAIT", 0.3)
     with psycopg.connect(server.url(db)) as holder:  # another driver mid-charge
         holder.execute("LOCK TABLE inftda_ledger_head IN EXCLUSIVE MODE")
         with pytest.raises(LedgerError, match=r"held by another writer for over 0.3 s"):

@@ -28,16 +28,9 @@ import pyarrow as pa
 
 from ..core.errors import InputError, LedgerError, bad_argument, speaks
 from ..core.identifiers import literal, parse_qualified, quote
+from ..ledger.report import budget_table, no_charges
 from ..ledger.sources import SourceId, fold
-from ..ledger.store import (
-    DEFAULT_DELTA,
-    REQUIRE_BUDGET,
-    Charge,
-    Ledger,
-    budget_table,
-    exact_cap,
-    no_charges,
-)
+from ..ledger.store import DEFAULT_DELTA, REQUIRE_BUDGET, Charge, Ledger, exact_cap
 from . import catalog, disclosure
 from .catalog import Context, Where
 from .connections import create_macro, register_udfs

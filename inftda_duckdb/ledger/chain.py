@@ -35,7 +35,7 @@ from ..core.errors import InputError
 HEAD, LEDGER, BUDGETS, SETTINGS = (
     "inftda_ledger_head", "inftda_ledger", "inftda_budgets", "inftda_settings")
 ROWS = (LEDGER, BUDGETS, SETTINGS)  # the chained tables
-FORMAT = 2  # format 1: the tables of inftda_duckdb 0.1 (no chain); see store.upgrade
+FORMAT = 2  # format 1: the tables of inftda_duckdb 0.1 (no chain); see admin.upgrade
 KEY_FILE = "INFTDA_LEDGER_KEY_FILE"
 _POSITIVE = "'[1-9][0-9]*(/[1-9][0-9]*)?'"  # Fraction.__str__ of a positive rational
 
@@ -217,6 +217,22 @@ def row_sql(table: str, columns: list[str]) -> str:
 def insert_sql(table: str, prefix: str, columns: list[str]) -> str:
     """INSERT :func:`row_sql`'s row into ``prefix`` + ``table``; returns the new hash."""
     return f"INSERT INTO {prefix}{table} BY NAME {row_sql(table, columns)} RETURNING hash"
+
+
+# The columns each kind of row is appended with (:func:`row_sql`'s ``columns``); ``set_at`` is
+# the time of the append, or, in the ``_AT`` lists, a time given (rows moved or upgraded).
+CHARGE_COLUMNS = [
+    "id::BIGINT", "started_at::TIMESTAMPTZ", "source::VARCHAR", "source_key::VARCHAR",
+    "columns::VARCHAR[]", "neighbours::VARCHAR", "privacy_unit::VARCHAR",
+    "max_rows_per_unit::BIGINT", "rho::VARCHAR", "rho_approx::DOUBLE", "epsilon::DOUBLE",
+    "delta::DOUBLE", "output::VARCHAR", "seeded::BOOLEAN", "data_domain::BOOLEAN",
+    "private::BOOLEAN", "origin::VARCHAR", "conversion::VARCHAR"]
+BUDGET_COLUMNS = ["name::VARCHAR", "label::VARCHAR", "sources::VARCHAR[]", "labels::VARCHAR[]",
+                  "rho::VARCHAR", "rho_approx::DOUBLE", "set_at=current_timestamp"]
+BUDGET_COLUMNS_AT = [c if not c.startswith("set_at") else "set_at::TIMESTAMPTZ"
+                     for c in BUDGET_COLUMNS]
+SETTING_COLUMNS = ["name::VARCHAR", "value::VARCHAR", "set_at=current_timestamp"]
+SETTING_COLUMNS_AT = ["name::VARCHAR", "value::VARCHAR", "set_at::TIMESTAMPTZ"]
 
 
 # ---------------------------------------------------------------------------------------------

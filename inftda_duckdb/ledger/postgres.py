@@ -3,16 +3,16 @@
 ``Ledger.open('postgresql://user@host:port/db')`` keeps the very ledger of :mod:`.store` (the same
 four tables, the same hash chain, optionally keyed, the same exact ``'p/q'`` amounts) in a server
 database every driver can reach, through psycopg 3 (the ``postgres`` extra). Only what differs
-between the two databases lives here (:class:`Postgres`, a :class:`~.store.Dialect`):
+between the two databases lives here (:class:`Postgres`, a :class:`~.dialect.Dialect`):
 
 - **Writers are serialised by the server**: every write transaction starts with
   ``LOCK TABLE inftda_ledger_head IN EXCLUSIVE MODE`` (readers go on; a second writer waits for
-  the first to commit, up to ``store.LOCK_WAIT`` = 30 s), then reads the head, decides and
+  the first to commit, up to ``dialect.LOCK_WAIT`` = 30 s), then reads the head, decides and
   appends under READ COMMITTED: no other writer can commit in between, so two drivers can never
   overspend.
   Reads run in one REPEATABLE READ snapshot. Creating the tables takes an advisory lock.
 - **The chain is DuckDB's**: digests, hashes, verification and the budget arithmetic are the SQL
-  of :mod:`.chain` and :mod:`.store`, run by a private in-memory DuckDB over the rows fetched from
+  of :mod:`.chain` and :mod:`.verify`, run by a private in-memory DuckDB over the rows fetched from
   the server (only the rows appended since this process last looked, after the first time).
   PostgreSQL only stores them, so a row edited, deleted or inserted by hand is detected exactly
   as in a ledger file. The rows are append-only besides: a trigger refuses UPDATE, DELETE and
@@ -37,9 +37,10 @@ import duckdb
 import pyarrow as pa
 
 from ..core.errors import LedgerError, bad_argument
-from . import chain, store
+from . import chain
+from . import dialect as common
 from .chain import HEAD, ROWS
-from .store import Dialect
+from .dialect import Dialect
 
 _APPEND_ONLY = """CREATE OR REPLACE FUNCTION inftda_append_only() RETURNS trigger
 LANGUAGE plpgsql AS $$ BEGIN
@@ -101,7 +102,7 @@ class Postgres(Dialect):
         return "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
     def lock(self, cur: Any, prefix: str, create: bool = False) -> None:
-        wait = f"SET LOCAL lock_timeout = '{int(store.LOCK_WAIT * 1000)}ms'; "
+        wait = f"SET LOCAL lock_timeout = '{int(common.LOCK_WAIT * 1000)}ms'; "
         if create:
             cur.execute(f"{wait}SELECT pg_advisory_xact_lock({_CREATE_LOCK})")
         else:
@@ -222,7 +223,7 @@ def opener(url: str) -> tuple[Callable[[], contextlib.AbstractContextManager[Any
             with con.cursor() as cur:
                 yield cur
         except psycopg.errors.LockNotAvailable as exc:
-            raise failure(exc, f"was held by another writer for over {store.LOCK_WAIT:g} s"
+            raise failure(exc, f"was held by another writer for over {common.LOCK_WAIT:g} s"
                           ) from None
         except psycopg.Error as exc:
             if con.broken:

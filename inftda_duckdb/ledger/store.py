@@ -9,7 +9,7 @@ A :class:`Ledger` is four tables (:mod:`.chain`) in one DuckDB database, which i
   and detached right after (a process waiting for another retries with back-off), or
 - an in-memory ledger chosen explicitly (:meth:`Ledger.memory`, one per process), or
 - a PostgreSQL database (:meth:`Ledger.server`, :mod:`.postgres`): the ledger of a cluster's
-  drivers. The same code runs on it; a :class:`Dialect` holds what differs.
+  drivers. The same code runs on it; a :class:`~.dialect.Dialect` holds what differs.
 
 Every engine calls :meth:`Ledger.charge` once per executed release, before any noise is drawn:
 under a process-wide lock and one transaction it verifies the chain (incrementally: the rows
@@ -17,23 +17,21 @@ appended since this process last looked; the whole chain the first time), finds 
 covering the source, refuses (:class:`BudgetExceededError`, nothing written) what would overspend
 any of them or, with the setting ``require_budget``, a source no budget covers, and appends the
 row. Arithmetic is exact: spent budgets are :class:`~fractions.Fraction` sums of ``'p/q'`` rows.
+Verification and appends are :mod:`.verify`'s, the tables for people :mod:`.report`'s, the
+upgrade and the move to another ledger :mod:`.admin`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
-import functools
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, TypeVar, cast
 
-import duckdb
 import pyarrow as pa
 
 from ..core import accounting
@@ -47,15 +45,15 @@ from ..core.errors import (
     opt,
 )
 from ..core.exact import to_fraction, to_positive_fraction
-from ..core.identifiers import literal, quote
-from . import chain
-from .chain import BUDGETS, HEAD, LEDGER, ROWS, SETTINGS, Key
+from . import admin, chain, report, verify
+from .admin import MOVED_TO
+from .chain import BUDGETS, HEAD, LEDGER, SETTINGS, Key
+from .dialect import DUCKDB, Dialect, attached, host
 from .sources import SourceId, fold
+from .verify import Budget, State
 
 DEFAULT_DELTA = 1e-6
 REQUIRE_BUDGET = "require_budget"  # setting: refuse releases of sources no budget covers
-MOVED_TO = "moved_to"  # setting: this ledger's rows were moved to another ledger (see move_to)
-LOCK_WAIT = 30.0  # seconds a process waits for a ledger file another process holds
 _RETRIES = 5
 T = TypeVar("T")
 
@@ -88,129 +86,8 @@ class Charge:
         return not self.seeded and not self.data_domain
 
 
-@dataclass(frozen=True)
-class Budget:
-    """A cap on the total rho of every release of any of ``sources`` (keys, with labels)."""
-
-    name: str
-    label: str
-    sources: tuple[str, ...]
-    labels: tuple[str, ...]
-    cap: Fraction
-    set_at: datetime.datetime | None = None
-
-
-@dataclass
-class _State:
-    """A verified ledger as of row ``seq``: what budget decisions need, kept per process."""
-
-    ledger_id: str
-    seq: int = 0
-    last: str = ""
-    counts: tuple[int, ...] = (0, 0, 0)
-    next_id: int = 1
-    spent: dict[str, Fraction] = field(default_factory=dict)
-    releases: dict[str, tuple[int, int]] = field(default_factory=dict)  # (all, not private)
-    labels: dict[str, str] = field(default_factory=dict)
-    budgets: dict[str, Budget] = field(default_factory=dict)
-    settings: dict[str, str] = field(default_factory=dict)
-
-    def copy(self) -> _State:
-        return dataclasses.replace(
-            self, spent=dict(self.spent), releases=dict(self.releases), labels=dict(self.labels),
-            budgets=dict(self.budgets), settings=dict(self.settings))
-
-    def covering(self, key: str) -> list[Budget]:
-        return [b for b in self.budgets.values() if key in b.sources]
-
-    def spent_by(self, b: Budget) -> Fraction:
-        return sum((self.spent.get(k, Fraction(0)) for k in b.sources), Fraction(0))
-
-
-_STATES: dict[tuple[str, str], _State] = {}  # (ledger id, where) -> verified state
-
-
 def _show(x: Fraction) -> str:
     return f"{x} (~{float(x):.6g})" if x.denominator != 1 else str(x)
-
-
-def _epsilon(rho: Fraction, delta: float) -> float:
-    """epsilon at ``delta`` of a total ``rho`` (rounded up) under the conversion in force; 0 for
-    nothing spent."""
-    return _epsilon_under(rho, float(delta), accounting.CONVERSION)
-
-
-@functools.lru_cache(maxsize=512)
-def _epsilon_under(rho: Fraction, delta: float, conversion: str) -> float:
-    # cached: the exact conversion costs ~0.2 ms, and releases repeat their budgets
-    return 0.0 if rho == 0 else accounting.epsilon_from_rho(rho, delta, conversion)
-
-
-# ---------------------------------------------------------------------------------------------
-# where a ledger lives
-
-
-_HOST: list[Any] = []  # the process's private in-memory DuckDB (attaches ledger files; memory)
-
-
-def _host() -> Any:
-    if not _HOST:
-        _HOST.append(duckdb.connect(":memory:"))
-    return _HOST[0]
-
-
-class Dialect:
-    """What differs between the databases a ledger is kept in (DuckDB here; PostgreSQL in
-    :mod:`.postgres`): parameters, DDL, catalog queries, locking, errors, and where the chain's
-    SQL (DuckDB's: digests, verification, folding) runs. Everything else is one code path."""
-
-    errors: tuple[type[BaseException], ...] = (duckdb.Error,)
-    missing: tuple[type[BaseException], ...] = (duckdb.CatalogException,)  # no such table
-    retry: tuple[type[BaseException], ...] = (duckdb.TransactionException,)  # conflicts
-
-    def prefix(self, database: str | None) -> str:
-        return "main." if database is None else f"{quote(database)}.main."
-
-    def sql(self, text: str) -> str:
-        """``text`` with ``?`` parameters in this database's style."""
-        return text
-
-    def ddl(self, table: str, qualified: str) -> str:
-        return chain.ddl(table, qualified)
-
-    def begin(self, write: bool) -> str:
-        return "BEGIN TRANSACTION"  # snapshot isolation; DuckDB's conflicts are retried
-
-    def lock(self, cur: Any, prefix: str, create: bool = False) -> None:
-        """Serialise writers of the ledger in ``cur``'s open transaction (DuckDB: one writer
-        per file, plus the process lock)."""
-
-    def tables(self, database: str | None) -> tuple[str, str]:
-        """Queries (parameters: database, then names) listing the ledger's tables present, and
-        counting a ``seq`` column of a table (a chained ledger)."""
-        where = ("WHERE database_name = coalesce(?, current_database()) AND schema_name = "
-                 "'main' AND table_name")
-        return (f"SELECT table_name FROM duckdb_tables() {where} IN (?, ?, ?, ?)",
-                f"SELECT count(*) FROM duckdb_columns() {where} = ? AND column_name = 'seq'")
-
-    def view(self, cur: Any, prefix: str, after: int) -> tuple[Any, str]:
-        """A DuckDB cursor and prefix on which the chained tables' rows with ``seq > after``
-        (at least) can be read with DuckDB's SQL: here the tables themselves."""
-        return cur, prefix
-
-    def append(self, cur: Any, prefix: str, table: str, columns: list[str],
-               params: dict[str, Any]) -> str:
-        """Insert the chained row :func:`chain.row_sql` computes; returns its hash."""
-        return str(cur.execute(chain.insert_sql(table, prefix, columns), params).fetchall()[0][0])
-
-    def insert(self, table: str, columns: tuple[str, ...]) -> str:
-        """INSERT of one row of ``columns`` into the qualified ``table`` from ``?`` parameters
-        (DuckDB: from a SELECT, which the columns' types cast as a VALUES list would; ~0.3 ms
-        less per charge, as a VALUES list goes through a collection of its own)."""
-        return f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join('?' * len(columns))}"
-
-
-DUCKDB = Dialect()
 
 
 class Ledger:
@@ -261,7 +138,7 @@ class Ledger:
         import os
 
         real = os.path.realpath(os.path.expanduser(path))
-        return cls(lambda: _attached(real), None, real, real, durable=True, explicit=True,
+        return cls(lambda: attached(real), None, real, real, durable=True, explicit=True,
                    key=key)
 
     @classmethod
@@ -270,7 +147,7 @@ class Ledger:
 
         @contextlib.contextmanager
         def opener() -> Iterator[Any]:
-            with _host().cursor() as cur:
+            with host().cursor() as cur:
                 yield cur
 
         return cls(opener, None, "an in-memory ledger (this process only)", "process-memory",
@@ -300,16 +177,19 @@ class Ledger:
 
     # -- transactions -------------------------------------------------------------------------
 
-    def _run(self, body: Callable[[Any], Any], write: bool = True) -> Any:
-        """``body(cursor)`` in one transaction under the lock; conflicts retried; the ledger's
-        tables created on first use."""
+    def run(self, body: Callable[[Any], Any], write: bool = True) -> Any:
+        """``body(cursor)`` in one transaction under the process-wide :data:`LOCK` (a write
+        also takes the dialect's writer lock); conflicts retried; the ledger's tables created
+        on first use (a read of a ledger that has none yet gets ``body(None)``). Engines call
+        :meth:`charge` and the other methods; this is their one transaction, shared with
+        :mod:`.admin`."""
         if write and self.read_only:
             raise LedgerError(
                 f"the ledger in {self.location} cannot record anything: the database is "
                 "read-only. Nothing was charged. Fix: open it read-write, or keep the budgets in "
                 "a ledger file shared by every tool: load(con, ledger='budget.duckdb') (CLI: "
                 "--ledger, or INFTDA_LEDGER)")
-        missing: tuple[type[BaseException], ...] = (_Missing, *self.dialect.missing)
+        missing: tuple[type[BaseException], ...] = (verify.Missing, *self.dialect.missing)
         with _LOCK, self._open() as cur:
             for attempt in range(_RETRIES):
                 cur.execute(self.dialect.begin(write))
@@ -321,9 +201,10 @@ class Ledger:
                     return result
                 except missing:
                     self._rollback(cur)
-                    present = self._tables(cur)
+                    present = verify.tables(self, cur)
                     if HEAD in present:
-                        raise self._broken("one of its tables is missing (dropped?)") from None
+                        raise verify.broken(
+                            self, "one of its tables is missing (dropped?)") from None
                     if not write and not present:
                         return body(None)
                     self._create(cur)
@@ -343,14 +224,14 @@ class Ledger:
         cur.execute(self.dialect.begin(True))
         try:
             self.dialect.lock(cur, self.prefix, create=True)
-            present = self._tables(cur)
+            present = verify.tables(self, cur)
             if HEAD in present:
                 cur.execute("ROLLBACK")  # another connection made them meanwhile
                 return
             chained = cur.execute(self.dialect.sql(self.dialect.tables(self.database)[1]),
                                   [self.database, LEDGER]).fetchall()[0][0]
             if chained or SETTINGS in present:
-                raise self._broken("its head table is missing (dropped?)")
+                raise verify.broken(self, "its head table is missing (dropped?)")
             if LEDGER in present or BUDGETS in present:
                 raise LedgerError(
                     f"the ledger in {self.location} was written by inftda_duckdb 0.1 (no hash "
@@ -358,7 +239,7 @@ class Ledger:
                     "inftda_duckdb.upgrade_ledger(con) or inftda-duckdb ledger DATABASE "
                     "--upgrade (the old tables are kept as inftda_ledger_v1 and "
                     "inftda_budgets_v1)")
-            self._new(cur)
+            verify.new_ledger(self, cur)
             cur.execute("COMMIT")
         except self.dialect.errors as exc:
             self._rollback(cur)
@@ -374,186 +255,13 @@ class Ledger:
         with contextlib.suppress(*self.dialect.errors):  # a failed COMMIT has rolled back
             cur.execute("ROLLBACK")
 
-    def _new(self, cur: Any) -> _State:
-        """Create the four tables and the head of a new, empty ledger (in ``cur``'s open
-        transaction); returns its state."""
-        ledger_id = uuid.uuid4().hex
-        for table in (HEAD, *ROWS):
-            cur.execute(self.dialect.ddl(table, self.prefix + table))
-        start = chain.genesis(ledger_id)
-        cur.execute(self.dialect.sql(f"INSERT INTO {self.prefix}{HEAD} VALUES "
-                                     "(?, ?, current_timestamp, ?, 0, ?, ?)"),
-                    [ledger_id, chain.FORMAT, self.key.check(), start,
-                     chain.head_mac(self.key, ledger_id, 0, start)])
-        return _State(ledger_id, last=start)
-
-    def _tables(self, cur: Any) -> set[str]:
-        rows = cur.execute(self.dialect.sql(self.dialect.tables(self.database)[0]),
-                           [self.database, HEAD, *ROWS]).fetchall()
-        return {r[0] for r in rows}
-
-    # -- reading and verifying ----------------------------------------------------------------
-
-    def _head(self, cur: Any, counts: bool = True
-              ) -> tuple[str, str | None, int, str, str, tuple[int, ...]]:
-        """The head row, its key and MAC checked, with the row counts of the three chained
-        tables (``counts``; else none: ~0.6 ms less)."""
-        p = self.prefix
-        tallies = (f", (SELECT count(*) FROM {p}{LEDGER}), (SELECT count(*) FROM {p}{BUDGETS}), "
-                   f"(SELECT count(*) FROM {p}{SETTINGS})") if counts else ""
-        try:
-            rows = cur.execute(
-                f"SELECT ledger_id, key_check, seq, hash, mac{tallies} FROM {p}{HEAD}").fetchall()
-        except self.dialect.missing:
-            raise _Missing() from None
-        if len(rows) != 1:
-            raise self._broken(f"its head table holds {len(rows)} rows, not 1")
-        ledger_id, key_check, seq, last, mac, *tallied = rows[0]
-        if key_check != self.key.check():
-            if key_check is None:
-                raise LedgerError(
-                    f"the ledger in {self.location} has no key, but {chain.KEY_FILE} gives one. "
-                    f"Fix: unset {chain.KEY_FILE} for this ledger (a key is chosen when a ledger "
-                    "is created)")
-            raise LedgerError(
-                f"the ledger in {self.location} is keyed and "
-                + ("no key was given" if not self.key.keyed else "the key given is not its key")
-                + f". Nothing was charged. Fix: set {chain.KEY_FILE} to the file holding the "
-                "ledger's key")
-        if mac != chain.head_mac(self.key, ledger_id, int(seq), last):
-            raise self._broken("its head row was altered")
-        return ledger_id, key_check, int(seq), last, mac, tuple(int(c) for c in tallied)
-
-    def _broken(self, what: str, seq: int | None = None) -> LedgerError:
-        at = f" (first at row seq {seq})" if seq is not None else ""
-        return LedgerError(
-            f"the privacy ledger in {self.location} is broken: {what}{at}. Budgets cannot be "
-            "trusted, so every release is refused and nothing was charged. Fix: restore the "
-            "ledger from a backup; `inftda-duckdb ledger --verify` shows the first bad row")
-
-    def _state(self, cur: Any, expect: tuple[str, str] | None = None) -> _State:
-        """The verified state at the head: the cached one when nothing changed, else the rows
-        appended since checked and folded in, else (or on any surprise) the whole chain."""
-        ledger_id, _, seq, last, _, counts = self._head(cur)
-        if expect is not None and ledger_id != expect[0]:
-            raise LedgerError(
-                f"the budgets of this source are kept in the ledger {expect[1]}, but this "
-                f"connection uses {self.location}, another ledger. Nothing was charged. Fix: "
-                f"use that ledger (load(con, ledger=...), --ledger or INFTDA_LEDGER)")
-        cached = _STATES.get((ledger_id, self.where))
-        if cached is not None and (cached.seq, cached.last, cached.counts) == (seq, last, counts):
-            return cached
-        if sum(counts) != seq:
-            raise self._broken(f"it holds {sum(counts)} rows but its head counts {seq} "
-                               "(rows were deleted or inserted by hand)")
-        if cached is not None and seq > cached.seq and self._check(
-                rows := self.dialect.view(cur, self.prefix, cached.seq), cached, seq, last):
-            state = self._fold(rows, cached.copy())
-        else:
-            rows = self.dialect.view(cur, self.prefix, 0)
-            fresh = _State(ledger_id, last=chain.genesis(ledger_id))
-            if not self._check(rows, fresh, seq, last, raise_=True):
-                raise InternalError("ledger verification returned without a verdict")
-            if cached is not None and cached.seq > 0 and (
-                    seq < cached.seq or self._hash_at(rows, cached.seq) != cached.last):
-                raise self._broken("it no longer holds the rows this process saw earlier "
-                                   "(truncated, or replaced by an older copy)")
-            state = self._fold(rows, fresh)
-        state.seq, state.last, state.counts = seq, last, counts
-        _STATES[(ledger_id, self.where)] = state
-        return state
-
-    def _check(self, rows: tuple[Any, str], since: _State, seq: int, last: str,
-               raise_: bool = False) -> bool:
-        """Verify rows ``since.seq + 1 .. seq`` (digests, hashes, links) of ``rows`` (a
-        :meth:`Dialect.view`); True if sound."""
-        cur, prefix = rows
-        n, bad_row, bad_link, top, top_hash = cur.execute(
-            chain.verify_sql(prefix),
-            {"after": since.seq, "last": since.last, **self.key.pads()}).fetchall()[0]
-        problem = None
-        if bad_row is not None:
-            problem, at = "a row's content or hash does not match (edited by hand?)", bad_row
-        elif bad_link is not None:
-            problem, at = "a row does not follow the row before it (rows removed or added?)", \
-                bad_link
-        elif n != seq - since.seq or (n and (top != seq or top_hash != last)):
-            problem, at = "its last rows do not match its head (rows removed or added?)", None
-        if problem is None:
-            return True
-        if raise_:
-            raise self._broken(problem, at)
-        return False
-
-    def _hash_at(self, rows: tuple[Any, str], seq: int) -> str | None:
-        if seq == 0:
-            return None
-        cur, prefix = rows
-        union = " UNION ALL ".join(f"SELECT hash FROM {prefix}{t} WHERE seq = $s" for t in ROWS)
-        rows = cur.execute(union, {"s": seq}).fetchall()
-        return rows[0][0] if rows else None
-
-    def _fold(self, rows: tuple[Any, str], state: _State) -> _State:
-        """Add the rows after ``state.seq`` of ``rows`` (a :meth:`Dialect.view`) to the state
-        (already verified)."""
-        (cur, p), after = rows, {"after": state.seq}
-        for key, label, rho, n, not_private, top_id, _ in cur.execute(
-            f"SELECT source_key, arg_max(source, seq), rho, count(*), count(*) FILTER (NOT "
-            f"private), max(id), max(seq) AS s FROM {p}{LEDGER} WHERE seq > $after "
-            "GROUP BY source_key, rho ORDER BY s", after).fetchall():
-            amount = Fraction(rho)
-            if amount <= 0:
-                raise self._broken(f"a charge of rho {rho} (not positive)")
-            state.spent[key] = state.spent.get(key, Fraction(0)) + n * amount
-            total, np_ = state.releases.get(key, (0, 0))
-            state.releases[key] = (total + n, np_ + not_private)
-            state.labels[key] = label
-            state.next_id = max(state.next_id, int(top_id) + 1)
-        for name, label, keys, labels, rho, set_at in cur.execute(
-            "SELECT name, arg_max(label, seq), arg_max(sources, seq), arg_max(labels, seq), "
-            f"arg_max(rho, seq), arg_max(set_at, seq) FROM {p}{BUDGETS} WHERE seq > $after "
-            "GROUP BY name", after).fetchall():
-            cap = Fraction(rho)
-            if cap < 0:
-                raise self._broken(f"a budget of rho {rho} (negative)")
-            state.budgets[name] = Budget(name, label, tuple(keys), tuple(labels), cap, set_at)
-        for name, value in cur.execute(
-            f"SELECT name, arg_max(value, seq) FROM {p}{SETTINGS} WHERE seq > $after "
-            "GROUP BY name", after).fetchall():
-            state.settings[name] = value
-        return state
-
-    # -- appending -----------------------------------------------------------------------------
-
-    def _append(self, cur: Any, state: _State, table: str, columns: list[str],
-                values: dict[str, Any]) -> _State:
-        """Append one chained row and move the head; returns the state after it (not cached
-        until the transaction commits)."""
-        seq = state.seq + 1
-        row = {"seq": seq, "prev_hash": state.last, **values}
-        digest = chain.charge_digest(row) if table == LEDGER else None
-        if digest is not None:  # the hot path: one plain INSERT (the CHECK verifies the digest)
-            new = self.key.mac(state.last + digest)
-            row.update(digest=digest, hash=new)
-            cur.execute(self.dialect.insert(self.prefix + LEDGER, chain.CHARGE_INSERT),
-                        [row[c] for c in chain.CHARGE_INSERT])
-        else:
-            new = self.dialect.append(cur, self.prefix, table, columns,
-                                      {**row, **self.key.pads()})
-        cur.execute(self.dialect.sql(f"UPDATE {self.prefix}{HEAD} SET seq = ?, hash = ?, mac = ?"),
-                    [seq, new, chain.head_mac(self.key, state.ledger_id, seq, new)])
-        after = state.copy()
-        counts = list(state.counts)
-        counts[ROWS.index(table)] += 1
-        after.seq, after.last, after.counts = seq, new, tuple(counts)
-        return after
-
-    def _commit(self, after: _State) -> None:
-        _STATES[(after.ledger_id, self.where)] = after
+    def _commit(self, after: State) -> None:
+        verify.STATES[(after.ledger_id, self.where)] = after
 
     def ledger_id(self) -> str:
         """This ledger's id (created with the ledger; the same in every copy of its file)."""
-        return str(self._run(lambda cur: self._state(cur).ledger_id, write=not self.read_only))
+        return str(self.run(lambda cur: verify.verified(self, cur).ledger_id,
+                             write=not self.read_only))
 
     def charge(self, charge: Charge, *,
                expect: tuple[str, str] | None = None) -> tuple[int, str]:
@@ -574,8 +282,8 @@ class Ledger:
                 f"in-memory ledger on purpose: {opt('ledger', ':memory:')}")
         key = charge.source.key
 
-        def body(cur: Any) -> tuple[int, _State]:
-            state = self._state(cur, expect)
+        def body(cur: Any) -> tuple[int, State]:
+            state = verify.verified(self, cur, expect)
             if state.settings.get(MOVED_TO):
                 raise LedgerError(
                     f"the budgets kept in {self.location} were moved to the ledger "
@@ -583,7 +291,8 @@ class Ledger:
                     "(load(con, ledger=...), --ledger or INFTDA_LEDGER)")
             self._refuse(state, charge)
             rid = state.next_id
-            after = self._append(cur, state, LEDGER, _CHARGE_COLUMNS, _charge_values(charge, rid))
+            after = verify.append(self, cur, state, LEDGER, chain.CHARGE_COLUMNS,
+                                  _charge_values(charge, rid))
             after.next_id = rid + 1
             after.spent[key] = after.spent.get(key, Fraction(0)) + charge.rho
             total, np_ = after.releases.get(key, (0, 0))
@@ -592,11 +301,11 @@ class Ledger:
             return rid, after
 
         with _LOCK:  # the cache moves with the ledger, before another thread reads either
-            rid, after = self._run(body)
+            rid, after = self.run(body)
             self._commit(after)
         return rid, after.ledger_id
 
-    def _refuse(self, state: _State, charge: Charge) -> None:
+    def _refuse(self, state: State, charge: Charge) -> None:
         """Raise if ``charge`` does not fit: no budget where one is required, or more than
         what is left of a budget covering its source."""
         covering = state.covering(charge.source.key)
@@ -617,7 +326,7 @@ class Ledger:
         checks its budget before it reads its data (the charge checks again, atomically).
 
         While the head is the one this process verified, the answer comes from that verified
-        state without counting the rows (~0.6 ms less): every append moves the head, so only
+        state without counting the rows: every append moves the head, so only
         rows deleted or inserted by hand leave it unchanged, and the state still holds what was
         verified (a charge deleted by hand is still spent). The charge counts the rows and
         refuses such a ledger as broken, before it writes anything or any noise is drawn."""
@@ -625,24 +334,24 @@ class Ledger:
         self._read(lambda state: None if state is None else self._refuse(state, charge),
                    counts=False)
 
-    def _read(self, use: Callable[[_State | None], T], counts: bool = True) -> T:
+    def _read(self, use: Callable[[State | None], T], counts: bool = True) -> T:
         """``use(state)`` on the verified state at the head (None: no ledger yet), writing
         nothing. One read of the head when it and the row counts (unless not ``counts``) are
         still those this process verified (one statement: a consistent snapshot on its own,
-        ~0.5 ms less than BEGIN .. COMMIT around it), else a transaction that verifies the
-        rows appended since (or the whole chain)."""
+        without BEGIN .. COMMIT around it), else a transaction that verifies the rows appended
+        since (or the whole chain)."""
         with _LOCK, self._open() as cur:
             try:
-                ledger_id, _, seq, last, _, tallies = self._head(cur, counts)
-            except _Missing:
+                ledger_id, _, seq, last, _, tallies = verify.head(self, cur, counts)
+            except verify.Missing:
                 pass
             else:
-                cached = _STATES.get((ledger_id, self.where))
+                cached = verify.STATES.get((ledger_id, self.where))
                 if cached is not None and (cached.seq, cached.last) == (seq, last) and (
                         not counts or cached.counts == tallies):
                     return use(cached)
-        return cast(T, self._run(lambda cur: use(None if cur is None else self._state(cur)),
-                                 write=False))
+        return cast(T, self.run(
+            lambda cur: use(None if cur is None else verify.verified(self, cur)), write=False))
 
     def set_budget(self, sources: list[SourceId], cap: Fraction, name: str | None = None) -> str:
         """Cap the total rho of all releases of any of ``sources`` at ``cap`` (exact; 0 freezes
@@ -662,35 +371,35 @@ class Ledger:
         budget_name = fold(name.strip()) if name else keys[0]
         label = name.strip() if name else labels[0]
 
-        def body(cur: Any) -> _State:
-            state = self._state(cur)
-            self._append(cur, state, BUDGETS, _BUDGET_COLUMNS, {
+        def body(cur: Any) -> State:
+            state = verify.verified(self, cur)
+            verify.append(self, cur, state, BUDGETS, chain.BUDGET_COLUMNS, {
                 "name": budget_name, "label": label, "sources": keys, "labels": labels,
                 "rho": str(cap), "rho_approx": float(cap)})
             return state  # the next operation folds the new row in (with its time)
 
-        return str(self._run(body).ledger_id)
+        return str(self.run(body).ledger_id)
 
     def set_setting(self, name: str, value: str) -> None:
         """Record a setting (e.g. ``require_budget`` = ``'true'``) in the chain."""
 
         def body(cur: Any) -> None:
-            if self._state(cur).settings.get(name) != value:
-                self._append(cur, self._state(cur), SETTINGS, _SETTING_COLUMNS,
-                             {"name": name, "value": value})
+            if verify.verified(self, cur).settings.get(name) != value:
+                verify.append(self, cur, verify.verified(self, cur), SETTINGS,
+                              chain.SETTING_COLUMNS, {"name": name, "value": value})
 
-        self._run(body)
+        self.run(body)
 
     def setting(self, name: str) -> str | None:
-        return self._run(
-            lambda cur: None if cur is None else self._state(cur).settings.get(name),
+        return self.run(
+            lambda cur: None if cur is None else verify.verified(self, cur).settings.get(name),
             write=False)
 
     def remaining(self, source: SourceId) -> tuple[Fraction, Budget] | None:
         """The least rho left among the budgets covering ``source``, and that budget (None:
         no budget covers it)."""
 
-        def body(state: _State | None) -> tuple[Fraction, Budget] | None:
+        def body(state: State | None) -> tuple[Fraction, Budget] | None:
             if state is None:
                 return None
             left = [(max(b.cap - state.spent_by(b), Fraction(0)), b)
@@ -707,178 +416,57 @@ class Ledger:
         d = float(to_positive_fraction(delta, "delta", "pass e.g. delta=1e-6"))
         if d >= 1:
             raise bad_argument("delta", delta, "must be in (0, 1)", "pass e.g. delta=1e-6")
-        state = self._run(lambda cur: None if cur is None else self._state(cur), write=False)
-        return budget_table([] if state is None else _rows(state), d, self.location)
+        state = self.run(lambda cur: None if cur is None else verify.verified(self, cur),
+                          write=False)
+        return report.budget_table([] if state is None else report.budget_rows(state), d,
+                                   self.location)
 
     def rows(self) -> pa.Table:
         """Every charge, oldest first (the chain's columns left out), with a ``ledger`` column."""
         def body(cur: Any) -> pa.Table | None:
             if cur is None:
                 return None
-            self._state(cur)  # a broken ledger is reported, not listed
-            return _charges(*self.dialect.view(cur, self.prefix, 0), self.location)
+            verify.verified(self, cur)  # a broken ledger is reported, not listed
+            return report.charge_table(*self.dialect.view(cur, self.prefix, 0), self.location)
 
-        table = self._run(body, write=False)
-        return no_charges(self.location) if table is None else table
+        table = self.run(body, write=False)
+        return report.no_charges(self.location) if table is None else table
 
     def verify(self) -> dict[str, Any]:
         """Check the whole chain now (whatever this process saw before). Returns ``ok``,
         ``rows``, ``ledger_id``, ``keyed``, ``location`` and ``problem`` (None when sound)."""
 
-        report = {"ok": True, "rows": 0, "ledger_id": None, "keyed": self.key.keyed,
+        result = {"ok": True, "rows": 0, "ledger_id": None, "keyed": self.key.keyed,
                   "location": self.location, "problem": None}
 
         def body(cur: Any) -> dict[str, Any]:
             if cur is None:
-                return report
-            for stale in [k for k in _STATES if k[1] == self.where]:
-                del _STATES[stale]
-            state = self._state(cur)
-            return {**report, "rows": state.seq, "ledger_id": state.ledger_id}
+                return result
+            for stale in [k for k in verify.STATES if k[1] == self.where]:
+                del verify.STATES[stale]
+            state = verify.verified(self, cur)
+            return {**result, "rows": state.seq, "ledger_id": state.ledger_id}
 
         try:
-            return dict(self._run(body, write=False))
+            return dict(self.run(body, write=False))
         except LedgerError as exc:
-            return {**report, "ok": False, "rows": None, "problem": str(exc)}
+            return {**result, "ok": False, "rows": None, "problem": str(exc)}
 
     def move_to(self, target: Ledger) -> int:
-        """Append every budget, setting and charge of this ledger (verified, in order; times,
-        sources and conversions kept, release ids renumbered) to ``target``, once, then close
-        this ledger: its further charges are refused and name ``target``. Returns the rows
-        moved (0 when they were moved before)."""
-        def read(cur: Any) -> tuple[_State, list[tuple[str, dict[str, Any]]]]:
-            state = self._state(cur)
-            events: list[tuple[str, dict[str, Any]]] = []
-            cur, p = self.dialect.view(cur, self.prefix, 0)
-            for table in ROWS:
-                rows = cur.sql(f"SELECT * EXCLUDE (prev_hash, digest, hash) FROM {p}{table}")
-                events += [(table, r) for r in rows.to_arrow_table().to_pylist()]
-            return state, sorted(events, key=lambda e: e[1]["seq"])
-
-        state, events = self._run(read, write=False) or (None, [])
-        if state is None or state.settings.get(MOVED_TO):
-            return 0
-        mark = f"imported:{state.ledger_id}"
-
-        def write(cur: Any) -> int:
-            after = target._state(cur)
-            if mark in after.settings:
-                return 0
-            for table, r in events:
-                r.pop("seq")
-                if table == LEDGER:
-                    r["id"] = after.next_id
-                    after.next_id += 1
-                columns = {LEDGER: _CHARGE_COLUMNS, BUDGETS: _BUDGET_COLUMNS_AT,
-                           SETTINGS: _SETTING_COLUMNS_AT}[table]
-                after = target._append(cur, after, table, columns, r)
-            target._append(cur, after, SETTINGS, _SETTING_COLUMNS, {"name": mark,
-                                                                    "value": str(len(events))})
-            return len(events)
-
-        moved = int(target._run(write))
-        self.set_setting(MOVED_TO, target.location)
-        return moved
+        """Move this ledger's rows to ``target`` once, then close it (:func:`.admin.move_to`);
+        returns the rows moved."""
+        return admin.move_to(self, target)
 
     def upgrade(self, translate: Callable[[str], SourceId]) -> int:
-        """Move a format-1 ledger (inftda_duckdb 0.1: no chain) into the chained tables, in one
-        transaction: every old budget and charge (``translate`` maps an old source name to its
-        identity; old rows keep conversion 'bun-steinke-2016', their ids and times). The old
-        tables stay as ``inftda_ledger_v1`` and ``inftda_budgets_v1``. Returns the rows moved."""
-        p = self.prefix
-
-        def body(cur: Any) -> int:
-            present = self._tables(cur)
-            if HEAD in present:
-                return 0
-            old = [t for t in (LEDGER, BUDGETS) if t in present]
-            for t in old:
-                cur.execute(f"ALTER TABLE {p}{t} RENAME TO {t}_v1")
-            state = self._new(cur)
-            if BUDGETS in old:
-                for source, rho, set_at in cur.execute(
-                        f"SELECT source, rho, set_at FROM {p}{BUDGETS}_v1 ORDER BY set_at, "
-                        "source").fetchall():
-                    sid = translate(source)
-                    state = self._append(cur, state, BUDGETS, _BUDGET_COLUMNS_AT, {
-                        "name": sid.key, "label": sid.label, "sources": [sid.key],
-                        "labels": [sid.label], "rho": rho, "rho_approx": float(Fraction(rho)),
-                        "set_at": set_at})
-            if LEDGER in old:
-                for row in cur.execute(f"SELECT * FROM {p}{LEDGER}_v1 ORDER BY id").fetchall():
-                    (rid, started, source, columns, neighbours, unit, m, rho, _, epsilon,
-                     delta, output, seeded, data_domain, private, origin) = row
-                    sid = translate(source)
-                    state = self._append(cur, state, LEDGER, _CHARGE_COLUMNS, {
-                        "id": rid, "started_at": started, "source": sid.label,
-                        "source_key": sid.key, "columns": columns, "neighbours": neighbours,
-                        "privacy_unit": unit, "max_rows_per_unit": m, "rho": rho,
-                        "rho_approx": float(Fraction(rho)), "epsilon": epsilon, "delta": delta,
-                        "output": output, "seeded": seeded, "data_domain": data_domain,
-                        "private": private, "origin": origin,
-                        "conversion": "bun-steinke-2016"})
-            return state.seq
-
-        return int(self._run(body))
+        """Upgrade a format-1 ledger in place (:func:`.admin.upgrade`); returns the rows
+        moved."""
+        return admin.upgrade(self, translate)
 
     def format(self) -> int | None:
         """2 for a chained ledger, 1 for an old one, None when there is none yet."""
         with _LOCK, self._open() as cur:
-            present = self._tables(cur)
+            present = verify.tables(self, cur)
         return 2 if HEAD in present else (1 if present else None)
-
-
-def _charges(cur: Any, prefix: str, location: str) -> pa.Table:
-    return cur.sql(f"SELECT * EXCLUDE (prev_hash, digest, hash), {literal(location)} AS ledger "
-                   f"FROM {prefix}{LEDGER} ORDER BY seq").to_arrow_table()
-
-
-def no_charges(location: str = "") -> pa.Table:
-    """An empty table of charges (the columns of :meth:`Ledger.rows`)."""
-    with duckdb.connect() as scratch:
-        scratch.execute(chain.ddl(LEDGER, LEDGER))
-        return _charges(scratch, "", location)
-
-
-class _Missing(Exception):
-    """The ledger's tables do not exist yet."""
-
-
-@contextlib.contextmanager
-def _attached(path: str) -> Iterator[Any]:
-    """A cursor on which the ledger file ``path`` is attached as ``inftda_ledger_file``,
-    detached afterwards; waits (with back-off) while another process holds the file."""
-    import os
-
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        raise LedgerError(f"the ledger file {path} cannot be created: folder {folder} does not "
-                          "exist. Fix: create the folder, or pass another ledger path")
-    deadline, wait = time.monotonic() + LOCK_WAIT, 0.005
-    with _host().cursor() as cur:
-        while True:
-            try:
-                cur.execute(f"ATTACH {literal(path)} AS inftda_ledger_file")  # no parameter
-                break
-            except duckdb.Error as exc:
-                text = str(exc).lower()
-                if "unique file handle conflict" in text:  # open in this process already
-                    with duckdb.connect(path) as own, own.cursor() as same:
-                        yield same
-                    return
-                if "lock" not in text or time.monotonic() > deadline:
-                    raise LedgerError(
-                        f"the ledger file {path} cannot be opened ({str(exc).strip()}). Nothing "
-                        "was charged. Fix: close the program holding it (a DuckDB shell or "
-                        "notebook connected to it), or pass another ledger") from None
-                time.sleep(wait)
-                wait = min(wait * 1.5, 0.25)
-        try:
-            cur.execute("USE inftda_ledger_file")
-            yield cur
-        finally:
-            cur.execute("USE memory")
-            cur.execute("DETACH inftda_ledger_file")
 
 
 def _validate(c: Charge) -> None:
@@ -899,27 +487,13 @@ def _validate(c: Charge) -> None:
         raise InternalError(f"invalid ledger charge {c!r}")
 
 
-_CHARGE_COLUMNS = [
-    "id::BIGINT", "started_at::TIMESTAMPTZ", "source::VARCHAR", "source_key::VARCHAR",
-    "columns::VARCHAR[]", "neighbours::VARCHAR", "privacy_unit::VARCHAR",
-    "max_rows_per_unit::BIGINT", "rho::VARCHAR", "rho_approx::DOUBLE", "epsilon::DOUBLE",
-    "delta::DOUBLE", "output::VARCHAR", "seeded::BOOLEAN", "data_domain::BOOLEAN",
-    "private::BOOLEAN", "origin::VARCHAR", "conversion::VARCHAR"]
-_BUDGET_COLUMNS = ["name::VARCHAR", "label::VARCHAR", "sources::VARCHAR[]", "labels::VARCHAR[]",
-                   "rho::VARCHAR", "rho_approx::DOUBLE", "set_at=current_timestamp"]
-_BUDGET_COLUMNS_AT = [c if not c.startswith("set_at") else "set_at::TIMESTAMPTZ"
-                      for c in _BUDGET_COLUMNS]
-_SETTING_COLUMNS = ["name::VARCHAR", "value::VARCHAR", "set_at=current_timestamp"]
-_SETTING_COLUMNS_AT = ["name::VARCHAR", "value::VARCHAR", "set_at::TIMESTAMPTZ"]
-
-
 def _charge_values(c: Charge, rid: int) -> dict[str, Any]:
     return {
         "id": rid, "started_at": datetime.datetime.now(datetime.UTC),
         "source": c.source.label, "source_key": c.source.key,
         "columns": list(c.columns), "neighbours": c.neighbours, "privacy_unit": c.privacy_unit,
         "max_rows_per_unit": c.max_rows_per_unit, "rho": str(c.rho), "rho_approx": float(c.rho),
-        "epsilon": _epsilon(c.rho, c.delta), "delta": c.delta, "output": c.output,
+        "epsilon": report.epsilon(c.rho, c.delta), "delta": c.delta, "output": c.output,
         "seeded": c.seeded, "data_domain": c.data_domain, "private": c.private,
         "origin": c.origin, "conversion": c.conversion or accounting.CONVERSION,
     }
@@ -947,70 +521,6 @@ def _refusal(c: Charge, b: Budget, spent: Fraction, remaining: Fraction) -> Budg
     err.remaining = remaining  # type: ignore[attr-defined]
     err.difference = short  # type: ignore[attr-defined]
     return err
-
-
-# ---------------------------------------------------------------------------------------------
-# the budget table
-
-
-BUDGET_SCHEMA = pa.schema([
-    ("budget", pa.string()),
-    ("sources", pa.list_(pa.string())),
-    ("budget_rho", pa.float64()),
-    ("spent_rho", pa.float64()),
-    ("remaining_rho", pa.float64()),
-    ("budget_rho_exact", pa.string()),
-    ("spent_rho_exact", pa.string()),
-    ("remaining_rho_exact", pa.string()),
-    ("releases", pa.int64()),
-    ("non_private_releases", pa.int64()),
-    ("delta", pa.float64()),
-    ("budget_epsilon", pa.float64()),
-    ("spent_epsilon", pa.float64()),
-    ("remaining_epsilon", pa.float64()),
-    ("set_at", pa.timestamp("us", tz="UTC")),
-    ("ledger", pa.string()),
-])
-
-
-def _rows(state: _State) -> list[dict[str, Any]]:
-    """Per budget, then per charged source no budget covers: cap, spent, releases."""
-    out: list[dict[str, Any]] = []
-    covered: set[str] = set()
-    for b in sorted(state.budgets.values(), key=lambda b: fold(b.label)):
-        covered.update(b.sources)
-        counts = [state.releases.get(k, (0, 0)) for k in b.sources]
-        out.append({"budget": b.label, "sources": list(b.labels), "cap": b.cap,
-                    "spent": state.spent_by(b), "n": sum(c[0] for c in counts),
-                    "np": sum(c[1] for c in counts), "set_at": b.set_at})
-    for key in sorted(set(state.spent) - covered, key=lambda k: state.labels[k]):
-        n, np_ = state.releases[key]
-        out.append({"budget": None, "sources": [state.labels[key]], "cap": None,
-                    "spent": state.spent[key], "n": n, "np": np_, "set_at": None})
-    return out
-
-
-def budget_table(rows: list[dict[str, Any]], delta: float, location: str) -> pa.Table:
-    """:data:`BUDGET_SCHEMA` rows from :func:`_rows`' entries."""
-    cols: dict[str, list[Any]] = {f.name: [] for f in BUDGET_SCHEMA}
-    for e in rows:
-        cap, spent = e["cap"], e["spent"]
-        rem = None if cap is None else max(cap - spent, Fraction(0))
-        for name, value in (
-            ("budget", e["budget"]), ("sources", e["sources"]),
-            ("budget_rho", None if cap is None else float(cap)), ("spent_rho", float(spent)),
-            ("remaining_rho", None if rem is None else float(rem)),
-            ("budget_rho_exact", None if cap is None else str(cap)),
-            ("spent_rho_exact", str(spent)),
-            ("remaining_rho_exact", None if rem is None else str(rem)),
-            ("releases", e["n"]), ("non_private_releases", e["np"]), ("delta", delta),
-            ("budget_epsilon", None if cap is None else _epsilon(cap, delta)),
-            ("spent_epsilon", _epsilon(spent, delta)),
-            ("remaining_epsilon", None if rem is None else _epsilon(rem, delta)),
-            ("set_at", e["set_at"]), ("ledger", location),
-        ):
-            cols[name].append(value)
-    return pa.table(cols, schema=BUDGET_SCHEMA)
 
 
 def exact_cap(rho: object = None, epsilon: object = None, delta: object = None) -> Fraction:
