@@ -27,9 +27,9 @@ import duckdb
 import pyarrow as pa
 
 from ..core.errors import InputError, LedgerError, bad_argument, speaks
-from ..core.identifiers import literal, parse_qualified, quote
+from ..core.identifiers import fold, literal, parse_qualified, quote
 from ..ledger.report import budget_table, no_charges
-from ..ledger.sources import SourceId, fold
+from ..ledger.sources import SourceId
 from ..ledger.store import DEFAULT_DELTA, REQUIRE_BUDGET, Charge, Ledger, exact_cap
 from . import catalog, disclosure
 from .catalog import Context, Where

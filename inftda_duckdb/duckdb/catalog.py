@@ -3,7 +3,8 @@ stored identity, and the ledger a source is charged to.
 
 - **Names.** DuckDB compares identifiers case-insensitively for ASCII letters only ("Ä" and "ä"
   are two tables), looks an unqualified name up in ``temp.main``, then the current database and
-  schema, then ``search_path``; :func:`resolve` does exactly that, with :func:`.sources.fold`.
+  schema, then ``search_path``; :func:`resolve` does exactly that (with
+  :func:`inftda_duckdb.core.identifiers.fold`).
 - **Identity.** A database gets a random id, stored in its table ``inftda_identity`` the first
   time the package charges or budgets one of its tables. Budget keys use that id, never the file
   name or the ATTACH alias, so a renamed, copied or re-attached file keeps its budgets.
@@ -27,9 +28,9 @@ from typing import Any
 import duckdb
 
 from ..core.errors import InputError, LedgerError, bad_argument
-from ..core.identifiers import parse_qualified, quote
+from ..core.identifiers import fold, label, parse_qualified, quote
 from ..ledger.locate import LEDGER_VARIABLE, register
-from ..ledger.sources import FILE, NAME, SourceId, fold, label
+from ..ledger.sources import FILE, NAME, SourceId
 from ..ledger.store import LOCK, Ledger
 
 IDENTITY = "inftda_identity"

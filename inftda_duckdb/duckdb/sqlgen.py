@@ -19,11 +19,10 @@ from string import Template
 import duckdb
 
 from ..core.domains import FULL_CHECK, DomainPlan
-from ..core.identifiers import literal, quote, quote_qualified
+from ..core.identifiers import fold, literal, quote, quote_qualified
 from ..core.provenance import MARKER, not_private_reason
 from ..core.request import Labels, ReleaseRequest
 from ..core.tree import MAX_KEY_SPAN
-from ..ledger.sources import fold
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ How DuckDB uses it: :mod:`inftda_duckdb.duckdb.budgets`; another engine opens a 
 :meth:`Ledger.open` and charges :class:`SourceId` s of its own.
 """
 
-from .sources import SourceId, fold
+from ..core.identifiers import fold
+from .sources import SourceId
 from .store import REQUIRE_BUDGET, Charge, Ledger, exact_cap
 from .verify import Budget
 

@@ -19,10 +19,9 @@ import duckdb
 import pyarrow as pa
 
 from ..core import accounting
-from ..core.identifiers import literal
+from ..core.identifiers import fold, literal
 from . import chain
 from .chain import LEDGER
-from .sources import fold
 from .verify import State
 
 

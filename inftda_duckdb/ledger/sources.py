@@ -17,24 +17,12 @@ every other character exactly ("Ä" and "ä" are two tables, as in DuckDB).
 from __future__ import annotations
 
 import os
-import string
 from dataclasses import dataclass
 
 from ..core.errors import bad_argument
-from ..core.identifiers import quote
+from ..core.identifiers import fold, label, quote
 
-_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 FILE, NAME = "file:", "name:"
-
-
-def fold(identifier: str) -> str:
-    """An identifier as DuckDB compares it: ASCII letters lower-cased, nothing else changed."""
-    return identifier.translate(_ASCII_LOWER)
-
-
-def label(parts: tuple[str, ...]) -> str:
-    """``db.schema.name`` for people: parts quoted only when they hold a dot or a quote."""
-    return ".".join(quote(p) if ("." in p or '"' in p) else p for p in parts)
 
 
 @dataclass(frozen=True)

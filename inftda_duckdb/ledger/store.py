@@ -35,6 +35,7 @@ from typing import Any, TypeVar, cast
 import pyarrow as pa
 
 from ..core import accounting
+from ..core.accounting import REPORT_DELTA
 from ..core.errors import (
     BudgetExceededError,
     InternalError,
@@ -45,14 +46,15 @@ from ..core.errors import (
     opt,
 )
 from ..core.exact import to_fraction, to_positive_fraction
+from ..core.identifiers import fold
 from . import admin, chain, report, verify
 from .admin import MOVED_TO
 from .chain import BUDGETS, HEAD, LEDGER, SETTINGS, Key
 from .dialect import DUCKDB, Dialect, attached, host
-from .sources import SourceId, fold
+from .sources import SourceId
 from .verify import Budget, State
 
-DEFAULT_DELTA = 1e-6
+DEFAULT_DELTA = float(REPORT_DELTA)  #: the delta at which epsilons are stated
 REQUIRE_BUDGET = "require_budget"  # setting: refuse releases of sources no budget covers
 _RETRIES = 5
 T = TypeVar("T")
