@@ -23,6 +23,11 @@ from ..core.identifiers import literal, quote
 from . import chain
 
 LOCK_WAIT = 30.0  # seconds a process waits for a ledger (file or server) another one holds
+STORAGE = {"storage_compatibility_version": "v1.5.0"}
+"""The configuration of every database file the package creates (ledger files, the command
+line's databases): DuckDB's v1.5.0 storage format, which DuckDB 1.5 and its command-line shell
+read as well as DuckDB 2 does (a file created so keeps that format; an existing file opened with
+it is unaffected)."""
 
 _HOST: list[Any] = []  # the process's private in-memory DuckDB (attaches ledger files; memory)
 
@@ -30,7 +35,7 @@ _HOST: list[Any] = []  # the process's private in-memory DuckDB (attaches ledger
 def host() -> Any:
     """The process's private in-memory DuckDB (made on first use)."""
     if not _HOST:
-        _HOST.append(duckdb.connect(":memory:"))
+        _HOST.append(duckdb.connect(":memory:", config=STORAGE))  # files it attaches: v1.5.0
     return _HOST[0]
 
 
@@ -107,7 +112,7 @@ def attached(path: str) -> Iterator[Any]:
             except duckdb.Error as exc:
                 text = str(exc).lower()
                 if "unique file handle conflict" in text:  # open in this process already
-                    with duckdb.connect(path) as own, own.cursor() as same:
+                    with duckdb.connect(path, config=STORAGE) as own, own.cursor() as same:
                         yield same
                     return
                 if "lock" not in text or time.monotonic() > deadline:
