@@ -500,7 +500,7 @@ def test_demo_prints_release_truth_bound_and_ledger() -> None:
 
 
 def test_progress_bar_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
-    from inftda_duckdb.tools.cli import Progress
+    from inftda_duckdb.tools.cli.progress import Progress
 
     progress = Progress(quiet=False)
     progress.tty = True  # as on a terminal: one line redrawn in place, then a newline
