@@ -37,11 +37,11 @@ def fraction(name: str, example: str) -> Callable[[str], Fraction]:
     return parse
 
 
-def positive_int(name: str) -> Callable[[str], int]:
+def positive_int(name: str, example: str = "1") -> Callable[[str], int]:
     def parse(text: str) -> int:
         if not text.strip().isdigit() or int(text) < 1:
-            raise argparse.ArgumentTypeError(
-                str(bad_argument(name, text, "must be a positive integer", f"pass e.g. {name} 1")))
+            raise argparse.ArgumentTypeError(str(bad_argument(
+                name, text, "must be a positive integer", f"pass e.g. {name} {example}")))
         return int(text)
 
     return parse

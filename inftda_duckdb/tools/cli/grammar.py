@@ -1,15 +1,23 @@
 """The command line's grammar: the parsers (argparse, with the package's error convention) and
-the groups of options commands share; :func:`build_parser` is the source of every --help text."""
+the groups of options commands share; :func:`build_parser` is the source of every --help text.
+
+The options of a release and of a preview are generated from the option table
+(:mod:`inftda_duckdb.core.options`: flag, metavar, choices, default, kind and help), by
+:func:`add_table_options`; what the command line does its own way (``--domain COL=SPEC``
+repeated, ``--domain-file``) is keyed here by option name or flag, and parsed in
+:mod:`.arguments`."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from fractions import Fraction
 from typing import Any, NoReturn
 
 import duckdb
 
+from ...core import options as table
 from ..output import FORMATS
 from ..status import EXIT_INPUT, EXIT_STATUS
 from . import kernel
@@ -53,15 +61,6 @@ class Subparser(Parser):
         super().__init__(**kwargs)
 
 
-def add_budget_options(p: argparse.ArgumentParser, delta_help: str) -> None:
-    g = p.add_argument_group("privacy budget (exactly one of --rho or --epsilon/--delta)")
-    g.add_argument("--rho", type=fraction("--rho", "0.5"),
-                   help="zero-concentrated DP budget rho (exact: 0.37, 1e-3 or 1/3)")
-    g.add_argument("--epsilon", type=fraction("--epsilon", "1"),
-                   help="epsilon of (epsilon, delta)-DP, converted to rho (rounded down)")
-    g.add_argument("--delta", type=fraction("--delta", "1e-6"), help=delta_help)
-
-
 def add_database_and_ledger(p: argparse.ArgumentParser,
                             what: str = "DuckDB database file") -> None:
     p.add_argument("database", nargs="?", metavar="DATABASE", help=what)
@@ -95,38 +94,76 @@ def add_source_options(p: argparse.ArgumentParser, need: bool) -> None:
                    help="with --engine spark: the Spark master (default local[*])")
 
 
-def add_release_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("public domains and mechanism")
-    g.add_argument("--domain", action="append", default=[], metavar="COL=SPEC",
-                   help="public domain of a column: COL=LO..HI (integers) or COL=V1,V2,... "
-                   "(labels); repeatable. ENUM columns need none")
-    g.add_argument("--domain-table", action="append", default=[], metavar="T",
-                   help="public domain table (in --db) for one column or a nested pair of "
-                   "columns; repeatable")
-    g.add_argument("--domain-file", action="append", default=[], metavar="COL=FILE",
-                   help="public domain from a .csv/.parquet file: its column named COL, else its "
-                   "first column; repeatable")
-    g.add_argument("--domain-from-data", action="store_true",
-                   help="read missing domains from the private data itself (NOT PRIVATE: the "
-                   "set of values present leaks; marked in the ledger)")
-    g.add_argument("--level-weights", metavar="W1,W2,...",
-                   help="split of rho over the levels (default uniform), e.g. 1,1,2; 'auto': "
-                   "the split minimising the Theorem 1 bound at --auto-target")
-    g.add_argument("--auto-target", metavar="T",
-                   help="with --level-weights auto: 'leaves' (default), 'all' (every level "
-                   "counts once), or a level number or column name")
-    g.add_argument("--neighbours", choices=("substitute", "add_remove", "bounded", "unbounded"),
-                   default=None,
-                   help="substitute (alias bounded): bounded DP, the row count is public "
-                   "(default); add_remove (alias unbounded): unbounded DP, the total is noised too "
-                   "(the default with --public)")
-    g.add_argument("--privacy-unit", metavar="COL",
-                   help="column identifying the protected unit (e.g. a person id)")
-    g.add_argument("--max-rows-per-unit", type=positive_int("--max-rows-per-unit"),
-                   metavar="M", help="keep at most M rows per privacy unit (default 1)")
-    g.add_argument("--rows-per-unit-public", action="store_true",
-                   help="assert that every unit's row count is public: under substitute the "
-                   "total is then released exactly (default: noised)")
+# ---------------------------------------------------------------- release and preview options
+
+TITLES = {"budget": "privacy budget (exactly one of --rho or --epsilon/--delta)",
+          "domains": "public domains"}
+"""The help's group titles, by the option table's group (else the group's own name)."""
+
+SETTINGS: dict[str, dict[str, Any]] = {
+    "domains": {"action": "append", "default": []},  # COL=SPEC, parsed by arguments.parse_domain
+    "domain_tables": {"action": "append", "default": []},
+}
+"""argparse settings of the options the command line takes its own way, by option name."""
+
+ALSO: dict[str, dict[str, Any]] = {
+    "--domain-file": {"action": "append", "default": [], "metavar": "COL=FILE",
+                      "help": "public domain from a .csv/.parquet file: its column named COL, "
+                      "else its first column; repeatable"},
+}
+"""The command line's further flags for an option (the table's ``Option.also``), by flag."""
+
+
+_NAMED = re.compile(r"\b(" + "|".join(o.name for o in table.OPTIONS if "_" in o.name and o.cli)
+                    + r")\b")
+
+
+def help_text(option: table.Option) -> str:
+    """An option's --help line: its command-line doc (else its doc, the other options it names
+    spelled as flags: ``auto_target`` as ``--auto-target``) and its default."""
+    text = option.cli_doc or _NAMED.sub(lambda m: table.BY_NAME[m[1]].flag, option.doc)
+    if option.shown_default and option.kind != "boolean":
+        text += f"; default {option.shown_default}"
+    return text.replace("%", "%%")
+
+
+def argument(option: table.Option) -> dict[str, Any]:
+    """``add_argument``'s keywords for an option of the table, from its kind, metavar, choices
+    and default (and :data:`SETTINGS`)."""
+    settings: dict[str, Any] = {"help": help_text(option)}
+    if option.kind == "boolean":
+        return {**settings, "action": "store_true"}
+    if option.metavar:
+        settings["metavar"] = option.metavar
+    if option.choices:
+        settings["choices"] = option.choices
+    if option.kind == "number":
+        settings["type"] = fraction(option.flag, option.example)
+    elif option.kind == "count":
+        settings["type"] = positive_int(option.flag, option.example)
+    elif option.kind == "integer":
+        settings["type"] = int
+    if option.default is not None:
+        settings["default"] = option.default
+    return {**settings, **SETTINGS.get(option.name, {})}
+
+
+def add_table_options(p: argparse.ArgumentParser,
+                      surface: str) -> dict[str, argparse._ArgumentGroup]:
+    """The options of ``surface`` (release or preview) that have a flag, generated from the
+    option table in its order and groups; returns the groups by name (a command adds its own
+    options to them)."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for option in table.of(surface):
+        if option.cli is None:
+            continue
+        if option.group not in groups:
+            groups[option.group] = p.add_argument_group(TITLES.get(option.group, option.group))
+        group = groups[option.group]
+        group.add_argument(option.cli, **argument(option))
+        for flag in option.also:
+            group.add_argument(flag, **ALSO[flag])
+    return groups
 
 
 def add_public_options(p: argparse.ArgumentParser) -> None:
@@ -173,18 +210,9 @@ def build_parser() -> Parser:
     d.add_argument("--output", metavar="FILE", help="write a .parquet/.pq or .csv file")
     d.add_argument("--overwrite", action="store_true",
                    help="replace an existing --output file or --into-table table")
-    add_budget_options(p, "delta of (epsilon, delta)-DP (required with --epsilon)")
-    add_release_options(p)
-    o = p.add_argument_group("output")
-    o.add_argument("--output-kind", choices=("counts", "rows"), default="counts",
-                   help="counts: one row per released cell with a count (default); rows: one "
-                   "row per synthetic record")
-    o.add_argument("--unknown", choices=("error", "drop"), default=None,
-                   help="values outside the public domain: error (default) or drop (needs "
-                   "--neighbours add_remove; the only choice with --public)")
-    o.add_argument("--seed", type=int, metavar="N",
-                   help="deterministic noise for tests and demos: the release is NOT PRIVATE")
-    o.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    groups = add_table_options(p, table.RELEASE)
+    groups["output"].add_argument("--quiet", action="store_true",
+                                  help="no progress lines on stderr")
     add_public_options(p)
 
     p = sub.add_parser("shell", help="interactive SQL shell with the package loaded",
@@ -210,10 +238,7 @@ def build_parser() -> Parser:
     add_source_options(p, need=False)
     p.add_argument("--domain-sizes", metavar="N1,N2,...",
                    help="domain size per level, instead of a table (e.g. 50,20,24)")
-    add_budget_options(p, "delta of (epsilon, delta)-DP (default 1e-6)")
-    p.add_argument("--beta", type=fraction("--beta", "0.05"), default=Fraction(1, 20),
-                   help="failure probability of the bound (default 0.05)")
-    add_release_options(p)
+    add_table_options(p, table.PREVIEW)
     add_format_option(p)
     add_public_options(p)
 
@@ -264,10 +289,7 @@ def build_parser() -> Parser:
     p.add_argument("true_table", metavar="TRUE", help="the private source table")
     p.add_argument("released_table", metavar="RELEASED", help="a released counts table")
     p.add_argument("--columns", metavar="A,B,C", required=True, help="hierarchy columns")
-    add_budget_options(p, "delta of (epsilon, delta)-DP (default 1e-6)")
-    p.add_argument("--beta", type=fraction("--beta", "0.05"), default=Fraction(1, 20),
-                   help="failure probability of the bound (default 0.05)")
-    add_release_options(p)
+    add_table_options(p, table.PREVIEW)  # a preview's options: the bound of the release
     p.add_argument("--plot", metavar="FILE.png", help="also plot the errors (needs matplotlib)")
     p.add_argument("--runs", type=positive_int("--runs"), metavar="N",
                    help="with --plot: also draw N fresh releases of TRUE with the same options "
@@ -301,6 +323,6 @@ def build_parser() -> Parser:
     return parser
 
 
-__all__ = ["EPILOG", "Parser", "Subparser", "add_budget_options", "add_database_and_ledger",
-           "add_format_option", "add_ledger_option", "add_public_options",
-           "add_release_options", "add_source_options", "build_parser"]
+__all__ = ["ALSO", "EPILOG", "SETTINGS", "TITLES", "Parser", "Subparser", "add_database_and_ledger",
+           "add_format_option", "add_ledger_option", "add_public_options", "add_source_options",
+           "add_table_options", "argument", "build_parser", "help_text"]

@@ -8,11 +8,13 @@ import re
 import shlex
 from typing import Any
 
+from ...core import options as table
 from ...core.errors import RENDERERS
 
-_FLAGS = {"output": "--output-kind", "domains": "--domain", "domain_tables": "--domain-table",
+_FLAGS = {**{o.name: o.cli for o in table.OPTIONS if o.cli},  # --output-kind, --domain, ...
           "source": "--table", "released_table": "RELEASED", "true_table": "TRUE",
           "directory": "--dir"}
+"""The flag of an argument where it is not ``--`` and the name with dashes."""
 
 
 def _cli_value(value: Any) -> str:
