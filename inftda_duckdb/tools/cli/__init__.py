@@ -10,12 +10,13 @@ folder and renamed at the end (with its provenance: Parquet metadata or a CSV si
 is created in one transaction with its provenance as ``COMMENT ON TABLE``; the source database
 must exist. Progress goes to stderr from the first second.
 
-Modules: :mod:`.grammar` (the parsers and shared option groups), :mod:`.arguments` (what the
-options mean), :mod:`.database` (the database, the source, the public-facing mode),
-:mod:`.progress` (progress and warnings on stderr), :mod:`.language` (fixes spelled as options),
-and one module per command family: :mod:`.release` (release, preview; :mod:`.spark` for
-``--engine spark``), :mod:`.ledger` (ledger, budget), :mod:`.evaluate`, :mod:`.misc` (shell, demo,
-sample), :mod:`.kernel` (build-kernel).
+Modules: :mod:`.grammar` (the parsers and shared option groups), :mod:`.flags` (the release and
+preview options, from the option table), :mod:`.arguments` (what the options mean),
+:mod:`.database` (the database, the source, the public-facing mode), :mod:`.progress` (progress
+and warnings on stderr), :mod:`.language` (fixes spelled as options), and one module per command
+family: :mod:`.release` (release, preview; :mod:`.spark` for ``--engine spark``), :mod:`.ledger`
+(ledger, budget), :mod:`.evaluate`, :mod:`.misc` (shell, demo, sample), :mod:`.kernel`
+(build-kernel).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The command line's grammar: the parsers (argparse, with the package's error convention) and
 the groups of options commands share; :func:`build_parser` is the source of every --help text.
-
-The options of a release and of a preview are generated from the option table
-(:mod:`inftda_duckdb.core.options`: flag, metavar, choices, default, kind and help), by
-:func:`add_table_options`; what the command line does its own way (``--domain COL=SPEC``
-repeated, ``--domain-file``) is keyed here by option name or flag, and parsed in
-:mod:`.arguments`."""
+The options of a release and of a preview come from the option table (:mod:`.flags`)."""
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from fractions import Fraction
 from typing import Any, NoReturn
@@ -22,6 +16,7 @@ from ..output import FORMATS
 from ..status import EXIT_INPUT, EXIT_STATUS
 from . import kernel
 from .arguments import fraction, positive_int
+from .flags import add_table_options
 
 EPILOG = """\
 examples:
@@ -92,78 +87,6 @@ def add_source_options(p: argparse.ArgumentParser, need: bool) -> None:
                    "the spark extra; the ledger file --ledger, or --db, is charged)")
     e.add_argument("--master", metavar="URL", default="local[*]",
                    help="with --engine spark: the Spark master (default local[*])")
-
-
-# ---------------------------------------------------------------- release and preview options
-
-TITLES = {"budget": "privacy budget (exactly one of --rho or --epsilon/--delta)",
-          "domains": "public domains"}
-"""The help's group titles, by the option table's group (else the group's own name)."""
-
-SETTINGS: dict[str, dict[str, Any]] = {
-    "domains": {"action": "append", "default": []},  # COL=SPEC, parsed by arguments.parse_domain
-    "domain_tables": {"action": "append", "default": []},
-}
-"""argparse settings of the options the command line takes its own way, by option name."""
-
-ALSO: dict[str, dict[str, Any]] = {
-    "--domain-file": {"action": "append", "default": [], "metavar": "COL=FILE",
-                      "help": "public domain from a .csv/.parquet file: its column named COL, "
-                      "else its first column; repeatable"},
-}
-"""The command line's further flags for an option (the table's ``Option.also``), by flag."""
-
-
-_NAMED = re.compile(r"\b(" + "|".join(o.name for o in table.OPTIONS if "_" in o.name and o.cli)
-                    + r")\b")
-
-
-def help_text(option: table.Option) -> str:
-    """An option's --help line: its command-line doc (else its doc, the other options it names
-    spelled as flags: ``auto_target`` as ``--auto-target``) and its default."""
-    text = option.cli_doc or _NAMED.sub(lambda m: table.BY_NAME[m[1]].flag, option.doc)
-    if option.shown_default and option.kind != "boolean":
-        text += f"; default {option.shown_default}"
-    return text.replace("%", "%%")
-
-
-def argument(option: table.Option) -> dict[str, Any]:
-    """``add_argument``'s keywords for an option of the table, from its kind, metavar, choices
-    and default (and :data:`SETTINGS`)."""
-    settings: dict[str, Any] = {"help": help_text(option)}
-    if option.kind == "boolean":
-        return {**settings, "action": "store_true"}
-    if option.metavar:
-        settings["metavar"] = option.metavar
-    if option.choices:
-        settings["choices"] = option.choices
-    if option.kind == "number":
-        settings["type"] = fraction(option.flag, option.example)
-    elif option.kind == "count":
-        settings["type"] = positive_int(option.flag, option.example)
-    elif option.kind == "integer":
-        settings["type"] = int
-    if option.default is not None:
-        settings["default"] = option.default
-    return {**settings, **SETTINGS.get(option.name, {})}
-
-
-def add_table_options(p: argparse.ArgumentParser,
-                      surface: str) -> dict[str, argparse._ArgumentGroup]:
-    """The options of ``surface`` (release or preview) that have a flag, generated from the
-    option table in its order and groups; returns the groups by name (a command adds its own
-    options to them)."""
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for option in table.of(surface):
-        if option.cli is None:
-            continue
-        if option.group not in groups:
-            groups[option.group] = p.add_argument_group(TITLES.get(option.group, option.group))
-        group = groups[option.group]
-        group.add_argument(option.cli, **argument(option))
-        for flag in option.also:
-            group.add_argument(flag, **ALSO[flag])
-    return groups
 
 
 def add_public_options(p: argparse.ArgumentParser) -> None:
@@ -323,6 +246,5 @@ def build_parser() -> Parser:
     return parser
 
 
-__all__ = ["ALSO", "EPILOG", "SETTINGS", "TITLES", "Parser", "Subparser", "add_database_and_ledger",
-           "add_format_option", "add_ledger_option", "add_public_options", "add_source_options",
-           "add_table_options", "argument", "build_parser", "help_text"]
+__all__ = ["EPILOG", "Parser", "Subparser", "add_database_and_ledger", "add_format_option",
+           "add_ledger_option", "add_public_options", "add_source_options", "build_parser"]
