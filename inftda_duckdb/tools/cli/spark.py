@@ -29,10 +29,8 @@ from ...ledger.locate import LEDGER_VARIABLE
 from ...spark import Run, preview, release, run_tagged
 from ..output import emit, sidecar
 from ..status import EXIT_OK
-from .arguments import budget_of, name_list, output_kind, release_options
+from .arguments import FILE_KINDS, budget_of, name_list, output_kind, release_options
 from .progress import Progress, relay_warnings
-
-KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
 
 def session(master: str) -> tuple[SparkSession, bool]:
@@ -48,7 +46,7 @@ def session(master: str) -> tuple[SparkSession, bool]:
 
 
 def _kind(path: str) -> str:
-    kind = KINDS.get(os.path.splitext(path.rstrip("/"))[1].lower())
+    kind = FILE_KINDS.get(os.path.splitext(path.rstrip("/"))[1].lower())
     if kind is None and os.path.isdir(path):
         return "parquet"  # a folder of part files
     if kind is None:
