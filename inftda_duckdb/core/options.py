@@ -171,5 +171,5 @@ def reference_table(surface: str, engine: str = "duckdb") -> str:
     return "\n".join(rows)
 
 
-__all__ = ["BY_NAME", "KINDS", "OPTIONS", "PREVIEW", "RELEASE", "REQUEST", "Option", "macro_fields",
+__all__ = ["BY_NAME", "OPTIONS", "PREVIEW", "RELEASE", "REQUEST", "Option", "macro_fields",
            "macro_parameters", "names", "of", "reference_table"]
