@@ -283,8 +283,8 @@ def test_the_build_computes_the_numpy_paths_integers_without_numba(built):
         from inftda_duckdb.core import topdown
         chunk = lambda a, b: (want[a:b] >> 3, want[a:b] & 7)
         assert all(np.array_equal(x, y) for x, y in zip(  # the compiled pass and numpy's
-            topdown._up_pairs(want, 3, 40, chunk)[1:],
-            topdown._up(want.size, chunk, 40, np.int8, check=True, keep=False)[1:]))
+            topdown.truth._up_pairs(want, 3, 40, chunk)[1:],
+            topdown.truth._up(want.size, chunk, 40, np.int8, check=True, keep=False)[1:]))
         import os
         from inftda_duckdb.core.accounting import plan_budget
         from inftda_duckdb.core.randomness import RandomSource

@@ -8,7 +8,7 @@ reaches the engine-neutral request (:func:`~inftda_duckdb.core.request.parse_req
 option of the calling interface (``source_name``, ``progress``, Spark's ``ledger``). Everything a
 user reads about options comes from here: the SQL macros' parameter lists (``sql/macros.sql``),
 the command line's flags with their metavars, choices, defaults and help
-(``tools/cli/grammar.py``), the Spark API's accepted keywords, and the reference tables in
+(``tools/cli/flags.py``), the Spark API's accepted keywords, and the reference tables in
 ``docs/reference``; the Python functions' signatures are tested against it. A new option is one
 entry here plus its behaviour.
 """
@@ -40,6 +40,7 @@ class Option:
     kind: str = "text"  # one of KINDS
     default: object = None  # as the Python API takes it (None: left out)
     shown_default: str = ""  # the default as the reference shows it ("" : none)
+    preview_shown: str | None = None  # ... in a preview, where it differs
     choices: tuple[str, ...] = ()
     cli: str | None = None  # the command-line flag; None: not on the command line
     metavar: str | None = None
@@ -56,6 +57,12 @@ class Option:
         if self.kind not in KINDS:
             raise ValueError(f"option {self.name}: unknown kind {self.kind!r}")
 
+    def shown(self, surface: str) -> str:
+        """The default the reference shows for ``surface``."""
+        if surface == PREVIEW and self.preview_shown is not None:
+            return self.preview_shown
+        return self.shown_default
+
     @property
     def flag(self) -> str:
         """The command-line flag, or the Python name where there is none."""
@@ -63,68 +70,71 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("rho", "total zCDP budget, exact (a number or a string: 0.5, '1/3'); give rho, or "
-           "epsilon with delta", "budget", kind="number", cli="--rho", metavar="R", example="0.5"),
-    Option("epsilon", "the budget as (epsilon, delta)-DP: converted to the largest rho that "
-           "rho-zCDP turns into it (Canonne-Kamath-Steinke, rounded down)", "budget",
-           kind="number", cli="--epsilon", metavar="E", example="1"),
-    Option("delta", "delta of the (epsilon, delta) budget; in a preview with rho, the delta at "
-           "which the total epsilon is reported", "budget", kind="number",
-           shown_default="1e-6 (preview)", cli="--delta", metavar="D", example="1e-6"),
-    Option("domains", "public domains: {'hour': range(24), 'origin': ['EWR', 'JFK']} in code "
-           "order; a large integer range as {'start': 0, 'stop': N}", "domains", kind="mapping",
-           cli="--domain", metavar="COL=SPEC", also=("--domain-file",),
+    Option("rho", "total zCDP budget, a number or a string (`0.5`, `'1/3'`), exact. Give exactly "
+           "one of `rho` or `epsilon` + `delta`", "budget", kind="number", cli="--rho", metavar="R",
+           example="0.5"),
+    Option("epsilon", "with `delta`: the budget as (epsilon, delta)-DP, converted to the largest "
+           "rho that gives it (Canonne-Kamath-Steinke, rounded down)", "budget", kind="number",
+           cli="--epsilon", metavar="E", example="1"),
+    Option("delta", "with `epsilon`; in a preview with `rho`, the delta of the reported epsilon",
+           "budget", kind="number", preview_shown="1e-6", cli="--delta", metavar="D",
+           example="1e-6"),
+    Option("domains", "public domains: `{'hour': range(24), 'origin': ['EWR', 'JFK', 'LGA']}`, "
+           "in code order; a large integer range as `{'id': {'start': 0, 'stop': 1000000}}` "
+           "(optional `'step'`), which stays a range", "domains", kind="mapping", cli="--domain",
+           metavar="COL=SPEC", also=("--domain-file",),
            cli_doc="public domain of a column: COL=LO..HI (integers) or COL=V1,V2,... (labels); "
            "repeatable. ENUM columns need none"),
     Option("domain_tables", "public tables listing the valid combinations of some hierarchy "
-           "columns (nested hierarchies), e.g. ['geo']", "domains", kind="list",
+           "columns (nested hierarchies), e.g. `['geo']`", "domains", kind="list",
            cli="--domain-table", metavar="T",
            cli_doc="public domain table (in --db) for one column or a nested pair of columns; "
            "repeatable"),
-    Option("domain_from_data", "read undeclared domains from the private data: exploration only, "
-           "NOT PRIVATE (the values present leak; the ledger marks it)", "domains", kind="boolean",
-           default=False, shown_default="false",
-           cli="--domain-from-data", sql_default="false"),
-    Option("level_weights", "budget share per level (root first when the total is noised), or "
-           "'auto': the split minimising the Theorem 1 bound at auto_target", "mechanism",
-           kind="list", shown_default="uniform", cli="--level-weights", metavar="W1,W2,..."),
-    Option("auto_target", "with level_weights 'auto': 'leaves', 'all' (every level counts once), "
-           "or a level (its number or column name)", "mechanism", shown_default="'leaves'",
-           cli="--auto-target", metavar="T"),
-    Option("output", "'counts': the hierarchy columns and count; 'rows': one row per synthetic "
-           "record", "output", default="counts", shown_default="'counts'",
-           choices=("counts", "rows"), cli="--output-kind", surfaces=frozenset({RELEASE})),
-    Option("neighbours", "'substitute' (bounded DP, n public) or 'add_remove' (unbounded DP, the "
-           "total noised too); aliases bounded, unbounded", "mechanism",
-           shown_default="'substitute'; 'add_remove' in public-facing mode",
+    Option("domain_from_data", "read undeclared domains from the private data: exploration "
+           "only, **not private**", "domains", kind="boolean", default=False,
+           shown_default="false", cli="--domain-from-data", sql_default="false"),
+    Option("level_weights", "budget share per level (d weights, or d + 1 when the total is "
+           "noised; root first), or `'auto'`: the split minimising the Theorem 1 bound at "
+           "`auto_target`, from public sizes only", "mechanism", kind="list",
+           shown_default="uniform", cli="--level-weights", metavar="W1,W2,..."),
+    Option("auto_target", "with `level_weights` `'auto'`: `'leaves'`, `'all'` (every level's "
+           "bound counts once), or a level (its number, 1 = the first column, or the column's "
+           "name)", "mechanism", shown_default="'leaves'", cli="--auto-target", metavar="T"),
+    Option("output", "`'counts'`: the columns + `count`; `'rows'`: one row per synthetic record",
+           "output", default="counts", shown_default="'counts'", choices=("counts", "rows"),
+           cli="--output-kind", surfaces=frozenset({RELEASE})),
+    Option("neighbours", "`'substitute'` (alias `'bounded'`: n is public) or `'add_remove'` "
+           "(alias `'unbounded'`: the total is noised too)", "mechanism",
+           shown_default="'substitute'",
            choices=("substitute", "add_remove", "bounded", "unbounded"), cli="--neighbours"),
-    Option("privacy_unit", "a column identifying the protected unit (a person id): the release "
-           "protects all of a unit's rows", "privacy unit", cli="--privacy-unit", metavar="COL"),
-    Option("max_rows_per_unit", "with privacy_unit: keep at most this many rows per unit (a keyed "
-           "random subset)", "privacy unit", kind="count", shown_default="1",
-           cli="--max-rows-per-unit", metavar="M", example="3"),
-    Option("rows_per_unit_public", "with privacy_unit under substitute: the curator asserts each "
-           "unit's row count is public, so the capped total is released exactly",
+    Option("privacy_unit", "a column identifying people: at most `max_rows_per_unit` rows of "
+           "each are kept (a uniformly random subset) and the noise protects all of them; the "
+           "total is noised", "privacy unit", cli="--privacy-unit", metavar="COL"),
+    Option("max_rows_per_unit", "with `privacy_unit`: the rows kept per unit", "privacy unit",
+           kind="count", shown_default="1", cli="--max-rows-per-unit", metavar="M", example="3"),
+    Option("rows_per_unit_public", "with a privacy unit under `substitute`: the curator asserts "
+           "every unit's number of rows is public, so the capped total is released exactly",
            "privacy unit", kind="boolean", default=False, shown_default="false",
            cli="--rows-per-unit-public"),
-    Option("unknown", "rows with NULL or undeclared values: 'error' or 'drop' (drop needs a noised "
-           "total)", "output", shown_default="'error'; only 'drop' in public-facing mode",
-           choices=("error", "drop"), cli="--unknown", surfaces=frozenset({RELEASE})),
-    Option("seed", "reproducible noise for tests and demos: the release is NOT PRIVATE", "output",
-           kind="integer", cli="--seed", metavar="N", example="42",
+    Option("unknown", "rows with NULL or undeclared values: `'error'` (names the column, the "
+           "count, examples and the fix) or `'drop'` (needs a noised total)", "output",
+           shown_default="'error'", choices=("error", "drop"), cli="--unknown",
            surfaces=frozenset({RELEASE})),
-    Option("beta", "failure probability of the Theorem 1 bound", "output", kind="number",
+    Option("seed", "reproducible noise for tests and demos: the release is **not private**",
+           "output", kind="integer", cli="--seed", metavar="N", example="42",
+           surfaces=frozenset({RELEASE})),
+    Option("beta", "the bound holds with probability at least 1 - beta", "output", kind="number",
            default=0.05, shown_default="0.05", cli="--beta", example="0.05",
            surfaces=frozenset({PREVIEW}), request=False, sql_default="0.05"),
     Option("source_name", "with an in-memory source (DataFrame, relation, Arrow): the name its "
-           "releases are charged to ('trips', 'name:trips' or 'file:PATH')", "interface",
+           "releases are charged to (`'trips'`, `'name:trips'` or `'file:PATH'`)", "interface",
            surfaces=frozenset({RELEASE}), request=False, sql=False),
-    Option("progress", "a function called with each level's progress (LevelProgress)",
+    Option("progress", "a function called with each level's progress (a `LevelProgress`)",
            "interface", kind="function", surfaces=frozenset({RELEASE}),
            engines=frozenset({"duckdb"}), request=False, sql=False),
-    Option("ledger", "the ledger charged: a ledger file on the driver, a postgresql:// URL, "
-           "':memory:', a Ledger or a DuckDB connection (default INFTDA_LEDGER)", "interface",
-           kind="object", surfaces=frozenset({RELEASE}), engines=frozenset({"spark"}),
+    Option("ledger", "the ledger charged: a ledger file on the driver, a `postgresql://` URL, "
+           "`':memory:'`, a `Ledger` or a DuckDB connection (default `INFTDA_LEDGER`)",
+           "interface", kind="object", surfaces=frozenset({RELEASE}), engines=frozenset({"spark"}),
            request=False, sql=False),
     Option("partitions", "the number of subtree partitions", "interface", kind="count",
            surfaces=frozenset({RELEASE}), engines=frozenset({"spark"}), request=False, sql=False),
@@ -161,15 +171,31 @@ def macro_fields(surface: str) -> str:
     return ", ".join(f"'{o.name}': {o.name}" for o in of(surface, "duckdb", sql=True))
 
 
-def reference_table(surface: str, engine: str = "duckdb") -> str:
-    """The options of ``surface`` as a Markdown table (the reference docs' generated regions)."""
-    rows = ["| option | default | CLI | meaning |", "|---|---|---|---|"]
-    for o in of(surface, engine):
-        flag = ", ".join(f"`{f}`" for f in (o.cli, *o.also) if f) or ""
-        default = f"`{o.shown_default}`" if o.shown_default else ""
-        rows.append(f"| `{o.name}` | {default} | {flag} | {o.doc} |")
+def docstring(options: Iterable[Option], indent: str = "    ") -> str:
+    """An ``Options:`` section for a docstring (a function taking ``**options``)."""
+    lines = ["", f"{indent}Options (from :mod:`inftda_duckdb.core.options`):", ""]
+    lines += [f"{indent}- ``{o.name}``: {o.doc}" for o in options]
+    return "\n".join(lines) + "\n"
+
+
+SOURCE_AND_COLUMNS = (
+    "| `source` | (required) | table or view: `'t'`, `'schema.t'`, `'db.schema.t'`, "
+    "`'\"my table\"'`; TEMP tables and views work |\n"
+    "| `columns` | (required) | the hierarchy, top level first (1 to 32 columns; VARCHAR, ENUM, "
+    "integer, DATE, ...) |"
+)
+
+
+def reference_table(surface: str, engine: str = "duckdb", *, sql: bool | None = True) -> str:
+    """The options of ``surface`` as a Markdown table: the generated regions of the reference
+    docs (``<!-- options:SURFACE -->``; :mod:`inftda_duckdb.tools.reference` writes them)."""
+    rows = ["| parameter | default | meaning |", "|---|---|---|", SOURCE_AND_COLUMNS]
+    for o in of(surface, engine, sql=sql):
+        default = f"`{o.shown(surface)}`" if o.shown(surface) else ""
+        rows.append(f"| `{o.name}` | {default} | {o.doc} |")
     return "\n".join(rows)
 
 
-__all__ = ["BY_NAME", "OPTIONS", "PREVIEW", "RELEASE", "REQUEST", "Option", "macro_fields",
+__all__ = ["BY_NAME", "OPTIONS", "PREVIEW", "RELEASE", "REQUEST", "Option", "docstring",
+           "macro_fields",
            "macro_parameters", "names", "of", "reference_table"]

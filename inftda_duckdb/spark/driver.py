@@ -34,6 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..core import options as option_table
 from ..core import planning
 from ..core.checks import load_checks, raise_for_checks
 from ..core.errors import InputError, bad_argument, opt
@@ -74,11 +75,9 @@ def release(
 ) -> DataFrame:
     """One InfTDA release of ``source`` (a Spark DataFrame or a table name) over ``columns``.
 
-    ``options`` are those of :func:`inftda_duckdb.release` (:data:`inftda_duckdb.core.request.
-    OPTIONS`: ``rho`` or ``epsilon``/``delta``, ``domains``, ``domain_tables`` (DataFrames or
-    table names here), ``domain_from_data``, ``level_weights``, ``auto_target``, ``output``,
-    ``neighbours``, ``privacy_unit``, ``max_rows_per_unit``, ``unknown``, ``seed``), checked as
-    DuckDB checks them. ``ledger`` (a ledger file on the driver, a ``postgresql://`` URL (for a
+    ``options`` are the release options of the option table (:mod:`inftda_duckdb.core.options`,
+    listed below; ``domain_tables`` may hold DataFrames or table names here), checked as DuckDB
+    checks them. ``ledger`` (a ledger file on the driver, a ``postgresql://`` URL (for a
     cluster), ``':memory:'``, a ``Ledger`` or
     a DuckDB connection; default ``INFTDA_LEDGER``) is charged once, before any noise is drawn;
     ``source_name`` is the source's identity in the ledger (``'file:PATH'``, ``'name:NAME'`` or
@@ -97,6 +96,10 @@ def release(
                         partitions=partitions, origin=origin, options=options)
 
     return _tagged(source, work)
+
+
+release.__doc__ = (release.__doc__ or "") + option_table.docstring(
+    option_table.of(option_table.RELEASE, "spark", request=True))
 
 
 def _tagged(source: object, work: Callable[[Run], T_]) -> T_:
