@@ -169,6 +169,7 @@ def test_the_release_and_preview_flags_are_the_option_tables(command: str) -> No
 
     from inftda_duckdb.core import options
     from inftda_duckdb.tools.cli import build_parser
+    from inftda_duckdb.tools.cli.flags import help_text
 
     surface = options.RELEASE if command == "release" else options.PREVIEW
     parser = build_parser()
@@ -182,7 +183,7 @@ def test_the_release_and_preview_flags_are_the_option_tables(command: str) -> No
         action = actions[option.cli]
         assert tuple(action.choices or ()) == option.choices, option.name
         assert action.metavar == option.metavar, option.name
-        assert (option.cli_doc or option.doc.split(" ")[0]) in (action.help or ""), option.name
+        assert action.help == help_text(option, surface), option.name
         if option.default is not None:
             assert action.default == option.default, option.name
         argv += [option.cli, *_sample(option)]

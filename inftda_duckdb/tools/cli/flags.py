@@ -35,19 +35,24 @@ _NAMED = re.compile(r"\b(" + "|".join(o.name for o in table.OPTIONS if "_" in o.
                     + r")\b")
 
 
-def help_text(option: table.Option) -> str:
-    """An option's --help line: its command-line doc (else its doc, the other options it names
-    spelled as flags: ``auto_target`` as ``--auto-target``) and its default."""
+_STRONG = re.compile(r"\*\*(.+?)\*\*")
+
+
+def help_text(option: table.Option, surface: str) -> str:
+    """An option's --help line in ``surface``'s parser: its command-line doc, else its doc as
+    plain text (no Markdown, bold as capitals; the options it names spelled as flags:
+    ``--auto-target``), and its default."""
     text = option.cli_doc or _NAMED.sub(lambda m: table.BY_NAME[m[1]].flag, option.doc)
-    if option.shown_default and option.kind != "boolean":
-        text += f"; default {option.shown_default}"
+    text = _STRONG.sub(lambda m: m[1].upper(), text).replace("`", "")  # **not private**
+    if option.shown(surface) and option.kind != "boolean":
+        text += f"; default {option.shown(surface)}"
     return text.replace("%", "%%")
 
 
-def argument(option: table.Option) -> dict[str, Any]:
-    """``add_argument``'s keywords for an option of the table, from its kind, metavar, choices
-    and default (and :data:`SETTINGS`)."""
-    settings: dict[str, Any] = {"help": help_text(option)}
+def argument(option: table.Option, surface: str) -> dict[str, Any]:
+    """``add_argument``'s keywords for an option of the table in ``surface``'s parser, from its
+    kind, metavar, choices and default (and :data:`SETTINGS`)."""
+    settings: dict[str, Any] = {"help": help_text(option, surface)}
     if option.kind == "boolean":
         return {**settings, "action": "store_true"}
     if option.metavar:
@@ -77,7 +82,7 @@ def add_table_options(p: argparse.ArgumentParser,
         if option.group not in groups:
             groups[option.group] = p.add_argument_group(TITLES.get(option.group, option.group))
         group = groups[option.group]
-        group.add_argument(option.cli, **argument(option))
+        group.add_argument(option.cli, **argument(option, surface))
         for flag in option.also:
             group.add_argument(flag, **ALSO[flag])
     return groups

@@ -90,10 +90,11 @@ def add_source_options(p: argparse.ArgumentParser, need: bool) -> None:
 
 
 def add_public_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("public-facing mode (for analysts; README: Threat model)")
+    g = p.add_argument_group("public-facing mode (for analysts: docs/how-to/public-facing-mode.md)")
     g.add_argument("--public", action="store_true",
                    help="public-facing mode: budget first, errors without data-dependent "
-                   "text, non-private options refused, only declared public domains")
+                   "text, non-private options refused, only declared public domains; "
+                   "--neighbours defaults to add_remove, and --unknown can only be drop")
     g.add_argument("--public-table", metavar="T", action="append", default=[],
                    help="with --public: a table the curator declares public (a domain table, or "
                    "a table inftda_evaluate may read); repeatable")
