@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -125,6 +126,73 @@ def test_release_help_names_every_option() -> None:
                    "--domain-from-data", "--level-weights", "--output-kind", "--neighbours",
                    "--privacy-unit", "--max-rows-per-unit", "--unknown", "--seed", "--overwrite"):
         assert option in text, option
+
+
+# the command line's own options of release, preview and evaluate (not release options)
+OWN_FLAGS = {
+    "release": {"-h", "--help", "--db", "--table", "--input", "--columns", "--engine", "--master",
+                "--ledger", "--into-table", "--output", "--overwrite", "--quiet", "--public",
+                "--public-table", "--public-enum"},
+    "preview": {"-h", "--help", "--db", "--table", "--input", "--columns", "--engine", "--master",
+                "--domain-sizes", "--format", "--public", "--public-table", "--public-enum"},
+    "evaluate": {"-h", "--help", "--ledger", "--columns", "--plot", "--runs", "--format"},
+}
+
+
+def _sample(option: Any) -> list[str]:
+    """A command-line value of ``option`` (none for a flag that takes none)."""
+    if option.kind == "boolean":
+        return []
+    if option.choices:
+        return [option.choices[-1]]
+    return {"domains": ["a=1..3"], "domain_tables": ["geo"]}.get(option.name) or \
+        [option.example or "x"]
+
+
+def _disagreement(subparser: Any, command: str) -> set[str]:
+    """The flags of ``subparser`` (a command's parser) that are not its own and not the option
+    table's, and the table's flags it lacks."""
+    from inftda_duckdb.core import options
+
+    surface = options.RELEASE if command == "release" else options.PREVIEW
+    table = {flag for o in options.of(surface) if o.cli for flag in (o.cli, *o.also)}
+    flags = {flag for a in subparser._actions for flag in a.option_strings}
+    return (flags - OWN_FLAGS[command]) ^ table
+
+
+@pytest.mark.parametrize("command", sorted(OWN_FLAGS))
+def test_the_release_and_preview_flags_are_the_option_tables(command: str) -> None:
+    """Every option of the option table with a flag is accepted by the parser of its surface
+    (evaluate takes a preview's), with the table's metavar, choices, default and help; and the
+    parser has no release or preview option the table lacks."""
+    import argparse
+
+    from inftda_duckdb.core import options
+    from inftda_duckdb.tools.cli import build_parser
+    from inftda_duckdb.tools.cli.flags import help_text
+
+    surface = options.RELEASE if command == "release" else options.PREVIEW
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    subparser = sub.choices[command]
+    assert _disagreement(subparser, command) == set()
+    actions = {flag: a for a in subparser._actions for flag in a.option_strings}
+    table = [o for o in options.of(surface) if o.cli]
+    argv = [command, "--columns", "a", *(["DB", "T", "R"] if command == "evaluate" else [])]
+    for option in table:
+        action = actions[option.cli]
+        assert tuple(action.choices or ()) == option.choices, option.name
+        assert action.metavar == option.metavar, option.name
+        assert action.help == help_text(option, surface), option.name
+        if option.default is not None:
+            assert action.default == option.default, option.name
+        argv += [option.cli, *_sample(option)]
+    args = parser.parse_args(argv)  # every flag accepted, each with a value
+    for option in table:
+        dest = option.cli.lstrip("-").replace("-", "_")
+        assert getattr(args, dest) not in (None, False, []), option.name
+    subparser.add_argument("--not-in-the-table")  # negative control: the check sees an extra
+    assert _disagreement(subparser, command) == {"--not-in-the-table"}
 
 
 def test_installed_console_script() -> None:
@@ -500,7 +568,7 @@ def test_demo_prints_release_truth_bound_and_ledger() -> None:
 
 
 def test_progress_bar_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
-    from inftda_duckdb.tools.cli import Progress
+    from inftda_duckdb.tools.cli.progress import Progress
 
     progress = Progress(quiet=False)
     progress.tty = True  # as on a terminal: one line redrawn in place, then a newline

@@ -1,13 +1,16 @@
 """THE option table: every option of a release and of a preview, declared once.
 
-Each :class:`Option` says its name (the Python keyword and the SQL named parameter), its default,
-a one-line doc, its command-line flag, which surfaces take it (``release``, ``preview``), which
-engines accept it (``duckdb``, ``spark``), and whether it reaches the engine-neutral request
-(:func:`~inftda_duckdb.core.request.parse_request`) or is an option of the calling interface
-(``source_name``, ``progress``, Spark's ``ledger``). Everything a user reads about options comes
-from here: the SQL macros' parameter lists (``sql/macros.sql``), the command line's flags, the
-Spark API's accepted keywords, and the reference tables in ``docs/reference``; the Python
-functions' signatures are tested against it. A new option is one entry here plus its behaviour.
+Each :class:`Option` says its name (the Python keyword and the SQL named parameter), the kind
+of value it takes, its default, a one-line doc, an example value, its command-line flag (with
+its help where the command line's syntax differs from the doc), which surfaces take it
+(``release``, ``preview``), which engines accept it (``duckdb``, ``spark``), and whether it
+reaches the engine-neutral request (:func:`~inftda_duckdb.core.request.parse_request`) or is an
+option of the calling interface (``source_name``, ``progress``, Spark's ``ledger``). Everything a
+user reads about options comes from here: the SQL macros' parameter lists (``sql/macros.sql``),
+the command line's flags with their metavars, choices, defaults and help
+(``tools/cli/flags.py``), the Spark API's accepted keywords, and the reference tables in
+``docs/reference``; the Python functions' signatures are tested against it. A new option is one
+entry here plus its behaviour.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ RELEASE = "release"
 PREVIEW = "preview"
 SURFACES = (RELEASE, PREVIEW)
 ENGINES = ("duckdb", "spark")
+KINDS = ("number", "count", "integer", "boolean", "text", "list", "mapping", "function", "object")
+"""What an option's value is: an exact positive number (``0.5``, ``'1/3'``), a positive integer,
+a non-negative integer, true/false, a text, a list, a mapping, a function or another object (the
+command line parses each kind its own way)."""
 BOTH = frozenset(SURFACES)
 ALL_ENGINES = frozenset(ENGINES)
 
@@ -30,6 +37,7 @@ class Option:
     name: str
     doc: str
     group: str  # "budget", "domains", "mechanism", "privacy unit", "output", "interface"
+    kind: str = "text"  # one of KINDS
     default: object = None  # as the Python API takes it (None: left out)
     shown_default: str = ""  # the default as the reference shows it ("" : none)
     preview_shown: str | None = None  # ... in a preview, where it differs
@@ -42,6 +50,12 @@ class Option:
     sql: bool = True  # a named parameter of the SQL table macros
     sql_default: str = "NULL"  # its default in the macros' parameter list
     also: tuple[str, ...] = field(default_factory=tuple)  # more flags serving it (--domain-file)
+    example: str = ""  # a value as the command line takes it (its fixes: "pass e.g. --rho 0.5")
+    cli_doc: str = ""  # the command line's help, where its syntax differs from ``doc``
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"option {self.name}: unknown kind {self.kind!r}")
 
     def shown(self, surface: str) -> str:
         """The default the reference shows for ``surface``."""
@@ -57,26 +71,32 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("rho", "total zCDP budget, a number or a string (`0.5`, `'1/3'`), exact. Give exactly "
-           "one of `rho` or `epsilon` + `delta`", "budget", cli="--rho", metavar="R"),
+           "one of `rho` or `epsilon` + `delta`", "budget", kind="number", cli="--rho", metavar="R",
+           example="0.5"),
     Option("epsilon", "with `delta`: the budget as (epsilon, delta)-DP, converted to the largest "
-           "rho that gives it (Canonne-Kamath-Steinke, rounded down)", "budget",
-           cli="--epsilon", metavar="E"),
+           "rho that gives it (Canonne-Kamath-Steinke, rounded down)", "budget", kind="number",
+           cli="--epsilon", metavar="E", example="1"),
     Option("delta", "with `epsilon`; in a preview with `rho`, the delta of the reported epsilon",
-           "budget", preview_shown="1e-6", cli="--delta", metavar="D"),
+           "budget", kind="number", preview_shown="1e-6", cli="--delta", metavar="D",
+           example="1e-6"),
     Option("domains", "public domains: `{'hour': range(24), 'origin': ['EWR', 'JFK', 'LGA']}`, "
            "in code order; a large integer range as `{'id': {'start': 0, 'stop': 1000000}}` "
-           "(optional `'step'`), which stays a range", "domains", cli="--domain",
-           metavar="COL=SPEC", also=("--domain-file",)),
+           "(optional `'step'`), which stays a range", "domains", kind="mapping", cli="--domain",
+           metavar="COL=SPEC", also=("--domain-file",),
+           cli_doc="public domain of a column: COL=LO..HI (integers) or COL=V1,V2,... (labels); "
+           "repeatable. ENUM columns need none"),
     Option("domain_tables", "public tables listing the valid combinations of some hierarchy "
-           "columns (nested hierarchies), e.g. `['geo']`", "domains", cli="--domain-table",
-           metavar="T"),
+           "columns (nested hierarchies), e.g. `['geo']`", "domains", kind="list",
+           cli="--domain-table", metavar="T",
+           cli_doc="public domain table (in --db) for one column or a nested pair of columns; "
+           "repeatable"),
     Option("domain_from_data", "read undeclared domains from the private data: exploration "
-           "only, **not private**", "domains", default=False, shown_default="false",
-           cli="--domain-from-data", sql_default="false"),
+           "only, **not private**", "domains", kind="boolean", default=False,
+           shown_default="false", cli="--domain-from-data", sql_default="false"),
     Option("level_weights", "budget share per level (d weights, or d + 1 when the total is "
            "noised; root first), or `'auto'`: the split minimising the Theorem 1 bound at "
-           "`auto_target`, from public sizes only", "mechanism", shown_default="uniform",
-           cli="--level-weights", metavar="W1,W2,..."),
+           "`auto_target`, from public sizes only", "mechanism", kind="list",
+           shown_default="uniform", cli="--level-weights", metavar="W1,W2,..."),
     Option("auto_target", "with `level_weights` `'auto'`: `'leaves'`, `'all'` (every level's "
            "bound counts once), or a level (its number, 1 = the first column, or the column's "
            "name)", "mechanism", shown_default="'leaves'", cli="--auto-target", metavar="T"),
@@ -91,30 +111,32 @@ OPTIONS: tuple[Option, ...] = (
            "each are kept (a uniformly random subset) and the noise protects all of them; the "
            "total is noised", "privacy unit", cli="--privacy-unit", metavar="COL"),
     Option("max_rows_per_unit", "with `privacy_unit`: the rows kept per unit", "privacy unit",
-           shown_default="1", cli="--max-rows-per-unit", metavar="M"),
+           kind="count", shown_default="1", cli="--max-rows-per-unit", metavar="M", example="3"),
     Option("rows_per_unit_public", "with a privacy unit under `substitute`: the curator asserts "
            "every unit's number of rows is public, so the capped total is released exactly",
-           "privacy unit", default=False, shown_default="false", cli="--rows-per-unit-public"),
+           "privacy unit", kind="boolean", default=False, shown_default="false",
+           cli="--rows-per-unit-public"),
     Option("unknown", "rows with NULL or undeclared values: `'error'` (names the column, the "
            "count, examples and the fix) or `'drop'` (needs a noised total)", "output",
            shown_default="'error'", choices=("error", "drop"), cli="--unknown",
            surfaces=frozenset({RELEASE})),
     Option("seed", "reproducible noise for tests and demos: the release is **not private**",
-           "output", cli="--seed", metavar="N", surfaces=frozenset({RELEASE})),
-    Option("beta", "the bound holds with probability at least 1 - beta", "output",
-           default=0.05, shown_default="0.05", cli="--beta", surfaces=frozenset({PREVIEW}),
-           request=False, sql_default="0.05"),
+           "output", kind="integer", cli="--seed", metavar="N", example="42",
+           surfaces=frozenset({RELEASE})),
+    Option("beta", "the bound holds with probability at least 1 - beta", "output", kind="number",
+           default=0.05, shown_default="0.05", cli="--beta", example="0.05",
+           surfaces=frozenset({PREVIEW}), request=False, sql_default="0.05"),
     Option("source_name", "with an in-memory source (DataFrame, relation, Arrow): the name its "
            "releases are charged to (`'trips'`, `'name:trips'` or `'file:PATH'`)", "interface",
            surfaces=frozenset({RELEASE}), request=False, sql=False),
     Option("progress", "a function called with each level's progress (a `LevelProgress`)",
-           "interface", surfaces=frozenset({RELEASE}), engines=frozenset({"duckdb"}),
-           request=False, sql=False),
+           "interface", kind="function", surfaces=frozenset({RELEASE}),
+           engines=frozenset({"duckdb"}), request=False, sql=False),
     Option("ledger", "the ledger charged: a ledger file on the driver, a `postgresql://` URL, "
            "`':memory:'`, a `Ledger` or a DuckDB connection (default `INFTDA_LEDGER`)",
-           "interface", surfaces=frozenset({RELEASE}), engines=frozenset({"spark"}),
+           "interface", kind="object", surfaces=frozenset({RELEASE}), engines=frozenset({"spark"}),
            request=False, sql=False),
-    Option("partitions", "the number of subtree partitions", "interface",
+    Option("partitions", "the number of subtree partitions", "interface", kind="count",
            surfaces=frozenset({RELEASE}), engines=frozenset({"spark"}), request=False, sql=False),
 )
 

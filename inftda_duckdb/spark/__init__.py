@@ -15,11 +15,14 @@ Modules, in the order a release runs them:
 - ``transit``   which Spark settings encrypt the keys and counts between machines
 - ``ledger``    which ledger a release is charged to (shared with DuckDB), and as which source
 - ``driver``    ``release`` and ``preview``: request, checks, ledger charge, result DataFrame
+- ``jobs``      Spark work under a job tag of its own (``run_tagged``): Ctrl-C cancels it and
+                says whether the budget was spent (``Run``); also for writing a result
 
 A seeded Spark release equals the seeded DuckDB release and ``core.topdown.release_tree``.
 """
 
 from .driver import preview, release
+from .jobs import Run, run_tagged
 from .transit import UnencryptedTransitWarning
 
-__all__ = ["UnencryptedTransitWarning", "preview", "release"]
+__all__ = ["Run", "UnencryptedTransitWarning", "preview", "release", "run_tagged"]

@@ -22,13 +22,11 @@ partition) gives the same rows and charges nothing. Write it once (``df.write.pa
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, TypeVar
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 from pyspark.errors import AnalysisException
@@ -51,7 +49,6 @@ from ..core.release import ORIGINS, charged_text, check, draw
 from ..core.request import ReleaseRequest, parse_request
 from ..core.topdown import check_total, release_below
 from ..core.tree import Levels, Nodes, mixed_radix
-from ..ledger import Ledger
 from . import domains as dom
 from . import leaves as lv
 from . import ledger as charges
@@ -70,7 +67,7 @@ def release(
     source: DataFrame | str,
     columns: Sequence[str],
     *,
-    ledger: str | os.PathLike[str] | Ledger | duckdb.DuckDBPyConnection | None = None,
+    ledger: object = None,  # a file, URL, Ledger or engine object: ledger.locate finds it
     source_name: str | None = None,
     partitions: int | None = None,
     origin: str = "python",
@@ -119,7 +116,7 @@ def _release(
     source: DataFrame | str,
     columns: Sequence[str],
     *,
-    ledger: str | os.PathLike[str] | Ledger | duckdb.DuckDBPyConnection | None,
+    ledger: object,
     source_name: str | None,
     partitions: int | None,
     origin: str,

@@ -1,6 +1,7 @@
 """What the command line writes: result tables (box, CSV, JSON) and released files with their
 provenance.
 
+- :func:`render` draws an Arrow table as DuckDB's box table (the shell's results too).
 - :func:`emit` prints a table as DuckDB's box table (``--format table``, for people), CSV or JSON
   (for scripts; exact values: fractions stay strings, doubles keep every digit).
 - :func:`write_release` writes a released Arrow table to Parquet (the provenance record as the
@@ -14,8 +15,10 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime as dt
+import io
 import json
 import os
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -29,6 +32,7 @@ from ..core.identifiers import literal, quote
 
 FORMATS = ("table", "csv", "json")
 SIDECAR = ".provenance.json"
+MAX_ROWS = 40  #: rows a box table shows (the shell's default)
 
 
 def _plain(value: Any) -> Any:
@@ -46,6 +50,27 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def render(con: duckdb.DuckDBPyConnection, table: pa.Table, max_rows: int = MAX_ROWS,
+           max_width: int | None = None) -> str:
+    """Render an Arrow table as DuckDB's box table (reads the materialised rows, runs no query).
+
+    ENUM (dictionary) columns are shown as their labels, so the type row stays short. The width
+    is the terminal's, or 1000 characters when output goes to a pipe or a file.
+    """
+    for i, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):
+            column = table.column(i).cast(field.type.value_type)
+            table = table.set_column(i, pa.field(field.name, field.type.value_type), column)
+    if max_width is None:  # a terminal's width; no limit worth the name for a pipe or a file
+        tty = sys.stdout.isatty()
+        max_width = max(shutil.get_terminal_size((120, 24)).columns, 40) if tty else 1000
+    width = max_width
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        con.from_arrow(table).show(max_width=width, max_rows=max_rows)
+    return buffer.getvalue()
+
+
 def rows(table: pa.Table) -> list[dict[str, Any]]:
     """The rows of ``table`` as plain dicts (ENUM / dictionary columns as their labels)."""
     return [{k: _plain(v) for k, v in r.items()} for r in table.to_pylist()]
@@ -54,8 +79,6 @@ def rows(table: pa.Table) -> list[dict[str, Any]]:
 def emit(con: duckdb.DuckDBPyConnection, table: pa.Table, fmt: str = "table",
          columns: Sequence[str] = (), out: TextIO | None = None) -> None:
     """Print ``table`` (only ``columns`` if given) in ``fmt``: 'table', 'csv' or 'json'."""
-    from .shell import render
-
     out = out or sys.stdout
     if columns:
         table = table.select([c for c in columns if c in table.column_names])
@@ -129,4 +152,5 @@ def read_provenance(con: duckdb.DuckDBPyConnection, path: str) -> dict[str, str]
     return {k: v for k, v in found if k != "ARROW:schema"}
 
 
-__all__ = ["FORMATS", "emit", "read_provenance", "rows", "sidecar", "write_release"]
+__all__ = ["FORMATS", "MAX_ROWS", "emit", "read_provenance", "render", "rows", "sidecar",
+           "write_release"]

@@ -18,18 +18,16 @@ with the valid ones.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
-import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 import duckdb
-import pyarrow as pa
 
 from ..core.errors import speaking
 from ..core.identifiers import literal, parse_qualified
+from .output import FORMATS, emit, render
 from .status import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, error_text, exit_status
 
 HELP = """\
@@ -48,29 +46,7 @@ Dot commands (at the start of a statement):
   .quit  (.exit)     leave the shell (Ctrl-D works too)
 """
 
-MAX_ROWS = 40
 _DDL_ONLY = ({"Count"}, {"Success"})
-
-
-def render(con: duckdb.DuckDBPyConnection, table: pa.Table, max_rows: int = MAX_ROWS,
-           max_width: int | None = None) -> str:
-    """Render an Arrow table as DuckDB's box table (reads the materialised rows, runs no query).
-
-    ENUM (dictionary) columns are shown as their labels, so the type row stays short. The width
-    is the terminal's, or 1000 characters when output goes to a pipe or a file.
-    """
-    for i, field in enumerate(table.schema):
-        if pa.types.is_dictionary(field.type):
-            column = table.column(i).cast(field.type.value_type)
-            table = table.set_column(i, pa.field(field.name, field.type.value_type), column)
-    if max_width is None:  # a terminal's width; no limit worth the name for a pipe or a file
-        tty = sys.stdout.isatty()
-        max_width = max(shutil.get_terminal_size((120, 24)).columns, 40) if tty else 1000
-    width = max_width
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        con.from_arrow(table).show(max_width=width, max_rows=max_rows)
-    return buffer.getvalue()
 
 
 def split_statements(text: str) -> tuple[list[str], str]:
@@ -131,7 +107,6 @@ class Shell:
         """Run one statement and print its result; False (message on ``err``) if it failed."""
         from ..duckdb.budgets import outside_transaction
         from ..duckdb.extension import statement
-        from .output import emit
 
         def run() -> Any:
             relation = self.con.sql(sql)
@@ -158,8 +133,6 @@ class Shell:
 
     def dot(self, line: str) -> bool | None:
         """Run a dot command. Returns None to quit, else success."""
-        from .output import FORMATS
-
         words = line.split(maxsplit=1)
         command, argument = words[0].lower(), (words[1].strip() if len(words) > 1 else "")
         if command in (".quit", ".exit", ".q"):

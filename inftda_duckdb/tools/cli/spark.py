@@ -1,6 +1,7 @@
-"""``inftda-duckdb release|preview --engine spark``: the command line's Spark path.
+"""``inftda-duckdb release|preview --engine spark``: the command line's Spark path, on the public
+API of :mod:`inftda_duckdb.spark` (imported only with ``--engine spark``: the extra may be absent).
 
-The options are the DuckDB path's (:mod:`inftda_duckdb.tools.cli`); the differences: ``--input``
+The options are the DuckDB path's (:mod:`.release`); the differences: ``--input``
 takes Parquet/CSV files, folders or globs read by Spark, ``--table`` names a table in Spark's
 catalog, ``--ledger`` (else ``--db``, else ``INFTDA_LEDGER``) is the ledger file on the driver
 (required), and the result is written by Spark: ``--output x.parquet`` is a folder of part
@@ -23,15 +24,13 @@ import duckdb
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from ..core.errors import bad_argument
-from ..tools import cli
-from ..tools.output import emit, sidecar
-from ..tools.status import EXIT_OK
-from .driver import preview, release
-from .jobs import Run, run_tagged
-from .ledger import LEDGER_VARIABLE
-
-KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+from ...core.errors import bad_argument
+from ...ledger.locate import LEDGER_VARIABLE
+from ...spark import Run, preview, release, run_tagged
+from ..output import emit, sidecar
+from ..status import EXIT_OK
+from .arguments import FILE_KINDS, budget_of, name_list, output_kind, release_options
+from .progress import Progress, relay_warnings
 
 
 def session(master: str) -> tuple[SparkSession, bool]:
@@ -47,7 +46,7 @@ def session(master: str) -> tuple[SparkSession, bool]:
 
 
 def _kind(path: str) -> str:
-    kind = KINDS.get(os.path.splitext(path.rstrip("/"))[1].lower())
+    kind = FILE_KINDS.get(os.path.splitext(path.rstrip("/"))[1].lower())
     if kind is None and os.path.isdir(path):
         return "parquet"  # a folder of part files
     if kind is None:
@@ -79,7 +78,7 @@ def source(spark: SparkSession, args: argparse.Namespace) -> DataFrame | str:
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     with duckdb.connect() as con:  # --domain-file: public files, read by DuckDB as usual
-        return cli._release_options(con, args)
+        return release_options(con, args)
 
 
 def spark_release(args: argparse.Namespace) -> int:
@@ -92,22 +91,22 @@ def spark_release(args: argparse.Namespace) -> int:
         raise bad_argument("--ledger", None, "is required with --engine spark (the ledger file "
                            "every release is charged to)",
                            f"pass --ledger budget.duckdb, or set {LEDGER_VARIABLE}")
-    budget = cli._budget(args)
-    columns = cli._names(args.columns)
-    kind = cli.output_kind(args) if args.output is not None else ""
+    budget = budget_of(args)
+    columns = name_list(args.columns)
+    kind = output_kind(args) if args.output is not None else ""
     options = _options(args)
     if args.seed is not None:
         sys.stderr.write(
             "WARNING: --seed makes this release NOT PRIVATE: anyone who knows the seed can "
             "reproduce the noise and remove it. Use it for tests and demos only.\n")
         options["seed"] = args.seed
-    progress = cli.Progress(args.quiet)
+    progress = Progress(args.quiet)
     spark, created = session(args.master)
     try:
         frame = source(spark, args)
         progress.say(f"release of {args.table or ', '.join(args.input)} ({', '.join(columns)}) "
                      f"on Spark ({spark.sparkContext.master}) started")
-        with cli.relay_warnings(skip="seed"):
+        with relay_warnings(skip="seed"):
             result = release(frame, columns, **budget, **options, output=args.output_kind,
                              unknown=args.unknown, ledger=ledger, origin="cli")
         record = json.loads(result.schema[0].metadata["inftda"])
@@ -148,7 +147,7 @@ def spark_release(args: argparse.Namespace) -> int:
 
 def spark_preview(args: argparse.Namespace) -> int:
     """Print the per-level plan and bound for a Spark source (spends nothing)."""
-    budget = cli._budget(args, delta_default=True)
+    budget = budget_of(args, delta_default=True)
     if "epsilon" in budget and budget.get("delta") is None:
         budget["delta"] = 1e-6
     if not args.columns:
@@ -157,8 +156,8 @@ def spark_preview(args: argparse.Namespace) -> int:
     options = _options(args)
     spark, created = session(args.master)
     try:
-        with cli.relay_warnings():
-            table = preview(source(spark, args), cli._names(args.columns), **budget,
+        with relay_warnings():
+            table = preview(source(spark, args), name_list(args.columns), **budget,
                             beta=float(args.beta), **options)
     finally:
         if created:
