@@ -23,7 +23,8 @@ from ..core.identifiers import literal, quote
 from . import chain
 
 LOCK_WAIT = 30.0  # seconds a process waits for a ledger (file or server) another one holds
-STORAGE = {"storage_compatibility_version": "v1.5.0"}
+STORAGE: dict[str, str | bool | int | float | list[str]] = {
+    "storage_compatibility_version": "v1.5.0"}
 """The configuration of every database file the package creates (ledger files, the command
 line's databases): DuckDB's v1.5.0 storage format, which DuckDB 1.5 and its command-line shell
 read as well as DuckDB 2 does (a file created so keeps that format; an existing file opened with

@@ -27,6 +27,7 @@ import duckdb
 
 from ..core.errors import speaking
 from ..core.identifiers import literal, parse_qualified
+from ..ledger.dialect import STORAGE
 from .output import FORMATS, emit, render
 from .status import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, error_text, exit_status
 
@@ -265,7 +266,7 @@ def main(database: str | None, stdin: TextIO | None = None, commands: Sequence[s
 
     source = stdin or sys.stdin
     interactive = not commands and source.isatty()
-    con = duckdb.connect(database or ":memory:")
+    con = duckdb.connect(database or ":memory:", config=dict(STORAGE))
     try:
         load(con, ledger=ledger)
         if prepare is not None:

@@ -12,6 +12,7 @@ import duckdb
 
 from ...core.errors import bad_argument
 from ...core.identifiers import parse_qualified
+from ...ledger.dialect import STORAGE
 from .arguments import reader_sql
 
 
@@ -25,7 +26,7 @@ def open_database(database: str | None, must_exist: bool, read_only: bool = Fals
     if database and must_exist and not os.path.isfile(database):
         raise bad_argument("DATABASE", database, "must be an existing DuckDB file",
                            "check the path (nothing was created)")
-    con = duckdb.connect(database or ":memory:", read_only=read_only)
+    con = duckdb.connect(database or ":memory:", read_only=read_only, config=dict(STORAGE))
     try:
         if not read_only:
             load(con, ledger=ledger)
