@@ -272,8 +272,41 @@ def shown(value: Any, limit: int = 200) -> str:
     if not plain(value):
         kind = type(value)
         return f"<a {kind.__module__.split('.')[0]} {kind.__name__}>"
-    text = repr(value)
+    text = _repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _repr(value: Any) -> str:
+    """``repr`` of plain data with exact numbers as a person wrote them (``1/3``, ``2``), not
+    ``Fraction(1, 3)``."""
+    if isinstance(value, Fraction):
+        return str(value)
+    if type(value) in (list, tuple):
+        inner = ", ".join(_repr(v) for v in value)
+        return f"[{inner}]" if type(value) is list else f"({inner}{',' if len(value) == 1 else ''})"
+    if type(value) is dict:
+        return "{" + ", ".join(f"{_repr(k)}: {_repr(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def number(value: Fraction | int | float, rounding: str | None = None) -> str:
+    """A number for people, decimal first: an integer as itself, else 6 significant digits
+    (``0.5``, ``~0.333333`` where the decimal is not exact). The exact fraction belongs to the
+    ledger, JSON and CSV. ``rounding='down'``: the decimal is rounded down (never above the
+    value), so it can be passed back as it reads (a request of at most what remains).
+
+    >>> number(Fraction(1, 2)), number(Fraction(1, 3)), number(Fraction(1, 3), 'down'), number(2)
+    ('0.5', '~0.333333', '0.333333', '2')
+    """
+    exact = Fraction(value)
+    if exact.denominator == 1:
+        return str(exact.numerator)
+    text = f"{float(exact):.6g}"
+    if rounding == "down" and Fraction(text) > exact:
+        digits = int(f"{float(exact):.5e}".split("e")[1])  # the exponent of the first digit
+        step = Fraction(10) ** (digits - 5)
+        text = f"{float((exact // step) * step):.6g}"
+    return text if Fraction(text) == exact or rounding == "down" else f"~{text}"
 
 
 def bad_argument(name: str, value: Any, rule: str, fix: str) -> InputError:

@@ -40,9 +40,9 @@ from ..core.errors import (
     BudgetExceededError,
     InternalError,
     LedgerError,
-    arg,
     bad_argument,
     call,
+    number,
     opt,
 )
 from ..core.exact import to_fraction, to_positive_fraction
@@ -89,7 +89,8 @@ class Charge:
 
 
 def _show(x: Fraction) -> str:
-    return f"{x} (~{float(x):.6g})" if x.denominator != 1 else str(x)
+    """A budget amount in a message: for people, decimal first (the ledger keeps it exact)."""
+    return number(x)
 
 
 class Ledger:
@@ -508,7 +509,8 @@ def _spec(source: SourceId) -> str:
 
 def _refusal(c: Charge, b: Budget, spent: Fraction, remaining: Fraction) -> BudgetExceededError:
     short = c.rho - remaining
-    fix = (f"request at most {arg('rho')} {_show(remaining)}, or raise"
+    most = number(remaining, "down")
+    fix = (f"request at most {opt('rho', int(most) if most.isdigit() else float(most))}, or raise"
            if remaining > 0 else "the budget is exhausted: raise")
     which = (f"the budget {b.label!r} (covering {', '.join(b.labels)})" if len(b.sources) > 1
              or b.label != c.source.label else "the budget")

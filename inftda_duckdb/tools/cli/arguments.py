@@ -55,8 +55,9 @@ def name_list(text: str, name: str = "--columns") -> list[str]:
     return names
 
 
-def parse_domain(spec: str) -> tuple[str, list[Any]]:
-    """``col=LO..HI`` (integers LO..HI inclusive) or ``col=a,b,c`` (labels, in code order)."""
+def parse_domain(spec: str) -> tuple[str, range | list[Any]]:
+    """``col=LO..HI`` (integers LO..HI inclusive, kept a ``range``: never expanded, whatever its
+    size) or ``col=a,b,c`` (labels, in code order)."""
     column, sep, values = spec.partition("=")
     fix = "pass e.g. --domain hour=0..23 or --domain origin=EWR,JFK,LGA"
     if not sep or not column.strip() or not values.strip():
@@ -66,7 +67,7 @@ def parse_domain(spec: str) -> tuple[str, list[Any]]:
         low, high = int(match[1]), int(match[2])
         if high < low:
             raise bad_argument("--domain", spec, "must have LO <= HI", fix)
-        return column.strip(), list(range(low, high + 1))
+        return column.strip(), range(low, high + 1)
     labels = [v.strip() for v in values.split(",")]
     if any(not v for v in labels) or len(set(labels)) != len(labels):
         raise bad_argument("--domain", spec, "must list distinct, non-empty values", fix)
