@@ -118,7 +118,7 @@ def test_labels():
         ({"seed": 1.5}, "seed must be a non-negative integer"),
         ({"seed": True}, "seed must be a non-negative integer"),
         ({"domain_from_data": "yes"}, "domain_from_data must be true or false"),
-        ({"level_weights": [1]}, "one weight per levels: 2"),
+        ({"level_weights": [1]}, "must have 2 weights, one per level"),
         ({"level_weights": [1, 1], "neighbours": "add_remove"}, "levels . 1 .the root"),
         ({"level_weights": [1, 0]}, "level_weights must be a positive"),
         ({"level_weights": "1,1"}, "level_weights must be a list"),

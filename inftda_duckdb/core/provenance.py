@@ -136,14 +136,22 @@ def warn_not_private(request: ReleaseRequest, stacklevel: int = 3) -> None:
         warnings.warn(text, NotPrivateWarning, stacklevel=stacklevel + 1)
 
 
+_HEADS = ("Differentially private release", "NOT PRIVATE release")
+_BY = " (inftda-duckdb): "
+
+
 def comment(record: Mapping[str, Any]) -> str:
     """The record as one line of text (a table comment): the verdict first, then key=value."""
-    head = ("NOT PRIVATE release" if record.get("private") == "false"
-            else "Differentially private release")
+    head = _HEADS[1] if record.get("private") == "false" else _HEADS[0]
     body = "; ".join(f"{k}={v}" for k, v in record.items() if v != "")
-    return f"{head} (inftda-duckdb): {body}"
+    return f"{head}{_BY}{body}"
+
+
+def is_release_comment(text: object) -> bool:
+    """Whether a table's comment says it holds a release (:func:`comment` wrote it)."""
+    return isinstance(text, str) and any(text.startswith(head + _BY) for head in _HEADS)
 
 
 __all__ = ["FROM_DATA", "MARKER", "PREVIEW_FROM_DATA", "SEEDED", "NotPrivateWarning", "comment",
-           "decimal", "not_private_reason", "not_private_texts", "of_release", "provenance",
-           "warn_not_private"]
+           "decimal", "is_release_comment", "not_private_reason", "not_private_texts",
+           "of_release", "provenance", "warn_not_private"]

@@ -12,7 +12,9 @@ capability token (:mod:`.statements`), runs it on a helper thread (Ctrl-C stops 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import re
+import threading
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -42,12 +44,14 @@ from ..core.interrupts import interruptible, stopped
 from ..core.provenance import PREVIEW_FROM_DATA, of_release, warn_not_private
 from ..core.release import ORIGINS, charged_text
 from ..core.request import ReleaseRequest, parse_request
+from ..core.topdown import LevelProgress
 from ..ledger.sources import SourceId
 from ..ledger.sources import parse as parse_source
 from . import allocator, capabilities, disclosure
 from .catalog import Where
 from .connections import registered
 from .domain import DomainPlan, plan_domains
+from .progress import TextProgress, in_notebook, watching
 from .registration import load
 from .registry import RELEASES, Progress
 from .sqlgen import UdfNames
@@ -94,7 +98,8 @@ def _is_object_source(source: object) -> bool:
 
 
 @contextlib.contextmanager
-def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str, Where | None]]:
+def _source(con: Any, source: object, source_name: object, shown_as: str | None = None
+            ) -> Iterator[tuple[str, Where | None]]:
     """(the name the SQL reads, what it is charged to: None for the relation itself).
 
     A table or view name is read and charged as itself. An in-memory object (relation,
@@ -103,7 +108,8 @@ def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str
     object has no stable name of its own, and a budget must follow the data from call to call.
     ``source_name`` is a name (``'trips'`` or ``'name:trips'``: budgeted as ``'name:trips'``)
     or ``'file:PATH'`` (the file the object reads: the CLI's ``--input``). The object is never
-    printed or executed here (a relation runs when the release does).
+    printed or executed here (a relation runs when the release does). Messages name it
+    ``shown_as`` (the CLI: the file as given), else ``source_name``.
     """
     if isinstance(source, str):
         if source_name is not None:
@@ -136,9 +142,34 @@ def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str
                            "database: materialise it as a table there)") from None
     try:
         yield name, charge
+    except Exception as exc:  # messages name the source as the caller wrote it
+        _rename(exc, name, _SHOWN_AS.get() or shown_as or str(source_name))
+        raise
     finally:
         with contextlib.suppress(duckdb.Error):
             con.unregister(name)
+
+
+_SHOWN_AS: contextvars.ContextVar[str | None] = contextvars.ContextVar("inftda_shown_as",
+                                                                     default=None)
+
+
+@contextlib.contextmanager
+def naming(label: str) -> Iterator[None]:
+    """Inside the block, messages about an in-memory source name it ``label`` (the command
+    line: the ``--input`` file as given)."""
+    token = _SHOWN_AS.set(label)
+    try:
+        yield
+    finally:
+        _SHOWN_AS.reset(token)
+
+
+def _rename(exc: BaseException, internal: str, label: str) -> None:
+    """Replace the registered view's ``internal`` name by ``label`` in ``exc``'s message (a
+    message names what the caller wrote, never ``inftda_source_...``)."""
+    if exc.args and isinstance(exc.args[0], str) and internal in exc.args[0]:
+        exc.args = (exc.args[0].replace(internal, label), *exc.args[1:])
 
 
 def prepare(con: Any, source: str, columns: object, options: dict[str, Any]
@@ -177,6 +208,7 @@ def run_release(
     progress: Progress | None = None,
     origin: str = "python",
     statement: Callable[[str], str] | None = None,
+    shown_as: str | None = None,
 ) -> Released:
     """One release, executed as ``statement(release SQL)`` (default: the SQL itself, fetched
     as Arrow; the CLI wraps it in ``CREATE TABLE ... AS``): the Python API and the CLI share it.
@@ -186,15 +218,26 @@ def run_release(
                            "leave it out (the default is 'python')")
     if progress is not None and not callable(progress):
         raise bad_argument("progress", progress, "must be callable",
-                           "pass a function progress(p) taking a LevelProgress")
-    with _source(con, source, source_name) as (name, charge):
+                           "pass a function progress(p) taking a ScanProgress or a "
+                           "LevelProgress")
+    with _source(con, source, source_name, shown_as) as (name, charge):
         with planning_interrupts():
             request, plan, names = prepare(con, name, columns, options)
             plan.check_sizes()
         where = charge or Where.of(plan.source)
         sql, token = rendered(request, plan, names, origin, None, where,
                               allocator.memory_limit(con))
-        RELEASES.open(token, progress)
+        hook = progress if progress is not None else TextProgress() if in_notebook() else None
+        levels_began = threading.Event()
+        scan = (watching(con, hook, until=levels_began) if hook is not None
+                else contextlib.nullcontext(None))
+
+        def levels(p: LevelProgress) -> None:  # the levels' reports take over from the scan's
+            levels_began.set()
+            if hook is not None:
+                hook(p)
+
+        RELEASES.open(token, levels if hook is not None else None)
         ledger_id = None
         spent = charged_text(request.budget.total, where.label)
 
@@ -215,7 +258,8 @@ def run_release(
 
         try:
             try:  # on a helper thread: Ctrl-C reaches this one at once and stops the release
-                result = interruptible(execute, lambda: stop(con, token=token), interrupted)
+                with scan:  # DuckDB's progress while it reads the data, until the levels
+                    result = interruptible(execute, lambda: stop(con, token=token), interrupted)
             finally:
                 capabilities.forget(token)
                 ledger_id = RELEASES.forget(token)  # and any release it began and never finished
@@ -262,10 +306,13 @@ def release(
     or 'cli'). Returns the synthetic table; its schema metadata is the release's provenance
     (private or not and why, rho exact and decimal, epsilon/delta, neighbours, columns, ledger
     id, package version), and a release that is not private carries the column
-    ``inftda_not_private``. ``progress(p)``, if given, gets a
+    ``inftda_not_private``. ``progress(p)``, if given, gets, from the first second: a
+    :class:`~inftda_duckdb.duckdb.progress.ScanProgress` (percent, seconds) about twice a
+    second while DuckDB reads the data (its own estimate: from a helper thread), then a
     :class:`~inftda_duckdb.core.topdown.LevelProgress` (level, depth, parents, cells_done,
     cells_planned, seconds) once per level when it is done and, on long levels, up to 16 times
-    before (from the DuckDB thread running the release).
+    before (from the DuckDB thread running the release). Left out in a Jupyter notebook, a
+    :class:`~inftda_duckdb.duckdb.progress.TextProgress` prints both as lines on stderr.
     """
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
@@ -317,7 +364,8 @@ def preview(
         rows_per_unit_public=rows_per_unit_public,
     )
     report = planning.report_delta(options)
-    with _source(con, source, None if isinstance(source, str) else "preview") as (name, _):
+    with _source(con, source, None if isinstance(source, str) else "preview",
+                 shown(source)) as (name, _):
         request, plan, names = prepare(con, name, columns, options)
         sql = preview_rendered(request, plan, names, planning.check_beta(beta), report,
                                origin="python")

@@ -115,6 +115,7 @@ class ReleaseRegistry:
         # them (it would return while the UDF still runs); they stop on their own flags
         self._active: collections.Counter[tuple[int, str | None]] = collections.Counter()
         self._levels: dict[int, Release] = {}  # releases inside their levels UDF (taken)
+        self._begun: collections.Counter[int] = collections.Counter()  # by connection id
 
     # ------------------------------------------------------------------ releases, by release id
 
@@ -124,9 +125,16 @@ class ReleaseRegistry:
         rid = uuid.uuid4().hex if rid is None else rid
         with self._lock:
             self._releases[rid] = state
+            self._begun[state.owner] += 1
             while len(self._releases) > self._capacity:
                 self._releases.popitem(last=False)
         return rid
+
+    def begun(self, owner: object) -> int:
+        """How many releases connection ``owner`` has begun in this process (a shell compares
+        it before and after a statement: did the statement run a release?)."""
+        with self._lock:
+            return self._begun[id(owner)]
 
     def take(self, rid: str) -> Release | None:
         """The release ``rid``, removed (a one-call release is used once); None if unknown."""

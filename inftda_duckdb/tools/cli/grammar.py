@@ -5,7 +5,8 @@ The options of a release and of a preview come from the option table (:mod:`.fla
 from __future__ import annotations
 
 import argparse
-import sys
+import difflib
+import re
 from fractions import Fraction
 from typing import Any, NoReturn
 
@@ -40,11 +41,19 @@ examples:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with the package's error convention: ``Error: ...`` and exit status 2."""
+    """argparse with the package's error convention: one ``Error: ...`` line, exit status 2
+    (the usage is where --help says it, not in front of the error)."""
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_INPUT, f"Error: {message}\n")
+        said = re.match(r"argument (\S+?)(?:/\S+)?: (\1 .*)$", message, re.S)
+        if said:  # "argument --rho: --rho must be ...": the option is named once
+            message = said[2]
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice:
+            close = difflib.get_close_matches(choice[1], re.findall(r"'([^']*)'", choice[2]), 1)
+            if close:
+                message += f". Did you mean {close[0]}?"
+        self.exit(EXIT_INPUT, f"Error: {message} (see: {self.prog} --help)\n")
 
 
 class Subparser(Parser):

@@ -39,6 +39,7 @@ from .progress import Progress, relay_warnings
 
 def cmd_release(args: argparse.Namespace) -> int:
     """Release --columns of the source into --into-table or --output."""
+    from ...duckdb.api import naming
     from ...duckdb.extension import run_release
 
     if args.engine == "spark":
@@ -83,7 +84,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
             def statement(sql: str) -> str:
                 return f"{verb} {target} AS {sql}"
-        with relay_warnings(skip="seed"), progress.watch(con, "reading the data"):
+        with relay_warnings(skip="seed"), naming(label):
             done = run_release(con, source, columns, options, source_name=charged_as(args),
                                progress=progress.report, origin="cli", statement=statement)
         record = done.provenance
@@ -134,6 +135,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
         return spark_preview(args)
     else:
+        from ...duckdb.api import naming
         from ...duckdb.extension import preview
 
         if not args.columns:
@@ -141,8 +143,8 @@ def cmd_preview(args: argparse.Namespace) -> int:
                                "pass --columns A,B,C, or --domain-sizes N1,N2,...")
         con = open_database(args.db, must_exist=True)
         public_mode(con, args)
-        source, _ = source_of(con, args)
-        with relay_warnings():
+        source, label = source_of(con, args)
+        with relay_warnings(), naming(label):
             table = preview(con, source, name_list(args.columns), **budget, beta=float(args.beta),
                             **release_options(con, args))
     try:
