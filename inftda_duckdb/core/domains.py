@@ -170,8 +170,9 @@ def check_columns(request: ReleaseRequest, source: list[tuple[str, str]]) -> Non
     option, wanted = (("columns", missing) if missing or unit is None or fold(unit) in names
                       else ("privacy_unit", unit))
     if missing or option == "privacy_unit":
-        guesses = [close[0] for c in (missing or [unit]) if (close := difflib.get_close_matches(
-            fold(str(c)), [fold(h) for h in have], n=1, cutoff=0.6))]
+        folded = [fold(h) for h in have]
+        guesses = [close[0] for c in (missing or [str(unit)])
+                   if (close := difflib.get_close_matches(fold(c), folded, n=1, cutoff=0.6))]
         guess = ("did you mean " + ", ".join(next(h for h in have if fold(h) == g)
                                              for g in guesses) + "? Else " if guesses else "")
         raise bad_argument(

@@ -227,7 +227,8 @@ def run_release(
         where = charge or Where.of(plan.source)
         sql, token = rendered(request, plan, names, origin, None, where,
                               allocator.memory_limit(con))
-        hook = progress if progress is not None else TextProgress() if in_notebook() else None
+        hook: Callable[[Any], None] | None = (
+            progress if progress is not None else TextProgress() if in_notebook() else None)
         levels_began = threading.Event()
         scan = (watching(con, hook, until=levels_began) if hook is not None
                 else contextlib.nullcontext(None))

@@ -86,6 +86,8 @@ def clean_message(error: BaseException, sql: str | None = None) -> str:
     package macro names the misspelled parameter and lists the valid ones."""
     text = str(error).strip()
     stripped = _UDF_WRAPPER.sub("", text, count=1) or text
+    if stripped != text:  # our message: one line (DuckDB appends the statement's LINE context)
+        stripped = re.sub(r"\s*\n\s*LINE \d+:.*$", "", stripped, flags=re.S)
     mismatch = _MACRO_MISMATCH.search(stripped)
     if mismatch and mismatch[1].startswith("inftda_"):
         return unknown_parameters(mismatch[1], mismatch[2], sql) or stripped

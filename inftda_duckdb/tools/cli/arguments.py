@@ -165,6 +165,12 @@ def output_kind(args: argparse.Namespace) -> str:
     if not os.path.isdir(folder):
         raise bad_argument("--output", args.output, "must be in an existing folder",
                            "create the folder first")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise bad_argument("--output", args.output, "must be in a folder this user can write "
+                           "(checked before the release is charged)",
+                           "choose a writable folder, or fix its permissions")
+    if os.path.isdir(args.output):
+        raise bad_argument("--output", args.output, "is a folder", "name a file in it")
     if os.path.exists(args.output) and not args.overwrite:
         raise bad_argument("--output", args.output, "already exists",
                            "pass --overwrite, or choose another file")
