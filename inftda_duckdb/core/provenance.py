@@ -11,6 +11,7 @@ says so in its rows: a constant column :data:`MARKER` (see :func:`not_private_re
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Mapping
 from fractions import Fraction
@@ -95,12 +96,23 @@ def provenance(
     }
 
 
+def published(source: str) -> str:
+    """A source as a published record names it: a file by its name alone (the curator's
+    folders are not published; the ledger keeps the full path, which the budget follows)."""
+    kind, sep, rest = source.partition(":")
+    path = rest if sep and kind == "file" else source
+    if os.path.isabs(path):
+        return ("file:" if sep and kind == "file" else "") + os.path.basename(path)
+    return source
+
+
 def of_release(request: ReleaseRequest, *, rho: Fraction, source: str,
                ledger_id: int | None, engine: str) -> dict[str, str]:
-    """The provenance record of a release of ``request`` charged ``rho`` to ``source``."""
+    """The provenance record of a release of ``request`` charged ``rho`` to ``source`` (a file
+    named by its name alone: :func:`published`)."""
     return provenance(
         rho=rho, columns=request.columns, neighbours=request.neighbours, output=request.output,
-        source=source, seed=request.seed, domain_from_data=request.domain_from_data,
+        source=published(source), seed=request.seed, domain_from_data=request.domain_from_data,
         epsilon=request.epsilon, delta=request.delta, privacy_unit=request.privacy_unit,
         max_rows_per_unit=request.max_rows_per_unit,
         rows_per_unit_public=request.rows_per_unit_public, ledger_id=ledger_id, engine=engine,
@@ -154,4 +166,4 @@ def is_release_comment(text: object) -> bool:
 
 __all__ = ["FROM_DATA", "MARKER", "PREVIEW_FROM_DATA", "SEEDED", "NotPrivateWarning", "comment",
            "decimal", "is_release_comment", "not_private_reason", "not_private_texts",
-           "of_release", "provenance", "warn_not_private"]
+           "of_release", "provenance", "published", "warn_not_private"]

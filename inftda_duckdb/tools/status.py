@@ -9,7 +9,6 @@ it was charged.
 
 from __future__ import annotations
 
-import difflib
 import re
 
 import duckdb
@@ -20,6 +19,7 @@ from ..core.errors import (
     InternalError,
     ReleaseAbortedError,
     ReleaseInterrupted,
+    duckdb_hint,
 )
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_REFUSED, EXIT_CHARGED, EXIT_INTERRUPTED = (
@@ -76,47 +76,15 @@ def charged_text(error: BaseException) -> str:
             "nothing was written")
 
 
-_MACRO_MISMATCH = re.compile(r"Macro (\w+)\(\) does not support the supplied arguments.*?"
-                             r"Candidate macros:\s*\w+\((.*?)\)\s*$", re.S)
-
-
 def clean_message(error: BaseException, sql: str | None = None) -> str:
     """The user-facing text of an error: DuckDB's UDF wrapper prefix and our class name removed;
-    with the statement ``sql``, DuckDB's bare "does not support the supplied arguments" for a
-    package macro names the misspelled parameter and lists the valid ones."""
+    DuckDB's own errors about the package's SQL explained (:func:`duckdb_hint`: a forgotten
+    load(), a misspelled parameter named from the statement ``sql``)."""
     text = str(error).strip()
     stripped = _UDF_WRAPPER.sub("", text, count=1) or text
     if stripped != text:  # our message: one line (DuckDB appends the statement's LINE context)
         stripped = re.sub(r"\s*\n\s*LINE \d+:.*$", "", stripped, flags=re.S)
-    mismatch = _MACRO_MISMATCH.search(stripped)
-    if mismatch and mismatch[1].startswith("inftda_"):
-        return unknown_parameters(mismatch[1], mismatch[2], sql) or stripped
-    return stripped
-
-
-def unknown_parameters(macro: str, signature: str, sql: str | None) -> str | None:
-    """``macro``'s named parameters used in ``sql`` that its ``signature`` lacks, as a message."""
-    valid = [p.split(":=")[0].strip() for p in signature.split(",")]
-    if sql is None:
-        return None
-    used: list[str] = []
-    for call in re.finditer(rf"\b{macro}\s*\(", sql, re.I):
-        depth, i = 1, call.end()
-        while i < len(sql) and depth:
-            depth += {"(": 1, ")": -1}.get(sql[i], 0)
-            i += 1
-        used += re.findall(r"(\w+)\s*:=", sql[call.end():i])
-    wrong = [u for u in dict.fromkeys(used) if u.lower() not in valid]
-    if not wrong:
-        return None
-    hints = []
-    for name in wrong:
-        close = difflib.get_close_matches(name.lower(), valid, n=1)
-        hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
-    return (f"{macro} has no parameter {', '.join(hints)}. Valid parameters: "
-            f"{', '.join(valid)}. Fix: spell the parameter as listed, e.g. "
-            f"{macro}(..., rho := 0.5)")
-
+    return duckdb_hint(stripped, sql) or stripped
 
 
 def is_interrupt(error: BaseException) -> bool:
@@ -158,5 +126,4 @@ def error_text(error: BaseException, sql: str | None = None) -> str:
 
 __all__ = ["EXIT_CHARGED", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK",
            "EXIT_REFUSED", "EXIT_STATUS", "ChargedFailure", "Interrupted", "charged_failure",
-           "charged_text", "clean_message", "error_text", "exit_status", "is_interrupt",
-           "unknown_parameters"]
+           "charged_text", "clean_message", "error_text", "exit_status", "is_interrupt"]
