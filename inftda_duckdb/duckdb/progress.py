@@ -38,13 +38,15 @@ EVERY = 0.5  #: seconds between looks at DuckDB's progress
 
 
 @contextlib.contextmanager
-def watching(con: Any, report: Callable[[ScanProgress], None], *, first: float = FIRST,
-             every: float = EVERY, until: threading.Event | None = None
+def watching(con: Any, report: Callable[[ScanProgress], None], *, first: float | None = None,
+             every: float | None = None, until: threading.Event | None = None
              ) -> Iterator[threading.Event]:
     """While the block runs a statement on ``con``: ``report(ScanProgress)`` from a helper
     thread, ``first`` seconds in and then every ``every`` seconds while DuckDB's progress moves,
     until the event ``until`` (yielded) is set (the levels began: their own reports take over)
     or the block ends. An error of ``report`` stops the reports, never the statement."""
+    first = FIRST if first is None else first  # read now: a test may lower them
+    every = EVERY if every is None else every
     done = until if until is not None else threading.Event()
     saved = _enable(con)
     start = time.perf_counter()

@@ -140,7 +140,7 @@ class Shell:
             relation = self.con.sql(sql)
             return None if relation is None else relation.to_arrow_table()
 
-        begun = RELEASES.begun(self.con)
+        begun, charges = RELEASES.begun(self.con), []
         try:
             if self.admission is not None and not own:
                 sql = self.admission.statement(sql)
@@ -150,7 +150,7 @@ class Shell:
                 table = statement(self.con, run)
             if self.admission is not None and not own:
                 self.admission.created(sql)
-            self.charged(begun)
+            charges = self.charged(begun)
             if table is None:
                 return True
             if set(table.column_names) in _DDL_ONLY and table.num_rows <= 1:
@@ -160,8 +160,8 @@ class Shell:
             else:
                 emit(self.con, table, self.mode, out=self.out)
         except (Exception, KeyboardInterrupt) as error:  # Ctrl-C: the statement stops, the
-            charges = self.charged(begun, say=False)  # shell goes on; every failure reported
-            if charges:
+            charges = charges or self.charged(begun, say=False)  # shell goes on; every
+            if charges:  # failure is reported, with what the statement charged
                 setattr(error, "inftda_charged", charges)  # noqa: B010
             return self.fail(error, sql)
         return True
