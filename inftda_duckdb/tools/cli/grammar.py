@@ -149,20 +149,21 @@ def build_parser() -> Parser:
     add_public_options(p)
 
     p = sub.add_parser("shell", help="interactive SQL shell with the package loaded",
-                       description="An SQL shell on DATABASE (in memory if omitted) with "
-                       "inftda_release, inftda_preview, inftda_budget, inftda_set_budget and "
-                       "inftda_evaluate loaded. Statements end with ';'. Dot commands: .tables, "
-                       ".schema [T], .budget, .ledger, .read FILE, .mode table|csv|json, .help, "
-                       ".quit. With -c (each one complete command, as in psql), or from a "
-                       "pipe, it runs the statements and stops at the first error with its "
-                       "exit status. A statement that charges a release says so on stderr. "
-                       "With --public, the shell is for analysts: it runs only SELECTs (and CREATE TABLE name AS "
+                       description=(
+                       "An SQL shell on DATABASE (in memory if omitted) with inftda_release, "
+                       "inftda_preview, inftda_budget, inftda_set_budget and inftda_evaluate "
+                       "loaded. Statements end with ';'. Dot commands: .tables, .schema [T], "
+                       ".budget, .ledger, .read FILE, .mode table|csv|json, .help, .quit. With "
+                       "-c (each one complete command, as in psql), or from a pipe, it runs the "
+                       "statements and stops at the first error with its exit status. A "
+                       "statement that charges a release says so on stderr. With --public, the "
+                       "shell is for analysts: it runs only SELECTs (and CREATE TABLE name AS "
                        "SELECT) that call the package's functions or read released or declared "
-                       "public tables (a table a release made: its comment says so; "
-                       "--public-table), checked on DuckDB's syntax tree before they run; it "
-                       "refuses every other statement, views, macros, file readers and catalog "
+                       "public tables (a table a release made: its comment says so; --public-"
+                       "table), checked on DuckDB's syntax tree before they run; it refuses "
+                       "every other statement, views, macros, file readers and catalog "
                        "functions. It protects the private tables from the analyst's SQL; not "
-                       "the database file itself (whoever can open the file reads everything).")
+                       "the database file itself (whoever can open the file reads"))
     p.add_argument("database", nargs="?", metavar="DATABASE", help="DuckDB database file")
     p.add_argument("-c", "--command", dest="commands", action="append", default=[],
                    metavar="SQL", help="run SQL (statements or a dot command) and exit; "
