@@ -163,7 +163,7 @@ def build_parser() -> Parser:
                        "table), checked on DuckDB's syntax tree before they run; it refuses "
                        "every other statement, views, macros, file readers and catalog "
                        "functions. It protects the private tables from the analyst's SQL; not "
-                       "the database file itself (whoever can open the file reads"))
+                       "the database file itself (whoever can open the file reads everything)."))
     p.add_argument("database", nargs="?", metavar="DATABASE", help="DuckDB database file")
     p.add_argument("-c", "--command", dest="commands", action="append", default=[],
                    metavar="SQL", help="run SQL (statements or a dot command) and exit; "
