@@ -183,8 +183,9 @@ def test_shell_interrupt_after_the_charge_says_it_was_charged(files: Path,
         assert not sh.execute("SELECT * FROM inftda_release('trips', ['origin'], rho := 0.5)")
     finally:
         con.close()
-    assert err.getvalue().startswith("Error: interrupted (Ctrl-C): the release was charged "
-                                     f"(rho 0.5 on trips.main.trips (ledger id {before + 1})")
+    assert err.getvalue().endswith("Error: interrupted (Ctrl-C): the release was charged "
+                                   f"(rho 0.5 on trips.main.trips (ledger id {before + 1}): its "
+                                   "budget is spent) but nothing was returned\n")
     assert sh.status == 130
 
 

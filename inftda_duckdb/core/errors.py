@@ -370,7 +370,7 @@ def parameters(macro: str, signature: str | None = None) -> list[str]:
 
     surface = macro.removeprefix("inftda_")
     if surface in options.SURFACES:
-        return list(options.names(options.of(surface, "duckdb", sql=True)))
+        return ["source", "columns", *options.names(options.of(surface, "duckdb", sql=True))]
     return [p.split(":=")[0].strip() for p in (signature or "").split(",") if ":=" in p]
 
 
