@@ -745,3 +745,19 @@ def test_sample_data_commands(tmp_path: Path) -> None:
             f"SELECT count(DISTINCT dest) FROM '{tmp_path / 'flights.parquet'}' WHERE dest NOT IN "
             f"(SELECT faa FROM read_csv('{tmp_path / 'airports.csv'}'))").fetchall()
     assert n == [(336_776,)] and missing == [(0,)]
+
+
+def test_output_that_exists_is_refused_and_a_folder_even_with_overwrite(work: Path) -> None:
+    """DuckDB's CLI writes one file: an existing --output needs --overwrite, and a folder is
+    refused even then (Spark's CLI, which writes a folder of parts, says only 'already exists')."""
+    args = ("release", "--input", work / "trips.parquet", "--columns", "origin", "--rho", "1",
+            "--domain", ORIGINS, "--ledger", work / "budget.duckdb")
+    folder = work / "out.parquet"
+    folder.mkdir()
+    exists = cli(*args, "--output", folder)
+    assert_error(exists)
+    assert "already exists" in exists.stderr
+    is_folder = cli(*args, "--output", folder, "--overwrite")
+    assert_error(is_folder)
+    assert "is a folder" in is_folder.stderr
+    assert not (work / "budget.duckdb").exists()  # nothing charged

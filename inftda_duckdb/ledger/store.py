@@ -512,11 +512,12 @@ def _refusal(c: Charge, b: Budget, spent: Fraction, remaining: Fraction) -> Budg
     most = number(remaining, "down")
     fix = (f"request at most {opt('rho', int(most) if most.isdigit() else float(most))}, or raise"
            if remaining > 0 else "the budget is exhausted: raise")
-    which = (f"the budget {b.label!r} (covering {', '.join(b.labels)})" if len(b.sources) > 1
-             or b.label != c.source.label else "the budget")
+    which = (f"the budget {b.label!r} (covering {', '.join(b.labels)}; rho {_show(b.cap)})"
+             if len(b.sources) > 1 or b.label != c.source.label
+             else f"the budget of rho {_show(b.cap)}")
     err = BudgetExceededError(
         f"release on {c.source.label} refused: it requests rho {_show(c.rho)} but only "
-        f"{_show(remaining)} of {which} {_show(b.cap)} remains (spent {_show(spent)}); "
+        f"{_show(remaining)} of {which} remains (spent {_show(spent)}); "
         f"difference {_show(short)}. Nothing was charged and no noise was drawn. Fix: {fix} "
         f"the budget with {call('set_budget', _spec(c.source), rho=...)}")
     err.source = c.source.label  # type: ignore[attr-defined]

@@ -157,9 +157,9 @@ def release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) ->
     return options
 
 
-def output_kind(args: argparse.Namespace) -> str:
+def output_kind(args: argparse.Namespace, folder_ok: bool = False) -> str:
     """The kind of the --output file ('parquet' or 'csv'), once its folder exists and the file
-    does not (unless --overwrite)."""
+    does not (unless --overwrite); ``folder_ok`` for engines that write a folder of parts (Spark)."""
     kind = file_kind(args.output, "--output")
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
@@ -169,11 +169,11 @@ def output_kind(args: argparse.Namespace) -> str:
         raise bad_argument("--output", args.output, "must be in a folder this user can write "
                            "(checked before the release is charged)",
                            "choose a writable folder, or fix its permissions")
-    if os.path.isdir(args.output):
-        raise bad_argument("--output", args.output, "is a folder", "name a file in it")
     if os.path.exists(args.output) and not args.overwrite:
         raise bad_argument("--output", args.output, "already exists",
                            "pass --overwrite, or choose another file")
+    if os.path.isdir(args.output) and not folder_ok:
+        raise bad_argument("--output", args.output, "is a folder", "name a file in it")
     return kind
 
 
