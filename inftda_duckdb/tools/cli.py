@@ -1,5 +1,5 @@
 """The ``inftda-duckdb`` command line: release, shell, preview, ledger, budget, evaluate, demo,
-sample, build-kernel.
+sample.
 
 Conventions (this module owns them; see :data:`EXIT_STATUS`): a failure prints one ``Error: ...``
 line on stderr, with fixes spelled as command-line options (messages are rendered for the CLI,
@@ -74,7 +74,6 @@ examples:
   inftda-duckdb budget trips.duckdb --ledger budget.duckdb --set trips \
       --set file:trips.parquet --name "trip riders" --rho 2
   inftda-duckdb ledger --ledger budget.duckdb --verify
-  inftda-duckdb build-kernel
 
 """ + EXIT_STATUS
 
@@ -509,23 +508,6 @@ def build_parser() -> Parser:
     p.add_argument("--rows", type=_positive_int("--rows"), default=200_000,
                    help="trips: number of sample trips (default 200000)")
 
-    p = sub.add_parser("build-kernel", help="compile the optional kernel ahead of time "
-                       "(faster first releases of wide trees)",
-                       description="Compile the optional kernel (the fast extra) ahead of time "
-                       "for this machine, Python and package version, into a directory only you "
-                       "can write: releases then load it in a few ms from a process's first "
-                       "large level, without numba. Outputs are identical with and without it. "
-                       "Needs the fast extra (numba, setuptools) and a C/C++ compiler; takes "
-                       "~15 s. A build that is missing, stale or refused is simply not used.")
-    p.add_argument("--dir", dest="directory", metavar="DIR",
-                   help="where to build (default: $INFTDA_KERNEL_DIR, else "
-                   "$XDG_CACHE_HOME/inftda-duckdb or ~/.cache/inftda-duckdb); releases look "
-                   "in INFTDA_KERNEL_DIR")
-    p.add_argument("--force", action="store_true",
-                   help="compile even if the current build is there")
-    p.add_argument("--check", action="store_true",
-                   help="only report whether the current build is there and sound, and what "
-                   "releases will use (exit status 2 if not built or refused)")
     return parser
 
 
@@ -1086,25 +1068,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_build_kernel(args: argparse.Namespace) -> int:
-    """Compile the kernel ahead of time, or (``--check``) say whether it is built and sound."""
-    from ..core import _kernel_build
-
-    if args.check:
-        ok, lines = _kernel_build.status(args.directory)
-        sys.stdout.write("".join(line + "\n" for line in lines))
-        return EXIT_OK if ok else EXIT_INPUT
-    built = _kernel_build.build(args.directory, force=args.force,
-                                say=lambda line: sys.stderr.write(line + "\n"))
-    verb = "built" if built.fresh else "already built (--force compiles again)"
-    sys.stdout.write(f"{verb}: {built.path}\nkey: {built.key}\nseconds: {built.seconds:.1f}\n")
-    return EXIT_OK
-
-
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "release": cmd_release, "shell": cmd_shell, "preview": cmd_preview, "ledger": cmd_ledger,
     "budget": cmd_budget, "evaluate": cmd_evaluate, "demo": cmd_demo, "sample": cmd_sample,
-    "build-kernel": cmd_build_kernel,
 }
 
 
