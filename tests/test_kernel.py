@@ -362,7 +362,7 @@ def joined() -> None:
 
 
 def test_auto_loads_numba_only_for_a_flat_level_that_plans_enough_cells(use, monkeypatch):
-    # Regression (the Italy-like benchmark, 1.2 -> 2.0 s in a fresh process): the load was
+    # Regression (the Italy-like benchmark, slower in a fresh process): the load was
     # decided from a bound over all levels that multiplied by a nested level's whole domain, so
     # a release whose largest flat level plans few cells paid numba's import (holding the GIL)
     loads = counted_loads(use, monkeypatch, [1])  # not the process's first large level
@@ -384,8 +384,8 @@ def test_auto_loads_numba_only_for_a_flat_level_that_plans_enough_cells(use, mon
 
 def test_auto_loads_numba_at_a_processs_second_large_level_or_a_huge_first(use, monkeypatch):
     # Regression (the wide benchmark, one release in a fresh process): loading numba at the
-    # first level of >= LOAD_CELLS cells (~1e8 there) made that release no faster and added
-    # ~160 MB to its peak (1280 vs 1120 MB); the first large level of a process stays on numpy
+    # first level of >= LOAD_CELLS cells made that release no faster and raised its peak
+    # memory (benchmarks/RESULTS.md); the first large level of a process stays on numpy
     # unless it plans >= FIRST_LOAD_CELLS cells, the next one loads it (outputs are the same)
     loads = counted_loads(use, monkeypatch, [])
     monkeypatch.setattr(kernel, "FIRST_LOAD_CELLS", 1_000_000, raising=False)

@@ -2,7 +2,7 @@
 
 The same integers as the numpy path (:func:`~inftda_duckdb.core.intopt.intopt_positive`, the
 noise table lookup of :mod:`~inftda_duckdb.core.noise`), computed row by row in one pass over a
-block instead of ~25 numpy passes: a block of parents with ``width`` children each gets its true
+block instead of numpy's many passes over it: a block of parents with ``width`` children each gets its true
 children's counts added to its noise (Algorithm 1, line 5), every row is solved by IntOpt's closed
 form (line 6; :mod:`~inftda_duckdb.core.intopt`'s docstring, steps 1-5, ties in index order) and
 only the children > 0 are emitted (lines 7-9). A row whose values span a short range (noisy

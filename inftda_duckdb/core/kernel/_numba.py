@@ -173,7 +173,7 @@ def _narrow_row(x: Any, base: int, m: int, c: int, total: int, q: int, low: int,
         run += cap_v
     # a child at or below ``skip`` ends at 0 and leaves ``run`` alone: its floor and start
     # are both 0 (x <= t* and x + u <= 0), or it lies below the stop (x < v) at floor 0; only
-    # the few above it (~4% of a noisy sparse row) are visited, found without a branch
+    # the few above it (in a noisy sparse row) are visited, found without a branch
     skip = max(min(stop - 1, t_star), min(t_star, -u))
     n = 0
     for i in range(m):
