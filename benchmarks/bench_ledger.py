@@ -22,6 +22,7 @@ from fractions import Fraction
 
 import duckdb
 from bench_release import FLAT, enum_table, one_row, queries
+from results import write_section
 
 from inftda_duckdb.duckdb.extension import load
 from inftda_duckdb.ledger import store
@@ -144,6 +145,7 @@ def main(argv: list[str]) -> None:
                f"empty ledger | {n:,}-row ledger | ratio |\n|---|---|---|---|")
     out.append(row("one release", t, "empty", "full"))
     print("\n".join(out))
+    write_section("bench_ledger.py", out)
 
 
 def server(url: str, n: int, repeat: int) -> list[str]:

@@ -1,8 +1,8 @@
 """Benchmark: whole InfTDA releases beside the bare leaf GROUP BY on the same table, in one run.
 
     python benchmarks/bench_release.py            # the whole table (issues 4 and 17)
-    python benchmarks/bench_release.py --quick    # small sizes, a few minutes, nothing written
-    python benchmarks/bench_release.py --kernel   # only the wide workload's kernel rows (2.)
+    python benchmarks/bench_release.py --quick    # small sizes, a few minutes
+    python benchmarks/bench_release.py --kernel   # only the wide kernel rows (2.), not written
 
 Measures, each side by side with its bare leaf ``GROUP BY`` (interleaved pairs of runs; the best
 of each side and the median of the pairs' ratios, steadier on shared cores):
@@ -53,8 +53,11 @@ from inftda_duckdb.core.errors import InftdaError
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import LevelProgress, release_below
 from inftda_duckdb.core.tree import Levels, Nodes
-from inftda_duckdb.duckdb.extension import _prepare, _rendered, load, memory_limit
+from inftda_duckdb.duckdb.allocator import memory_limit
+from inftda_duckdb.duckdb.api import prepare
+from inftda_duckdb.duckdb.extension import load
 from inftda_duckdb.duckdb.sqlgen import leaf_lists
+from inftda_duckdb.duckdb.statements import rendered
 from inftda_duckdb.tools.workloads import italy_like
 
 HERE = Path(__file__).resolve().parent
@@ -174,13 +177,13 @@ def flat(con: duckdb.DuckDBPyConnection, rows: int, repeat: int) -> tuple[list[s
 
 def stages(con: duckdb.DuckDBPyConnection, columns: list[str], repeat: int) -> list[str]:
     """Cumulative time to each stage of the release statement (cut after a CTE)."""
-    request, plan, names = _prepare(con, "t", columns, {"rho": 1})
+    request, plan, names = prepare(con, "t", columns, {"rho": 1})
 
     def cut(end: str | None, tail: str) -> Callable[[], str]:
         """A prefix of a freshly rendered statement (each execution needs its own capability
         token: a statement run twice is refused as a replay), ending with ``tail``."""
         def render() -> str:
-            sql = _rendered(request, plan, names, "python", None)[0]
+            sql = rendered(request, plan, names, "python", None)[0]
             return sql if end is None else sql[: sql.index(end)].rstrip().rstrip(",") + tail
         return render
 
@@ -215,19 +218,20 @@ def fixed_runs(con: duckdb.DuckDBPyConnection, repeat: int) -> tuple[float, list
 
 
 # what a release's steps call, timed (module, attribute, stage); DuckDB's own share is the rest
-_STEPS = (("extension", "plan_domains", "plan"), ("extension", "_rendered", "render"),
-          ("extension", "_begin", "begin"), ("disclosure", "check_budget", "budget check"),
-          ("budgets", "charge", "charge"), ("extension", "release_below", "core"),
-          ("extension", "_release_levels", "levels"))
+_STEPS = (("statements", "plan_domains", "plan"), ("statements", "rendered", "render"),
+          ("udfs", "begin", "begin"), ("disclosure", "check_budget", "budget check"),
+          ("budgets", "charge", "charge"), ("udfs", "release_below", "core"),
+          ("udfs", "_release_levels", "levels"))
 
 
 def fixed_stages(con: duckdb.DuckDBPyConnection, repeat: int) -> dict[str, float]:
     """Where the fixed cost goes: the seconds of each step of the fastest of ``repeat`` more
     releases of the table :func:`fixed_runs` made (after the timed ones: the wrappers cost
     ~1 us), so the steps add up to one release."""
-    from inftda_duckdb.duckdb import budgets, disclosure, extension
+    from inftda_duckdb.duckdb import budgets, disclosure, statements, udfs
 
-    modules = {"extension": extension, "disclosure": disclosure, "budgets": budgets}
+    modules = {"statements": statements, "udfs": udfs, "disclosure": disclosure,
+               "budgets": budgets}
     spent: dict[str, float] = {}
 
     def wrapped(inner: Callable[..., Any], stage: str) -> Callable[..., Any]:
@@ -342,10 +346,10 @@ def _rss_at_levels() -> dict[str, float]:
     """Where a release's memory peaks and its time goes: RSS and the peak so far when the
     levels call's core (``release_below``) starts and ends, and when (filled in as the release
     runs; Linux only)."""
-    from inftda_duckdb.duckdb import extension
+    from inftda_duckdb.duckdb import udfs
 
     marks: dict[str, float] = {}
-    inner = extension.release_below
+    inner = udfs.release_below
 
     def timed_release_below(*a: Any, **k: Any) -> Any:
         marks.update(levels_rss_mb=_vm("VmRSS"), levels_peak_mb=_vm("VmHWM"))
@@ -357,7 +361,7 @@ def _rss_at_levels() -> dict[str, float]:
                          core_at=time.perf_counter())  # the last call's end
 
     if Path("/proc/self/status").exists():
-        extension.release_below = timed_release_below
+        udfs.release_below = timed_release_below
     return marks
 
 
@@ -713,7 +717,7 @@ def run(args: argparse.Namespace) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes; writes nothing")
+    parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--repeat", type=int, default=None, help="pairs of runs (flat)")
     parser.add_argument("--processes", type=int, default=None, help="process pairs (wide...)")
     parser.add_argument("--limit", default=None, help="memory_limit of the memory row (100MB)")
@@ -737,7 +741,7 @@ def main() -> None:
     args.cells_rows = [40_000, 300_000] if quick else [40_000, 600_000, 20_000_000]
     lines = run(args)
     print("\n".join(lines))
-    if not (args.no_write or quick or args.kernel):
+    if not (args.no_write or args.kernel):
         write_section("bench_release.py", lines)
 
 

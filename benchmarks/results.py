@@ -1,18 +1,32 @@
-"""benchmarks/RESULTS.md: each benchmark script owns one section, headed ``## <script name>``."""
+"""benchmarks/RESULTS.md: each benchmark script owns one section, headed ``## <script name>``.
+
+The file is regenerated whole by ``python benchmarks/run_all.py``, which names the file its
+scripts write into (the environment variable ``INFTDA_RESULTS``); a script run alone prints its
+section and writes nothing, so the file never mixes sections of different runs.
+"""
 
 from __future__ import annotations
 
+import os
 import platform
 import resource
 import time
 from pathlib import Path
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
+TARGET = "INFTDA_RESULTS"  # set by run_all.py: the file being regenerated
 
 
 def write_section(name: str, body: list[str]) -> None:
-    """Replace (or append) the ``## name`` section, keeping every other section as it is."""
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    """Replace (or append) the ``## name`` section of the file run_all.py is regenerating,
+    keeping its other sections; outside run_all.py, print where the figures would go."""
+    target = os.environ.get(TARGET)
+    if not target:
+        print(f"(not written: {RESULTS.name} is regenerated whole by "
+              "`python benchmarks/run_all.py`)", flush=True)
+        return
+    results = Path(target)
+    text = results.read_text() if results.exists() else "# Benchmark results\n"
     lines = text.splitlines()
     start = next((i for i, x in enumerate(lines) if x.strip() == f"## {name}"), None)
     new = [f"## {name}", "", *body]
@@ -23,7 +37,7 @@ def write_section(name: str, body: list[str]) -> None:
             (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
         )
         lines = lines[:start] + new + ([""] if end < len(lines) else []) + lines[end:]
-    RESULTS.write_text("\n".join(lines).rstrip() + "\n")
+    results.write_text("\n".join(lines).rstrip() + "\n")
 
 
 def finish(name: str, body: list[str], started: float, write: bool) -> None:
@@ -33,7 +47,6 @@ def finish(name: str, body: list[str], started: float, write: bool) -> None:
     print("\n".join(body), flush=True)
     if write:
         write_section(name, body)
-        print(f"wrote the '{name}' section of {RESULTS}", flush=True)
 
 
 def cpu_model() -> str:

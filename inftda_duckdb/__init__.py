@@ -25,11 +25,15 @@ Map of the package (the folder listing reads like the algorithm):
   ``identifiers``, ``memory``, ``errors``
 - ``ledger/``    budgets and the ledger of releases, exact, atomic and hash-chained, shared by every
   engine: ``sources`` (what a budget covers), ``chain`` (tables and hashes), ``store``
-- ``duckdb/``    the DuckDB engine: ``extension`` (UDFs, table macros, release()/preview()),
-  ``catalog`` (names as DuckDB resolves them, database identity, which ledger), ``budgets``
-  (budgets and charges from DuckDB), ``capabilities`` (internal steps only their statement can
-  run), ``domain`` (public domains in the catalog), ``sqlgen`` (renders sql/), ``evaluation``
-  (per-level metrics, curator only), ``disclosure`` (curator and public-facing modes),
+- ``duckdb/``    the DuckDB engine: ``extension`` (its entry point: load(), release(),
+  preview()), ``registration`` (UDFs and table macros of a connection), ``statements`` (the
+  release statement and its capability token), ``udfs`` (the steps DuckDB runs), ``arrow_io``
+  (leaves in and out), ``registry`` (releases in progress), ``api`` (release()/preview()),
+  ``stopping`` (cancel, interrupt, Ctrl-C), ``catalog`` (names as DuckDB resolves them,
+  database identity, which ledger), ``budgets`` (budgets and charges from DuckDB),
+  ``capabilities`` (internal steps only their statement can run), ``domain`` (public domains in
+  the catalog), ``sqlgen`` (renders sql/), ``evaluation`` (per-level metrics, curator only),
+  ``disclosure`` (curator and public-facing modes), ``allocator`` (DuckDB's memory),
   ``connections``
 - ``spark/``     the Spark engine (extra ``spark``; not imported here): ``driver`` (release()/
   preview()), ``domains``, ``leaves`` (the leaf GROUP BY), ``subtrees`` (levels below the cut on
@@ -37,9 +41,11 @@ Map of the package (the folder listing reads like the algorithm):
 - ``tools/``     ``cli``, ``shell``, ``demo`` (sample data) and ``workloads`` (the paper's)
 """
 
+from ._version import __version__
 from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError, LedgerError
 from .core.interrupts import ReleaseInterrupted  # raised where a release is stopped
 from .core.limits import ReleaseAbortedError  # raised past the cell limit, after the charge
+from .core.provenance import NotPrivateWarning
 from .duckdb.budgets import (
     budget,
     move_ledger,
@@ -49,9 +55,7 @@ from .duckdb.budgets import (
     verify_ledger,
 )
 from .duckdb.evaluation import evaluate
-from .duckdb.extension import NotPrivateWarning, interrupt, load, preview, release
-
-__version__ = "0.1.0"
+from .duckdb.extension import interrupt, load, preview, release
 
 __all__ = [
     "BudgetExceededError",

@@ -1,6 +1,9 @@
 -- The user-facing table macros, created by inftda_duckdb.load(con) as TEMP macros of the
 -- connection and in the default database for its cursors (see duckdb/connections.py).
 --
+-- $parameters and $fields are the macro's options, rendered from the option table
+-- (inftda_duckdb/core/options.py: macro_parameters, macro_fields).
+--
 -- DuckDB's Python API has no table functions, so each macro is SELECT * FROM query(<SQL text>)
 -- where the text is rendered at bind time by a side-effect-free Python UDF ($generator, one per
 -- connection) from the arguments passed as JSON. Rendering is cheap, deterministic and draws no
@@ -13,17 +16,9 @@
 
 -- @release_macro
 inftda_release(
-    source, columns, rho := NULL, epsilon := NULL, delta := NULL, domains := NULL,
-    domain_tables := NULL, domain_from_data := false, level_weights := NULL,
-    auto_target := NULL, output := NULL, neighbours := NULL, privacy_unit := NULL,
-    max_rows_per_unit := NULL, rows_per_unit_public := NULL, unknown := NULL, seed := NULL
+    source, columns, $parameters
 ) AS TABLE SELECT * FROM query($generator(to_json({
-    'source': source, 'columns': columns, 'rho': rho, 'epsilon': epsilon, 'delta': delta,
-    'domains': domains, 'domain_tables': domain_tables, 'domain_from_data': domain_from_data,
-    'level_weights': level_weights, 'auto_target': auto_target, 'output': output,
-    'neighbours': neighbours, 'privacy_unit': privacy_unit,
-    'max_rows_per_unit': max_rows_per_unit, 'rows_per_unit_public': rows_per_unit_public,
-    'unknown': unknown, 'seed': seed,
+    'source': source, 'columns': columns, $fields,
     'current_database': current_database(), 'current_schema': current_schema(),
     'search_path': current_setting('search_path'), 'query_id': current_query_id(),
     'memory_limit': current_setting('memory_limit'),
@@ -32,16 +27,9 @@ inftda_release(
 
 -- @preview_macro
 inftda_preview(
-    source, columns, rho := NULL, epsilon := NULL, delta := NULL, domains := NULL,
-    domain_tables := NULL, domain_from_data := false, level_weights := NULL,
-    auto_target := NULL, neighbours := NULL, privacy_unit := NULL, max_rows_per_unit := NULL,
-    rows_per_unit_public := NULL, beta := 0.05
+    source, columns, $parameters
 ) AS TABLE SELECT * FROM query($generator(to_json({
-    'source': source, 'columns': columns, 'rho': rho, 'epsilon': epsilon, 'delta': delta,
-    'domains': domains, 'domain_tables': domain_tables, 'domain_from_data': domain_from_data,
-    'level_weights': level_weights, 'auto_target': auto_target, 'neighbours': neighbours,
-    'privacy_unit': privacy_unit, 'max_rows_per_unit': max_rows_per_unit,
-    'rows_per_unit_public': rows_per_unit_public, 'beta': beta,
+    'source': source, 'columns': columns, $fields,
     'current_database': current_database(), 'current_schema': current_schema(),
     'search_path': current_setting('search_path'), 'query_id': current_query_id(),
     'session': {'profiling': current_setting('enable_profiling')}

@@ -7,7 +7,7 @@ import duckdb
 import pytest
 
 from inftda_duckdb.core.errors import InternalError
-from inftda_duckdb.duckdb import allocator, extension
+from inftda_duckdb.duckdb import allocator, udfs
 from inftda_duckdb.duckdb.extension import load
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
@@ -35,13 +35,13 @@ def con() -> duckdb.DuckDBPyConnection:
 def seen(con, monkeypatch) -> list[bool]:
     """The setting as the core (release_below) sees it, one entry per levels call."""
     out: list[bool] = []
-    original = extension.release_below
+    original = udfs.release_below
 
     def spy(*args, **kwargs):
         out.append(setting(con))
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(extension, "release_below", spy)
+    monkeypatch.setattr(udfs, "release_below", spy)
     return out
 
 
@@ -76,7 +76,7 @@ def test_the_setting_is_restored_when_the_core_fails(con, monkeypatch):
         seen.append(setting(con))
         raise InternalError("a broken core")
 
-    monkeypatch.setattr(extension, "release_below", broken)
+    monkeypatch.setattr(udfs, "release_below", broken)
     with pytest.raises(duckdb.Error, match="a broken core"):
         con.execute(RELEASE).fetchall()
     assert seen == [True]

@@ -14,8 +14,9 @@ import inftda_duckdb
 from inftda_duckdb import BudgetExceededError, InputError, LedgerError, budget, load, release
 from inftda_duckdb import set_budget as set_budget
 from inftda_duckdb.core.accounting import CONVERSION
-from inftda_duckdb.duckdb import budgets, capabilities, extension
+from inftda_duckdb.duckdb import budgets, capabilities, udfs
 from inftda_duckdb.duckdb.catalog import home
+from inftda_duckdb.duckdb.registry import RELEASES
 
 Vouched = Callable[[duckdb.DuckDBPyConnection, str], list[tuple[object, ...]]]  # conftest's
 
@@ -270,15 +271,15 @@ def test_a_release_failing_between_its_steps_leaves_no_state(
              cut: object, parts: object) -> None:
         raise InputError("boom")
 
-    monkeypatch.setattr(extension, "_levels", boom)  # registered by the load below
+    monkeypatch.setattr(udfs, "levels", boom)  # registered by the load below
     with duckdb.connect() as c:
         load(c)
         c.execute("CREATE TABLE trips AS SELECT (i % 3)::INTEGER AS x FROM range(30) t(i)")
-        tokens, begun = set(capabilities._TOKENS), set(extension._RELEASES)
+        tokens, begun = set(capabilities._TOKENS), RELEASES.ids()
         with pytest.raises(InputError, match="boom"):
             release(c, "trips", ["x"], rho=1, domains=DOM)
         assert set(capabilities._TOKENS) <= tokens  # its token forgotten
-        assert set(extension._RELEASES) <= begun  # its begun state dropped (it held no key)
+        assert RELEASES.ids() <= begun  # its begun state dropped (it held no key)
         assert c.execute("SELECT count(*) FROM inftda_ledger").fetchall() == [(0,)]
 
 

@@ -647,10 +647,10 @@ def test_interrupt_exits_130_and_says_what_was_charged(work: Path) -> None:
     db = work / "trips.duckdb"
     script = (
         "import sys, duckdb\n"
-        "from inftda_duckdb.duckdb import extension\n"
+        "from inftda_duckdb.duckdb import udfs\n"
         "def stop(*args, **kwargs):\n"
         "    raise KeyboardInterrupt\n"
-        "extension.release_below = stop\n"  # Ctrl-C in the first level, after the charge
+        "udfs.release_below = stop\n"  # Ctrl-C in the first level, after the charge
         "from inftda_duckdb.tools.cli import main\n"
         f"sys.exit(main({[str(a).format(db=db) for a in RELEASE] + ['--rho', '1', '--into-table', 'x']!r}))\n"  # noqa: E501
     )

@@ -141,14 +141,11 @@ def test_public_mode_a_failing_data_check_is_one_fixed_message_and_charged(
         connect: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Defence in depth: should a data check fail in public mode all the same (here: one forced
     to fail), the caller sees one fixed message and the release stays charged."""
-    from inftda_duckdb.duckdb import domain
-
-    def failing(request: Any, plan: Any, checks_json: str) -> int:
-        checks = domain.load_checks(checks_json)
+    def failing(request: Any, plan: Any, checks: dict[str, Any]) -> int:
         raise InputError(f"private detail {checks.get('n')}")
 
-    # the name the release's begin step calls (an error if it ever moves)
-    monkeypatch.setattr("inftda_duckdb.duckdb.extension.raise_for_checks", failing)
+    # the name the release's checks call (an error if it ever moves)
+    monkeypatch.setattr("inftda_duckdb.core.release.raise_for_data_checks", failing)
     seen = []
     for variant in ("a", "b"):
         con = connect(variant, "public")

@@ -9,14 +9,11 @@ from typing import Any
 import duckdb
 import pytest
 
+from inftda_duckdb.core.checks import load_checks, raise_for_checks
+from inftda_duckdb.core.domains import DomainPlan
 from inftda_duckdb.core.errors import InputError
 from inftda_duckdb.core.request import parse_request
-from inftda_duckdb.duckdb.domain import (
-    CategoricalDomainWarning,
-    DomainPlan,
-    plan_domains,
-    raise_for_checks,
-)
+from inftda_duckdb.duckdb.domain import CategoricalDomainWarning, plan_domains
 from inftda_duckdb.duckdb.extension import load, preview, release
 
 
@@ -95,13 +92,13 @@ def test_check_row_errors(column, message):
     p = DomainPlan.from_json({"columns": [["a", "enum" if "type" in column else "list", 3]],
                               "nestings": []})
     with pytest.raises(InputError, match=message):
-        raise_for_checks(request, p, json.dumps(checks(**column)))
+        raise_for_checks(request, p, load_checks(json.dumps(checks(**column))))
 
 
 def test_drop_skips_data_errors():
     request = parse_request("t", ["a"], rho=1, unknown="drop", neighbours="add_remove")
     p = DomainPlan.from_json({"columns": [["a", "list"]], "nestings": []})
-    assert raise_for_checks(request, p, json.dumps(checks(nulls=3) | {"kept": 7})) == 7
+    assert raise_for_checks(request, p, load_checks(json.dumps(checks(nulls=3) | {"kept": 7}))) == 7
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""Every script in examples/ runs, as a user would run it (a subprocess from a scratch folder)."""
+"""Every script in examples/ runs, as a user would run it (a subprocess from a scratch folder),
+and so do the command lines a script's docstring shows."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +62,18 @@ def test_flights(tmp_path: Path) -> None:
     out = run(tmp_path, "flights.py").stdout
     assert "origin -> dest -> carrier -> month" in out and "nested" in out
     assert "America/New_York" in out and "max_abs_error" in out
+
+
+def test_etl_docstring_cli_lines_run(tmp_path: Path) -> None:
+    """The command-line version of examples/etl.py, as its docstring writes it."""
+    doc = (EXAMPLES / "etl.py").read_text().split('"""')[1]
+    lines = [line.strip() for line in doc.replace("\\\n", " ").splitlines()
+             if line.strip().startswith("inftda-duckdb")]
+    assert len(lines) >= 2
+    bin_dir = Path(sys.executable).parent  # the console script sits next to this python
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    for line in lines:
+        result = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True,
+                                text=True, timeout=600, stdin=subprocess.DEVNULL)
+        assert result.returncode == 0, f"{line}\n{result.stdout}\n{result.stderr}"
+    assert (tmp_path / "trips_dp.parquet").is_file()

@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from inftda_duckdb.core.errors import ReleaseInterrupted
-from inftda_duckdb.duckdb import extension
+from inftda_duckdb.duckdb import api, udfs
 from inftda_duckdb.duckdb.extension import interrupt, release, statement
 from inftda_duckdb.ledger.store import Ledger
 
@@ -39,7 +39,7 @@ def _after_level_1(monkeypatch: pytest.MonkeyPatch, action: Any) -> dict[str, An
     """Call ``action()`` when level 1 is released (inside the levels UDF, from the level loop's
     progress report); returns a dict with the time it fired and the levels that finished."""
     seen: dict[str, Any] = {"levels": []}
-    below = extension.release_below
+    below = udfs.release_below
 
     def wrapped(*args: Any, progress: Any = None, **kwargs: Any) -> Any:
         def report(p: Any) -> None:
@@ -53,7 +53,7 @@ def _after_level_1(monkeypatch: pytest.MonkeyPatch, action: Any) -> dict[str, An
 
         return below(*args, progress=report, **kwargs)
 
-    monkeypatch.setattr(extension, "release_below", wrapped)
+    monkeypatch.setattr(udfs, "release_below", wrapped)
     return seen
 
 
@@ -80,14 +80,16 @@ def test_ctrl_c_stops_a_python_release_within_a_second_saying_it_was_charged(
 def test_ctrl_c_before_the_charge_charges_nothing(
     t: duckdb.DuckDBPyConnection, charges: Callable[[], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    checks = extension.raise_for_checks
+    from inftda_duckdb.core import release as steps
+
+    checks = steps.raise_for_data_checks
 
     def slow_checks(*args: Any) -> int:  # Ctrl-C arrives while inftda_begin checks the data
         _thread.interrupt_main()
         time.sleep(0.3)
         return checks(*args)
 
-    monkeypatch.setattr(extension, "raise_for_checks", slow_checks)
+    monkeypatch.setattr(steps, "raise_for_data_checks", slow_checks)
     with pytest.raises(ReleaseInterrupted) as info:
         release(t, "t", ["a", "b"], rho=1, domains=DOMAINS)
     assert info.value.charged is False and "before its budget was charged" in str(info.value)
@@ -100,7 +102,7 @@ def test_ctrl_c_while_planning_charges_nothing(
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(extension, "plan_domains", interrupted)
+    monkeypatch.setattr(api, "plan_domains", interrupted)
     with pytest.raises(ReleaseInterrupted, match="nothing was spent"):
         release(t, "t", ["a", "b"], rho=1, domains=DOMAINS)
     assert charges() == 0

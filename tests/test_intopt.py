@@ -8,11 +8,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import inftda_duckdb.core.intopt as intopt_module
+from inftda_duckdb.core import intopt_blocks, intopt_closed_form
 from inftda_duckdb.core.errors import InputError
 from inftda_duckdb.core.intopt import intopt, intopt_ragged
 
 I64_MAX = 2**63 - 1
 I64_MIN = -(2**63)
+
+
+def int64_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No block is solved in int32 (the release path's and the closed form's choice)."""
+    for module in (intopt_blocks, intopt_closed_form):
+        monkeypatch.setattr(module, "INT32_LIMIT", 0.0)
 
 
 def paper_intopt(x: list[int], c: int, max_visits: int | None = None) -> list[int] | None:
@@ -106,7 +113,7 @@ def test_positive_entries_equal_intopt_on_both_integer_widths(
     """intopt_positive (the release's fused IntOpt + keep) returns exactly intopt's entries > 0,
     in code order, and the row sums; int32 arithmetic (small values) and int64 agree."""
     if not int32:
-        monkeypatch.setattr(intopt_module, "_INT32_LIMIT", 0.0)
+        int64_only(monkeypatch)
     rng = np.random.default_rng(7)
     for _ in range(300):
         n, m = int(rng.integers(1, 80)), int(rng.integers(1, 70))
@@ -133,7 +140,7 @@ def test_kept_entries_put_in_flat_order_by_one_sort_or_an_argsort() -> None:
         vals = rng.integers(1, cmax + 1, flat.shape[0])
         vals[0] = cmax
         order = np.argsort(flat)
-        got = intopt_module._by_position(flat.copy(), vals.copy(), np.zeros(3, np.int64),
+        got = intopt_blocks._by_position(flat.copy(), vals.copy(), np.zeros(3, np.int64),
                                          cells, cmax)
         assert np.array_equal(got[0], flat[order]) and np.array_equal(got[1], vals[order])
 
@@ -148,9 +155,9 @@ def test_sparse_rows_from_their_top_keys_equal_intopt(
     A block whose top keys leave most rows undecided (level 4 of the wide workload) is solved
     whole, in place, by the general form: that path is taken too, with the same integers."""
     if not int32:
-        monkeypatch.setattr(intopt_module, "_INT32_LIMIT", 0.0)
+        int64_only(monkeypatch)
     seen = {"decided": 0, "undecided": 0, "in place": 0}
-    top_keys, sparse_rows = intopt_module._top_keys, intopt_module._sparse_rows
+    top_keys, sparse_rows = intopt_blocks._top_keys, intopt_blocks._sparse_rows
 
     def spy(*args: object) -> tuple[np.ndarray, ...]:
         out = top_keys(*args)  # type: ignore[arg-type]
@@ -164,8 +171,8 @@ def test_sparse_rows_from_their_top_keys_equal_intopt(
         seen["in place"] += out is None
         return out
 
-    monkeypatch.setattr(intopt_module, "_top_keys", spy)
-    monkeypatch.setattr(intopt_module, "_sparse_rows", spy_rows)
+    monkeypatch.setattr(intopt_blocks, "_top_keys", spy)
+    monkeypatch.setattr(intopt_blocks, "_sparse_rows", spy_rows)
     rng = np.random.default_rng(11)
     for _ in range(400):
         n, m = int(rng.integers(1, 60)), int(rng.integers(1, 90))
@@ -198,10 +205,10 @@ def test_runs_of_several_widths_in_one_call_equal_intopt_run_by_run(
     undecided (padded to the widest), dense runs and narrow runs get intopt_positive, small
     ones the ragged form, values too large for int64 sums too; every branch is taken."""
     if not int32:
-        monkeypatch.setattr(intopt_module, "_INT32_LIMIT", 0.0)
+        int64_only(monkeypatch)
     seen = {"shared widths": 0, "padded": 0, "solo": 0, "ragged": 0, "unsafe": 0}
-    top_keys, solve_dense = intopt_module._top_keys, intopt_module._solve_dense
-    positive, ragged = intopt_module.intopt_positive, intopt_module._ragged_block
+    top_keys, solve_dense = intopt_blocks._top_keys, intopt_blocks.solve_dense
+    positive, ragged = intopt_blocks.intopt_positive, intopt_blocks.ragged_block
 
     def spy_top(*args: object) -> tuple[np.ndarray, ...]:
         m = args[5]
@@ -220,11 +227,11 @@ def test_runs_of_several_widths_in_one_call_equal_intopt_run_by_run(
         seen["ragged"] += 1
         return ragged(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(intopt_module, "_top_keys", spy_top)
-    monkeypatch.setattr(intopt_module, "_solve_dense", spy_solve)
-    monkeypatch.setattr(intopt_module, "intopt_positive", spy_positive)
-    monkeypatch.setattr(intopt_module, "_ragged_block", spy_ragged)
-    monkeypatch.setattr(intopt_module, "_SOLO_CELLS", 100)
+    monkeypatch.setattr(intopt_blocks, "_top_keys", spy_top)
+    monkeypatch.setattr(intopt_blocks, "solve_dense", spy_solve)
+    monkeypatch.setattr(intopt_blocks, "intopt_positive", spy_positive)
+    monkeypatch.setattr(intopt_blocks, "ragged_block", spy_ragged)
+    monkeypatch.setattr(intopt_blocks, "_SOLO_CELLS", 100)
     rng = np.random.default_rng(17)
     for trial in range(250):
         runs = [(int(rng.integers(0, 40)), int(rng.integers(1, 70)))
@@ -361,8 +368,17 @@ def test_object_path_equals_int64_path(monkeypatch: pytest.MonkeyPatch) -> None:
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     rc = rng.integers(0, 100, size=lengths.size)
     fast = intopt(x, c), intopt_ragged(values, offsets, rc)
-    monkeypatch.setattr(intopt_module, "_SAFE_LIMIT", 0.0)  # every row takes the exact path
+    solved = intopt_closed_form._solve
+    kinds: list[object] = []
+
+    def spy(xs: np.ndarray, *args: object) -> object:
+        kinds.append(xs.dtype)
+        return solved(xs, *args)
+
+    monkeypatch.setattr(intopt_closed_form, "_solve", spy)
+    monkeypatch.setattr(intopt_closed_form, "SAFE_LIMIT", 0.0)  # every row takes the exact path
     slow = intopt(x, c), intopt_ragged(values, offsets, rc)
+    assert kinds and all(k == np.dtype(object) for k in kinds)  # the exact path ran
     assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1])
 
 

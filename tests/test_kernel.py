@@ -255,8 +255,8 @@ def test_seeded_releases_equal_with_and_without_the_kernel(nested, use, monkeypa
     monkeypatch.setattr(kernel, "intopt_pairs", spy(kernel.intopt_pairs, from_leaves))
     for workers in [1, 2, 3]:
         for block in [1 << 18, 997]:
-            monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
-            monkeypatch.setattr(topdown, "MIN_BLOCK_CELLS", min(block, 1 << 14))
+            monkeypatch.setattr(topdown.level, "BLOCK_CELLS", block)
+            monkeypatch.setattr(topdown.level, "MIN_BLOCK_CELLS", min(block, 1 << 14))
             got = release_tree(leaves, counts, sizes, plan, RandomSource.from_seed(8), allowed,
                                workers=workers)
             assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
@@ -290,7 +290,7 @@ def test_kernel_runs_equal_intopt_positive_runs(kind, use):
         want_x = x.copy()
         want_x[pos] += add
         want = intopt_positive_runs(want_x, runs, c)
-        got = topdown._kernel_runs(x.copy(), runs, c, pos, add)
+        got = topdown.block._kernel_runs(x.copy(), runs, c, pos, add)
         for a, b in zip(got, want, strict=True):
             assert a.dtype == np.int64 and np.array_equal(a, b)
 

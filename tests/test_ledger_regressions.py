@@ -19,8 +19,9 @@ import pytest
 
 import inftda_duckdb
 from inftda_duckdb import BudgetExceededError, InputError, LedgerError, load, release, set_budget
-from inftda_duckdb.duckdb import extension, sqlgen
+from inftda_duckdb.duckdb import allocator, api, sqlgen, udfs
 from inftda_duckdb.duckdb.connections import registered
+from inftda_duckdb.duckdb.registry import RELEASES
 from inftda_duckdb.duckdb.sqlgen import PREFIXES, spec_json
 
 DOM = {"x": [0, 1, 2]}
@@ -235,7 +236,7 @@ def ab() -> Iterator[duckdb.DuckDBPyConnection]:
 
 def test_forged_internal_calls_error_and_charge_nothing(ab: duckdb.DuckDBPyConnection) -> None:
     n = registered(ab, "release")
-    request, plan, _ = extension._prepare(ab, "a", ["x"], {"rho": 1, "domains": DOM})
+    request, plan, _ = api.prepare(ab, "a", ["x"], {"rho": 1, "domains": DOM})
     spec = json.loads(spec_json(request, plan, "cli"))
     checks = json.dumps({
         "stats": {"n": 1000, "kept": 1000, "nulls1": 0, "unknown1": 0, "examples1": []},
@@ -285,7 +286,7 @@ def test_correlated_release_is_refused_before_it_is_charged(
         ran = 0
     assert ran == (0 if duckdb.__version__ >= "2" else 1)
     assert charges(ab) == ran
-    assert all(not state.levels for state in extension._RELEASES.values())  # no key kept
+    assert all(not state.levels for state in RELEASES.states())  # no key kept
     ab.execute(f"SELECT * FROM {rel}").fetchall()  # an ordinary release still works
     assert charges(ab) == ran + 1
 
@@ -296,11 +297,11 @@ def test_a_release_in_parts_is_charged_once_by_its_first_levels_call(
     """Under a small memory_limit a release comes in parts (one levels call for the levels down
     to the cut, then one per run of parts): charged once, before any noise; an overspend is
     refused before any part runs; no key stays behind."""
-    monkeypatch.setattr(extension, "memory_limit", lambda _: 1 << 6)
+    monkeypatch.setattr(allocator, "memory_limit", lambda _: 1 << 6)
     monkeypatch.setattr(sqlgen, "PARTS", 3)
     parts: list[int] = []
-    original = extension._parts
-    monkeypatch.setattr(extension, "_parts", lambda *a: parts.append(len(a[1])) or original(*a))
+    original = udfs.release_parts
+    monkeypatch.setattr(udfs, "release_parts", lambda *a: parts.append(len(a[1])) or original(*a))
     con = duckdb.connect()
     load(con)
     con.execute("CREATE TABLE t AS SELECT (i % 3)::INTEGER AS x, (i % 5)::INTEGER AS y "
@@ -314,7 +315,7 @@ def test_a_release_in_parts_is_charged_once_by_its_first_levels_call(
     with pytest.raises(duckdb.Error, match="refused"):
         con.execute(f"SELECT * FROM inftda_release('t', ['x', 'y'], rho := '1/2', {doms})")
     assert not parts and charges(con) == 1
-    assert all(not s.levels and s.tree is None for s in extension._RELEASES.values())
+    assert all(not s.levels and s.tree is None for s in RELEASES.states())
     con.close()
 
 

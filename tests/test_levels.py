@@ -13,12 +13,13 @@ import pytest
 
 from inftda_duckdb.core import memory, topdown
 from inftda_duckdb.core.accounting import plan_budget
+from inftda_duckdb.core.checks import load_checks
 from inftda_duckdb.core.errors import InputError
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import LevelProgress, release_tree
-from inftda_duckdb.duckdb import extension, sqlgen
-from inftda_duckdb.duckdb.domain import load_checks
+from inftda_duckdb.duckdb import allocator, api, arrow_io, sqlgen, statements, udfs
 from inftda_duckdb.duckdb.extension import load, release
+from inftda_duckdb.duckdb.registry import RELEASES
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
 
@@ -56,16 +57,16 @@ def test_same_release_for_any_number_of_threads_and_block_size(con, monkeypatch)
     # workers nor the block size changes a seeded release, which equals release_tree
     want = reference(con)
     seen_workers = []
-    original = extension.release_below
+    original = udfs.release_below
 
     def spy(*args, **kwargs):
         seen_workers.append(kwargs["workers"])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(extension, "release_below", spy)
+    monkeypatch.setattr(udfs, "release_below", spy)
     for threads, block in ((1, 1 << 16), (2, 100), (7, 13)):
         con.execute(f"SET threads = {threads}")
-        monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
+        monkeypatch.setattr(topdown.level, "BLOCK_CELLS", block)
         assert con.execute(query()).fetchall() == want
         assert seen_workers[-1] == threads
     assert con.execute(query(4)).fetchall() != want
@@ -76,18 +77,18 @@ def test_the_levels_call_sorts_the_leaves_in_its_own_arrow_input(con, monkeypatc
     # back: the core sorts them there (overwrite=True), and the list, the CTE and the table
     # they came from keep their values (a write through the same view in a UDF of our own)
     seen = []
-    original = extension.release_below
+    original = udfs.release_below
 
     def spy(levels, nodes, truth, counts, **kwargs):
         seen.append((truth.flags.writeable, kwargs["overwrite"]))
         return original(levels, nodes, truth, counts, **kwargs)
 
-    monkeypatch.setattr(extension, "release_below", spy)
+    monkeypatch.setattr(udfs, "release_below", spy)
     assert con.execute(query()).fetchall() == reference(con)
     assert seen == [(True, True)]
 
     def scribble(leaves):
-        extension._own_pairs(leaves)[:] = -7
+        arrow_io.own_pairs(leaves)[:] = -7
         return memory.arrow(np.zeros(len(leaves), np.int64))
 
     con.create_function("scribble", scribble, ["STRUCT(key BIGINT[])"], "BIGINT",
@@ -112,8 +113,7 @@ def test_release_in_parts_equals_one_call(con, monkeypatch, batched):
     monkeypatch.setattr(sqlgen, "LISTS_SPILL", not batched)
     want = reference(con)
     domains = {"a": range(30), "b": range(20), "c": range(12)}
-    _, plan, _ = extension._prepare(con, "t", ["a", "b", "c"],
-                                    {"rho": 1, "domains": domains})
+    _, plan, _ = api.prepare(con, "t", ["a", "b", "c"], {"rho": 1, "domains": domains})
     assert sqlgen._grouping(plan, 3, None) is None
     assert sqlgen._grouping(plan, 3, 1 << 30) is None  # fits: one call
     assert sqlgen._grouping(plan, 3, 1 << 10) == (2, 1, 600)  # 600 cut prefixes, one per part
@@ -123,27 +123,27 @@ def test_release_in_parts_equals_one_call(con, monkeypatch, batched):
     assert sqlgen._batches(sizes, 1 << 10, 38) == (19, 2)  # <= 32 batches of whole parts
     assert sqlgen._batches(sizes, 1 << 10, 600) == (32, 19)
     assert sqlgen._batches(sizes, 7200 * 16 * 8 // 5, 600) == (5, 120)  # the leaves / (limit / 8)
-    monkeypatch.setattr(extension, "memory_limit", lambda _: 1 << 10)
-    request, plan, udfs = extension._prepare(con, "t", ["a", "b", "c"],
-                                             {"rho": 1, "domains": domains})
-    rendered, _ = extension._rendered(request, plan, udfs, "python", None, None, 1 << 10)
+    monkeypatch.setattr(allocator, "memory_limit", lambda _: 1 << 10)
+    request, plan, udf_names = api.prepare(con, "t", ["a", "b", "c"],
+                                           {"rho": 1, "domains": domains})
+    rendered, _ = statements.rendered(request, plan, udf_names, "python", None, None, 1 << 10)
     assert rendered.startswith("WITH RECURSIVE") == batched
     calls: list[list[int]] = []
-    original = extension._parts
+    original = udfs.release_parts
 
     def spy(rids, part_ids, leaves, workers):
         calls.append(part_ids)
         return original(rids, part_ids, leaves, workers)
 
-    monkeypatch.setattr(extension, "_parts", spy)
-    live = set(extension._RELEASES)
+    monkeypatch.setattr(udfs, "release_parts", spy)
+    live = RELEASES.ids()
     for parts in (37, 7):
         monkeypatch.setattr(sqlgen, "PARTS", parts)
         calls.clear()
         assert con.execute(query()).fetchall() == want
         done = sorted(p for c in calls for p in c)
         assert done == list(range(len(done))) and len(done) > 1  # every part exactly once
-        assert set(extension._RELEASES) <= live  # the last part dropped the release state
+        assert RELEASES.ids() <= live  # the last part dropped the release state
     seen: list[LevelProgress] = []
     out = release(con, "t", ["a", "b", "c"], rho=1, domains=domains, seed=3,
                   progress=seen.append)
@@ -155,22 +155,22 @@ def test_release_in_parts_equals_one_call(con, monkeypatch, batched):
 
 
 def test_a_part_cannot_be_released_twice(con, monkeypatch):
-    monkeypatch.setattr(extension, "memory_limit", lambda _: 1 << 10)
+    monkeypatch.setattr(allocator, "memory_limit", lambda _: 1 << 10)
     monkeypatch.setattr(sqlgen, "PARTS", 5)
-    original = extension._parts
+    original = udfs.release_parts
 
     def twice(rids, part_ids, leaves, workers):  # the first part, then all of them
         original(rids[:1], part_ids[:1], leaves.slice(0, 1), workers)
         return original(rids, part_ids, leaves, workers)
 
-    monkeypatch.setattr(extension, "_parts", twice)
+    monkeypatch.setattr(udfs, "release_parts", twice)
     # refused; when DuckDB runs the part rows on two threads, the other thread may report first
     # that the refused release is gone (its state is dropped with the refusal): both refuse
     with pytest.raises(duckdb.Error, match=r"came twice, too late or unknown|unknown or expired "
                        r"release id"):
         con.execute(query()).fetchall()
     with pytest.raises(InputError, match="unknown or expired release id"):  # by hand
-        extension._live("nope")
+        udfs.live("nope")
 
 
 def test_enum_leaves_counted_under_one_key_give_the_same_release():
@@ -187,8 +187,8 @@ def test_enum_leaves_counted_under_one_key_give_the_same_release():
               "FROM range(5000) r(i)")
     c.execute("CREATE TABLE v AS SELECT a::VARCHAR AS a, b::VARCHAR AS b, c::VARCHAR AS c FROM e")
     doms = "{'a': ['x', 'y', 'z'], 'b': ['p', 'q'], 'c': ['x', 'y', 'z']}"
-    request, plan, udfs = extension._prepare(c, "e", ["a", "b", "c"], {"rho": 1})
-    assert "AS kz" in sqlgen.render_release(request, plan, udfs, "python")
+    request, plan, udf_names = api.prepare(c, "e", ["a", "b", "c"], {"rho": 1})
+    assert "AS kz" in sqlgen.render_release(request, plan, udf_names, "python")
     for table, extra in (("e", ""), ("v", f", domains := {doms}")):
         with pytest.raises(duckdb.Error, match=r"column 'a' of \w+ is NULL in 715 rows"):
             c.execute(f"SELECT * FROM inftda_release('{table}', ['a', 'b', 'c'], rho := 1{extra})")
@@ -219,8 +219,8 @@ def test_enum_leaves_under_one_key_count_every_columns_nulls():
                           "FROM e").fetchall()[0]) == want
     doms = {"a": ["x", "y", "z"], "b": ["p", "q"], "c": ["x", "y", "z"], "d": ["p", "q"]}
     for table, options in (("e", {}), ("v", {"domains": doms})):
-        request, plan, udfs = extension._prepare(c, table, list("abcd"), {"rho": 1, **options})
-        sql = sqlgen.render_release(request, plan, udfs, "python")
+        request, plan, udf_names = api.prepare(c, table, list("abcd"), {"rho": 1, **options})
+        sql = sqlgen.render_release(request, plan, udf_names, "python")
         assert ("AS kz" in sql) == (table == "e")
         checks = re.sub(r",\s*(--[^\n]*\n\s*)*inftda_b AS.*", "\nSELECT j FROM checks", sql,
                         flags=re.S)
@@ -232,9 +232,9 @@ def test_enum_leaves_under_one_key_count_every_columns_nulls():
 
 def test_memory_limit_is_read_in_bytes(con):
     con.execute("SET memory_limit = '100MB'")
-    assert extension.memory_limit(con) == int(95.3 * 2**20)
+    assert allocator.memory_limit(con) == int(95.3 * 2**20)
     con.execute("SET memory_limit = '2GB'")
-    assert extension.memory_limit(con) == int(1.8 * 2**30) or extension.memory_limit(con) > 1e9
+    assert allocator.memory_limit(con) == int(1.8 * 2**30) or allocator.memory_limit(con) > 1e9
 
 
 def test_the_release_macro_passes_memory_limit_without_a_query(con, monkeypatch):
@@ -243,12 +243,12 @@ def test_the_release_macro_passes_memory_limit_without_a_query(con, monkeypatch)
     # into parts, and the seeded release is the same
     want = reference(con)
     con.execute("SET memory_limit = '300MB'")
-    original = extension.memory_limit
+    original = allocator.memory_limit
     seen: list[object] = []
-    monkeypatch.setattr(extension, "memory_limit", lambda arg: seen.append(arg) or 1 << 10)
+    monkeypatch.setattr(allocator, "memory_limit", lambda arg: seen.append(arg) or 1 << 10)
     parts: list[list[int]] = []
-    split = extension._parts
-    monkeypatch.setattr(extension, "_parts",
+    split = udfs.release_parts
+    monkeypatch.setattr(udfs, "release_parts",
                         lambda rids, ids, leaves, workers: parts.append(ids)
                         or split(rids, ids, leaves, workers))
     assert con.execute(query()).fetchall() == want
@@ -301,9 +301,9 @@ def test_release_succeeds_under_a_memory_limit_where_group_by_does():
     n, total = c.execute("SELECT count(*), sum(count) FROM inftda_release('big', "
                          f"{names}, rho := 1)").fetchall()[0]
     assert total == ROWS and n > 0
-    request, plan, udfs = extension._prepare(c, "big", names, {"rho": 1})
+    request, plan, udf_names = api.prepare(c, "big", names, {"rho": 1})
     # as if no limit (minted like any rendered statement: a bare render is refused as hand-made)
-    one_list, _ = extension._rendered(request, plan, udfs, "python", None)
+    one_list, _ = statements.rendered(request, plan, udf_names, "python", None)
     with pytest.raises(duckdb.OutOfMemoryException):
         c.execute(f"SELECT count(*) FROM ({one_list})").fetchall()
     c.close()
@@ -327,11 +327,11 @@ def test_a_release_never_imports_pandas_or_pyarrow_compute(parts, module):
         if {module!r} in sys.modules:
             print('duckdb-imports-it'); sys.exit()
         import inftda_duckdb
-        from inftda_duckdb.duckdb import extension
-        calls, inner = [], extension._parts
-        extension._parts = lambda *a: calls.append(1) or inner(*a)
+        from inftda_duckdb.duckdb import allocator, udfs
+        calls, inner = [], udfs.release_parts
+        udfs.release_parts = lambda *a: calls.append(1) or inner(*a)
         if {parts}:
-            extension.memory_limit = lambda _: 1 << 10
+            allocator.memory_limit = lambda _: 1 << 10
         con = duckdb.connect(); inftda_duckdb.load(con)
         con.execute("CREATE TYPE e AS ENUM ('x', 'y', 'z')")
         con.execute("CREATE TABLE t AS SELECT (['x', 'y', 'z'])[1 + i % 3]::e AS a, "

@@ -21,7 +21,7 @@ from inftda_duckdb.core.accounting import (
 )
 from inftda_duckdb.core.errors import BudgetExceededError, InputError
 from inftda_duckdb.core.noise import DiscreteGaussian
-from inftda_duckdb.duckdb import extension
+from inftda_duckdb.duckdb import allocator, extension, udfs
 from inftda_duckdb.duckdb.budgets import budget, set_budget
 
 RELEASE = "inftda_release('trips', ['origin', 'dest'], rho := {rho})"
@@ -292,10 +292,10 @@ def test_concurrent_releases_never_overspend(con: duckdb.DuckDBPyConnection, sql
     if parts:
         from inftda_duckdb.duckdb import sqlgen
 
-        monkeypatch.setattr(extension, "memory_limit", lambda _: 1 << 6)
+        monkeypatch.setattr(allocator, "memory_limit", lambda _: 1 << 6)
         monkeypatch.setattr(sqlgen, "PARTS", 2)
-        original = extension._parts
-        monkeypatch.setattr(extension, "_parts", lambda *a: calls.append(1) or original(*a))
+        original = udfs.release_parts
+        monkeypatch.setattr(udfs, "release_parts", lambda *a: calls.append(1) or original(*a))
     set_budget(con, "trips", rho=1)
     assert _race(con, threads=4, per_thread=3, sql=sql) == 7  # floor(1 / (1/7))
     assert n_charges(con) == 7 and spent(con) == 1

@@ -44,15 +44,15 @@ COUNTIES = sorted({c for cs in GEO.values() for c in cs})
 
 
 class Recorder:
-    """Wraps DiscreteGaussian.sample and topdown._block (one block of parents of a level) to
-    see every noise draw."""
+    """Wraps DiscreteGaussian.sample and topdown.level.release_block (one block of parents of a
+    level) to see every noise draw."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.samples: list[tuple[bytes, bool, Fraction, np.ndarray]] = []
         self.levels: list[dict[str, Any]] = []
         original_sample = DiscreteGaussian.sample
         original_addressed = DiscreteGaussian.sample_addressed
-        original_block = topdown._block
+        original_block = topdown.level.release_block
 
         def sample(dist: DiscreteGaussian, source: RandomSource, ids: np.ndarray,
                    out: np.ndarray | None = None) -> np.ndarray:
@@ -93,7 +93,7 @@ class Recorder:
 
         monkeypatch.setattr(DiscreteGaussian, "sample", sample)
         monkeypatch.setattr(DiscreteGaussian, "sample_addressed", addressed)
-        monkeypatch.setattr(topdown, "_block", block)
+        monkeypatch.setattr(topdown.level, "release_block", block)
 
 
 @pytest.fixture

@@ -18,10 +18,11 @@ from inftda_duckdb.core.errors import BudgetExceededError, InputError, InternalE
 from inftda_duckdb.core.noise import DiscreteGaussian
 from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import LevelProgress, Nodes, release_tree
-from inftda_duckdb.duckdb import extension
+from inftda_duckdb.duckdb import api, arrow_io, extension, udfs
 from inftda_duckdb.duckdb.budgets import set_budget
 from inftda_duckdb.duckdb.connections import registered
 from inftda_duckdb.duckdb.extension import load, preview, release
+from inftda_duckdb.duckdb.registry import RELEASES, Release
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
 
@@ -97,8 +98,8 @@ def test_seeded_release_same_under_any_batching_and_equal_to_numpy(con, monkeypa
     # result does not change and equals the in-memory reference, whether the prefixes travel
     # as mixed-radix keys (domain sizes known when planned) or as codes (sizes known only as
     # the statement runs, and their product too large for keys)
+    from inftda_duckdb.core.domains import DomainPlan
     from inftda_duckdb.duckdb import sqlgen
-    from inftda_duckdb.duckdb.domain import DomainPlan
     from inftda_duckdb.duckdb.sqlgen import render_release
 
     if not keys:
@@ -107,7 +108,7 @@ def test_seeded_release_same_under_any_batching_and_equal_to_numpy(con, monkeypa
     con.execute(
         "CREATE TABLE big AS SELECT i % 40000 AS a, (i // 40000) % 5 AS b FROM range(400000) t(i)"
     )
-    request, plan_, names = extension._prepare(
+    request, plan_, names = api.prepare(
         con, "big", ["a", "b"], {"rho": 1, "domains": {"a": range(40000), "b": range(5)}})
     assert ("list(k1) FILTER (NOT z.small)" in render_release(request, plan_, names, "sql")) \
         != keys
@@ -155,7 +156,7 @@ def test_each_execution_is_a_fresh_charged_release(trips):
         "domains := {'hour': range(24)})"
     )
     before = ledger_rows(trips)
-    live = set(extension._RELEASES)
+    live = RELEASES.ids()
     a = trips.execute(q).fetchall()
     b = trips.execute(q).fetchall()
     assert a != b  # sigma^2 = 200 on 72 cells: equal outputs have probability < 1e-50
@@ -163,7 +164,7 @@ def test_each_execution_is_a_fresh_charged_release(trips):
     trips.execute("EXPLAIN " + q).fetchall()
     trips.execute("DESCRIBE " + q).fetchall()
     assert ledger_rows(trips) == before + 2
-    assert set(extension._RELEASES) <= live  # finished releases leave no state behind
+    assert RELEASES.ids() <= live  # finished releases leave no state behind
     row = trips.execute(
         "SELECT private, seeded, origin, rho FROM inftda_ledger ORDER BY id DESC LIMIT 1"
     ).fetchall()
@@ -178,23 +179,23 @@ def test_the_levels_run_once_per_execution(monkeypatch, shape):
     # inftda_levels is not in a MATERIALIZED CTE (its lists go straight to the unnest): DuckDB
     # must still call it exactly once, whatever the query around the release needs
     calls = []
-    levels = extension._levels
+    levels = udfs.levels
 
     def counted(rid, part, leaves, allowed, threads, cut, parts):
         calls.append(1)
         return levels(rid, part, leaves, allowed, threads, cut, parts)
 
-    monkeypatch.setattr(extension, "_levels", counted)
+    monkeypatch.setattr(udfs, "levels", counted)
     con = duckdb.connect()
     load(con)
     con.execute("CREATE TABLE trips AS SELECT ['EWR','JFK'][1 + i % 2] AS origin, "
                 "(i % 24)::INTEGER AS hour FROM range(500) t(i)")
     q = ("SELECT * FROM inftda_release('trips', ['origin', 'hour'], rho := 1, "
          "domains := {'origin': ['EWR', 'JFK'], 'hour': range(24)})")
-    live = set(extension._RELEASES)
+    live = RELEASES.ids()
     con.execute(shape.format(q=q)).fetchall()
     assert len(calls) == 1  # a second call would raise: its release state is gone
-    assert set(extension._RELEASES) <= live  # the levels dropped the release's state
+    assert RELEASES.ids() <= live  # the levels dropped the release's state
 
 
 def test_empty_table_and_single_category(con):
@@ -336,13 +337,13 @@ def test_domain_table_leaves_travel_as_keys_when_they_fit(con, monkeypatch):
     con.execute("CREATE TABLE p AS SELECT s AS state, c AS county, h AS hour FROM (VALUES "
                 "('A','a1',0), ('A','a2',1), ('B','b3',1), ('B','b1',0)) v(s, c, h), range(5)")
     shapes = []
-    inner = extension.release_below
+    inner = udfs.release_below
 
     def spy(levels, nodes, truth, *args, **kwargs):
         shapes.append(np.asarray(truth).ndim)
         return inner(levels, nodes, truth, *args, **kwargs)
 
-    monkeypatch.setattr(extension, "release_below", spy)
+    monkeypatch.setattr(udfs, "release_below", spy)
     sql = ("SELECT * FROM inftda_release('p', ['state', 'county', 'hour'], rho := 0.5, "
            "domain_tables := ['geo'], domains := {'hour': [0, 1]}, seed := 3)")
     keys = con.execute(sql).fetchall()
@@ -362,13 +363,13 @@ def test_enum_leaves_travel_as_key_shifted_by_the_bits_of_the_rows(con, monkeypa
     con.execute("CREATE TABLE ee AS SELECT ['x', 'y', 'z'][1 + i % 3]::e3 AS a, "
                 "['p', 'q'][1 + i // 3 % 2]::e2 AS b FROM range(5000) r(i)")
     radixes = []
-    inner = extension.release_below
+    inner = udfs.release_below
 
     def spy(*args, **kwargs):
         radixes.append(kwargs["radix"])
         return inner(*args, **kwargs)
 
-    monkeypatch.setattr(extension, "release_below", spy)
+    monkeypatch.setattr(udfs, "release_below", spy)
     sql = "SELECT * FROM inftda_release('ee', ['a', 'b'], rho := 1, seed := 3) ORDER BY ALL"
     got = [con.execute(sql).fetchall()]
     for span in (6 * 2**13 + 1, 6 * 2**13):  # 13 bits fit (the edge), then they do not
@@ -391,7 +392,7 @@ def test_nested_leaves_coded_by_one_join_per_domain_table(con):
     con.execute(f"CREATE TABLE ok AS SELECT * FROM (VALUES {good}) v(state, county, hour), "
                 "range(5)")
     con.execute("CREATE TABLE p AS SELECT state, county, hour FROM ok")
-    request, plan_, names = extension._prepare(
+    request, plan_, names = api.prepare(
         con, "p", ["state", "hour", "county"],
         {"rho": 1, "domain_tables": ["geo"], "domains": {"hour": [0, 1]}})
     sql = render_release(request, plan_, names, "sql")
@@ -691,32 +692,32 @@ def test_internal_udfs_refuse_junk_and_check_totals(con):
         return pa.array([row], type=prefixes)
 
     def call(kids, allowed, part=0):
-        return extension._levels(rid, pa.array([part]), one(kids), allowed, pa.array([2]),
+        return udfs.levels(rid, pa.array([part]), one(kids), allowed, pa.array([2]),
                                  pa.array([0]), pa.array([0]))
 
     kids = {"k": [0], "key": None, "n": [10]}
     rid = pa.array(["r"])
-    extension._RELEASES["r"] = extension._Release([level, level], 10, Nodes.root(10))
+    RELEASES.add(Release([level, level], 10, Nodes.root(10)), "r")
     with pytest.raises(InternalError, match="of 2 levels got 1 levels of allowed children"):
         call({"k": [0, 1], "key": None, "n": [10]}, lists(None))
-    assert "r" not in extension._RELEASES  # used once, even when it fails
-    extension._RELEASES["r"] = extension._Release([level], 9, Nodes.root(10))
+    assert "r" not in RELEASES.ids()  # used once, even when it fails
+    RELEASES.add(Release([level], 9, Nodes.root(10)), "r")
     with pytest.raises(InternalError, match="level 1 released 10 records, not the root's 9"):
         call(kids, lists(None))
     bad = {"k": [0, 1], "key": None, "n": [10]}  # 2 codes, 1 count
-    extension._RELEASES["r"] = extension._Release([level], 10, Nodes.root(10))
+    RELEASES.add(Release([level], 10, Nodes.root(10)), "r")
     with pytest.raises(InternalError, match="different numbers of prefixes and counts"):
         call(bad, lists(None))
-    extension._RELEASES["r"] = extension._Release([level], 10, Nodes.root(10))
+    RELEASES.add(Release([level], 10, Nodes.root(10)), "r")
     with pytest.raises(InternalError, match="one-call release got a part other than 0"):
         call(kids, lists(None), part=3)
-    extension._RELEASES["r"] = extension._Release([level], 10, Nodes.root(10))
+    RELEASES.add(Release([level], 10, Nodes.root(10)), "r")
     out = call(kids, lists(None))
     assert out.to_pylist()[0]["n"] == [c for c in out.to_pylist()[0]["n"] if c > 0]
     assert sum(out.to_pylist()[0]["n"]) == 10
     odd = pa.array([{"k": [0, 1, 2], "key": None, "n": [1]}], type=prefixes)  # 3 codes, 2 cols
     with pytest.raises(InternalError, match="prefixes of the wrong length"):
-        extension._prefixes(odd, 2)
+        arrow_io.prefixes(odd, 2)
 
 
 def test_concurrent_releases_on_cursors(trips):
@@ -838,7 +839,7 @@ def test_budget_refusal_keeps_the_original_exception(trips):
     err = info.value
     assert (err.requested, err.remaining, err.difference) == (  # type: ignore[attr-defined]
         Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
-    assert not extension._ERRORS and not extension._PROGRESS
+    assert not RELEASES.calls()
     with pytest.raises(InputError, match="NULL in 1 rows") as data_err:
         trips.execute("INSERT INTO trips VALUES ('EWR', NULL, 1, DATE '2024-01-01', 1)")
         release(trips, "trips", ["origin", "dest"], rho=0.1, domains={"dest": DEST})
@@ -886,7 +887,7 @@ def test_splitting_work_into_blocks_changes_nothing(monkeypatch):
     plan = plan_budget(2, rho=Fraction(2, 3))
     results = []
     for block, chunk, workers in ((1 << 16, 1 << 16, 1), (70, 999, 2), (7, 1, 3)):
-        monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
+        monkeypatch.setattr(topdown.level, "BLOCK_CELLS", block)
         monkeypatch.setattr(noise, "_CHUNK", chunk)
         out = release_tree(leaves[order], truth.ravel()[order], [20_000, 7], plan,
                            RandomSource.from_seed(9), workers=workers)

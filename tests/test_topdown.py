@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from inftda_duckdb.core import noise, topdown
+from inftda_duckdb.core import memory, noise, topdown
 from inftda_duckdb.core.accounting import plan_budget
 from inftda_duckdb.core.errors import InputError, InternalError
 from inftda_duckdb.core.noise import DiscreteGaussian
@@ -106,7 +106,7 @@ def test_same_release_for_any_batching_block_size_and_workers(sizes, monkeypatch
     if len(sizes) > 10:
         configs[1:] = [(200, 64, 2), (100, 50, 5)]
     for block, chunk, workers in configs:
-        monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
+        monkeypatch.setattr(topdown.level, "BLOCK_CELLS", block)
         monkeypatch.setattr(noise, "_CHUNK", chunk)
         again = release_below(levels, root, leaves.T[:, ::-1], counts[::-1], workers=workers)
         assert as_tuples(again) == as_tuples(reference)
@@ -136,18 +136,18 @@ def test_blocks_shrink_for_more_workers_and_the_output_stays(monkeypatch):
     levels = levels_for(sizes, allowed={2: Allowed((1,), table)})
     root = Nodes.root(int(counts.sum()))
     blocks: list[int] = []
-    block = topdown._block
+    block = topdown.level.release_block
 
     def counted(levels: Levels, k: int, *args: object) -> object:
         blocks.append(k)
         return block(levels, k, *args)
 
-    monkeypatch.setattr(topdown, "_block", counted)
+    monkeypatch.setattr(topdown.level, "release_block", counted)
     seen = {}
     for cells, smallest, workers in [(1 << 18, 1 << 14, 1), (1 << 18, 1 << 14, 2),
                                      (1 << 18, 1, 2), (1 << 18, 1, 7), (97, 1, 3), (5, 5, 1)]:
-        monkeypatch.setattr(topdown, "BLOCK_CELLS", cells)
-        monkeypatch.setattr(topdown, "MIN_BLOCK_CELLS", smallest)
+        monkeypatch.setattr(topdown.level, "BLOCK_CELLS", cells)
+        monkeypatch.setattr(topdown.level, "MIN_BLOCK_CELLS", smallest)
         blocks.clear()
         out = release_below(levels, root, leaves.T, counts, workers=workers)
         seen[cells, smallest, workers] = (as_tuples(out), [blocks.count(k) for k in (1, 2, 3, 4)])
@@ -197,7 +197,7 @@ def test_the_leaves_are_freed_before_the_last_level_gathers_its_output(monkeypat
     want = as_tuples(release_below(levels, root, keys, counts))
     sorted_leaves: list[weakref.ref[np.ndarray]] = []
     alive: list[bool] = []
-    sort, empty = topdown._sort_by_key, topdown.memory.empty
+    sort, empty = topdown.truth._sort_by_key, memory.empty
 
     def keep_ref(*args: object) -> tuple[object, ...]:
         out = sort(*args)  # type: ignore[arg-type]
@@ -209,8 +209,8 @@ def test_the_leaves_are_freed_before_the_last_level_gathers_its_output(monkeypat
             alive.append(sorted_leaves[-1]() is not None)
         return empty(shape, dtype)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(topdown, "_sort_by_key", keep_ref)
-    monkeypatch.setattr(topdown.memory, "empty", output)
+    monkeypatch.setattr(topdown.truth, "_sort_by_key", keep_ref)
+    monkeypatch.setattr(memory, "empty", output)
     for workers in (1, 2):
         got = release_below(levels, root, keys, counts, workers=workers)
         assert as_tuples(got) == want
@@ -228,7 +228,7 @@ def test_a_flat_level_keeps_a_parent_row_not_its_codes_per_child(monkeypatch):
     want = as_tuples(release_below(levels, root, keys, counts))
     calls: list[tuple[object, int]] = []
     per_child: list[int] = []
-    empty, level = topdown.memory.empty, topdown._level
+    empty, level = memory.empty, topdown.release_level
 
     def record(shape: object, dtype: object) -> np.ndarray:
         calls.append((shape, np.dtype(dtype).itemsize))  # type: ignore[arg-type]
@@ -241,8 +241,8 @@ def test_a_flat_level_keeps_a_parent_row_not_its_codes_per_child(monkeypatch):
         per_child.extend(size for shape, size in calls[start:] if shape == cap)
         return out
 
-    monkeypatch.setattr(topdown.memory, "empty", record)
-    monkeypatch.setattr(topdown, "_level", recorded)
+    monkeypatch.setattr(memory, "empty", record)
+    monkeypatch.setattr(topdown, "release_level", recorded)
     assert as_tuples(release_below(levels, root, keys, counts)) == want
     assert per_child == [4, 8, 4, 4] * 2 + [4, 8, 4]  # levels 1, 2 and the last
 
@@ -251,7 +251,7 @@ def test_the_truths_links_are_int32_below_2_31_prefixes():
     # where each prefix's children start at the level below: 4 bytes per prefix, not 8 (the
     # wide release's level 4 -> 5 links: 2.56M prefixes, 10 MB less while level 5 runs)
     _, _, _, keys, counts = small_tree(9)
-    truth = topdown._Truth.build(keys, counts, [4, 3, 5], 0)
+    truth = topdown.truth.Truth.build(keys, counts, [4, 3, 5], 0)
     assert [f.dtype for f in truth.first] == [np.int32] * 3
     assert truth.first[-1][-1] == keys.shape[0]  # the last run ends after the last leaf
 
@@ -289,7 +289,7 @@ def test_pairs_the_caller_gives_up_are_sorted_in_place():
     want = as_tuples(release_below(levels, root, keys, counts))
     pairs = (keys * 1000 + counts)[::-1].copy()
     seen = []
-    original = topdown._Truth._from_keys.__func__
+    original = topdown.truth.Truth._from_keys.__func__
 
     def spy(cls, *args, **kwargs):
         truth = original(cls, *args, **kwargs)
@@ -297,7 +297,7 @@ def test_pairs_the_caller_gives_up_are_sorted_in_place():
         return truth
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(topdown._Truth, "_from_keys", classmethod(spy))
+        mp.setattr(topdown.truth.Truth, "_from_keys", classmethod(spy))
         got = release_below(levels, root, pairs, None, radix=1000, overwrite=True)
         assert as_tuples(got) == want
         assert np.shares_memory(seen[-1], pairs)  # sorted where it came
@@ -441,14 +441,14 @@ def test_nested_children_go_to_their_parents_slots_without_bound_sized_arrays(
     full = {1: Allowed((0,), np.array([np.repeat(np.arange(40), 60), np.tile(np.arange(60), 40)]))}
     plan = plan_budget(2, rho=100)
     sizes: list[int] = []
-    inner = topdown.memory.empty
+    inner = memory.empty
 
     def recorded(shape, dtype):
         sizes.append(int(np.prod(shape)))
         return inner(shape, dtype)
 
-    monkeypatch.setattr(topdown.memory, "empty", recorded)
-    monkeypatch.setattr(topdown, "MIN_BLOCK_CELLS", 64)  # several blocks, some ragged
+    monkeypatch.setattr(memory, "empty", recorded)
+    monkeypatch.setattr(topdown.level, "MIN_BLOCK_CELLS", 64)  # several blocks, some ragged
     out = release_tree(leaves, counts, [40, 60], plan, RandomSource.from_seed(4), allowed,
                        workers=workers)
     planned = int(widths.sum())
@@ -478,19 +478,20 @@ def test_small_nested_runs_released_in_mixed_blocks_equal_dense_blocks(monkeypat
     counts = rng.integers(1, 300, leaves.shape[0])
     plan = plan_budget(3, rho=Fraction(1, 2))
     calls: list[int] = []  # the number of widths in each block
-    mixed_block = topdown._mixed_block
+    mixed_block = topdown.block._mixed_block
 
     def spy(*args):
         calls.append(len(np.unique(args[8])))
         return mixed_block(*args)
 
-    monkeypatch.setattr(topdown, "_mixed_block", spy)
+    monkeypatch.setattr(topdown.block, "_mixed_block", spy)
     ragged = release_tree(leaves, counts, [12, 20, 5], plan, RandomSource.from_seed(6), allowed,
                           workers=workers)
     assert len(calls) >= 2 and max(calls) > 1  # both nested levels, widths sharing blocks
     calls.clear()
-    tasks = topdown._tasks  # a block per run of equal widths: one dense matrix each
-    monkeypatch.setattr(topdown, "_tasks", lambda runs, size, nested: tasks(runs, size, False))
+    tasks = topdown.level._tasks  # a block per run of equal widths: one dense matrix each
+    monkeypatch.setattr(topdown.level, "_tasks",
+                        lambda runs, size, nested: tasks(runs, size, False))
     dense = release_tree(leaves, counts, [12, 20, 5], plan, RandomSource.from_seed(6), allowed,
                          workers=workers)
     assert len(calls) > 2 and max(calls) == 1
@@ -516,25 +517,26 @@ def test_nested_runs_of_several_widths_share_blocks_for_any_workers_and_block_si
     counts = rng.integers(1, 400, leaves.shape[0])
     plan = plan_budget(3, rho=Fraction(1, 2))
     mixed = []
-    runs_of = topdown.intopt_positive_runs
+    runs_of = topdown.block.intopt_positive_runs
 
     def spy(x, runs, c):
         mixed.append(len({m for r, m in runs if r and m >= 8}))
         return runs_of(x, runs, c)
 
-    monkeypatch.setattr(topdown, "intopt_positive_runs", spy)
+    monkeypatch.setattr(topdown.block, "intopt_positive_runs", spy)
     reference = release_tree(leaves, counts, [40, 80, 9], plan, RandomSource.from_seed(8),
                              allowed)
     assert max(mixed) > 5  # several widths in one block's shared calls
     for block, smallest, workers in [(1 << 18, 1 << 14, 2), (700, 64, 1), (300, 64, 3),
                                      (60, 8, 2)]:
-        monkeypatch.setattr(topdown, "BLOCK_CELLS", block)
-        monkeypatch.setattr(topdown, "MIN_BLOCK_CELLS", smallest)
+        monkeypatch.setattr(topdown.level, "BLOCK_CELLS", block)
+        monkeypatch.setattr(topdown.level, "MIN_BLOCK_CELLS", smallest)
         again = release_tree(leaves, counts, [40, 80, 9], plan, RandomSource.from_seed(8),
                              allowed, workers=workers)
         assert all(np.array_equal(a, b) for a, b in zip(again, reference, strict=True))
-    tasks = topdown._tasks
-    monkeypatch.setattr(topdown, "_tasks", lambda runs, size, nested: tasks(runs, size, False))
+    tasks = topdown.level._tasks
+    monkeypatch.setattr(topdown.level, "_tasks",
+                        lambda runs, size, nested: tasks(runs, size, False))
     dense = release_tree(leaves, counts, [40, 80, 9], plan, RandomSource.from_seed(8), allowed,
                          workers=2)
     assert all(np.array_equal(a, b) for a, b in zip(dense, reference, strict=True))
@@ -549,13 +551,13 @@ def test_nested_tasks_pack_runs_of_several_widths():
     edges = [0, *(np.flatnonzero(np.diff(widths)) + 1).tolist(), 500]
     runs = [(a, b, int(widths[a])) for a, b in itertools.pairwise(edges)]
     for size in (50, 64, 1000, 1 << 18):
-        tasks = topdown._tasks(runs, size, True)
+        tasks = topdown.level._tasks(runs, size, True)
         assert tasks[0][0] == 0 and tasks[-1][1] == 500
         assert all(t[1] == u[0] for t, u in itertools.pairwise(tasks))
         for a, b, w in tasks:
             assert w == 0 and b > a
             assert b - a == 1 or int(widths[a:b].sum()) <= size
-    assert len(topdown._tasks(runs, 1 << 18, True)) == 1
+    assert len(topdown.level._tasks(runs, 1 << 18, True)) == 1
 
 
 def test_zero_children_get_noise():
@@ -638,7 +640,7 @@ def test_progress_reports_are_bounded_and_end_with_all_cells(monkeypatch):
     rng = np.random.default_rng(12)
     sizes = [40, 50]
     leaves, counts = random_leaves(rng, sizes, 2000, top=50)
-    monkeypatch.setattr(topdown, "BLOCK_CELLS", 50)  # level 2: one block per parent
+    monkeypatch.setattr(topdown.level, "BLOCK_CELLS", 50)  # level 2: one block per parent
     seen: list[LevelProgress] = []
     for workers in (1, 3):
         seen.clear()
@@ -656,7 +658,7 @@ def test_cancel_stops_between_blocks(monkeypatch):
     rng = np.random.default_rng(13)
     sizes = [40, 50]
     leaves, counts = random_leaves(rng, sizes, 2000, top=50)
-    monkeypatch.setattr(topdown, "BLOCK_CELLS", 50)
+    monkeypatch.setattr(topdown.level, "BLOCK_CELLS", 50)
     for workers in (1, 2):
         calls: list[int] = []
 

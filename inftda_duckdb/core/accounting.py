@@ -38,6 +38,7 @@ __all__ = [
     "CONVERSION",
     "CONVERSIONS",
     "NEIGHBOURS",
+    "REPORT_DELTA",
     "BudgetPlan",
     "auto_level",
     "auto_shares",
@@ -56,6 +57,9 @@ AUTO = "auto"  #: level_weights that minimise Theorem 1's bound at a target (aut
 AUTO_TARGETS = ("leaves", "all")  #: besides a level number 1..d
 AUTO_BETA = 0.05  #: the beta of the bound auto weights minimise (it only enters through logs)
 _AUTO_DIGITS = 6  # significant digits of each auto share but the largest
+REPORT_DELTA = Fraction(1, 10**6)
+"""The delta at which the epsilon of a rho budget is reported (previews, provenance, ledger
+tables) when the caller gives none; it never changes what a release spends."""
 
 
 def neighbours_name(value: object) -> object:

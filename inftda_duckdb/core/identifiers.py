@@ -6,7 +6,21 @@ spaces, quotes or keywords work and nothing can be injected through them.
 
 from __future__ import annotations
 
+import string
+
 from .errors import bad_argument
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def fold(identifier: str) -> str:
+    """An identifier as DuckDB compares it: ASCII letters lower-cased, nothing else changed."""
+    return identifier.translate(_ASCII_LOWER)
+
+
+def label(parts: tuple[str, ...]) -> str:
+    """``db.schema.name`` for people: parts quoted only when they hold a dot or a quote."""
+    return ".".join(quote(p) if ("." in p or '"' in p) else p for p in parts)
 
 
 def quote(name: str) -> str:

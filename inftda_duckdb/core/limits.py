@@ -28,6 +28,10 @@ BYTES_PER_CELL = 64
 holds ~6 int64 arrays over its cells; a dense one works in blocks) and, for a level whose domain
 is that large, the domain's rows inside DuckDB (label, code and value: 40-60 bytes)."""
 _FALLBACK_MEMORY = 8 << 30  # when the platform does not report its memory
+MAX_DOMAIN_VALUES = 1 << 31
+"""A level's domain has at most this many values, whatever the cell limit: a value's code is a
+32-bit integer on both engines (DuckDB's INTEGER code lists and released codes, Spark's INT code
+columns and its executors' decoding)."""
 
 
 def physical_memory() -> int:
@@ -77,12 +81,25 @@ _FIX = ("Fix: coarsen or split the hierarchy (fewer values per level), declare s
 def check_domain(column: str, level: int, size: int) -> None:
     """A level noises at least one cell per value of its domain under each released parent: a
     domain alone larger than the limit is refused when the release is planned."""
+    check_codes(column, level, size)
     cap = max_cells()
     if size > cap:
         raise InputError(
             f"the release would noise at least {size:,} cells at level {level} (column "
             f"{column!r}: its domain alone has {size:,} values), above the limit of {cap:,} "
             f"cells per level ({_source_of_limit()}); nothing was charged. {_FIX}"
+        )
+
+
+def check_codes(column: str, level: int, size: int) -> None:
+    """Refuse a domain of more than :data:`MAX_DOMAIN_VALUES` values (codes are 32-bit), before
+    anything is charged."""
+    if size > MAX_DOMAIN_VALUES:
+        raise InputError(
+            f"the domain of column {column!r} (level {level}) has {size:,} values, above the "
+            f"{MAX_DOMAIN_VALUES:,} a level may have (each value is coded as a 32-bit "
+            "integer); nothing was charged. Fix: split the column into two levels (e.g. a "
+            "coarse prefix, then the rest), or declare a smaller domain"
         )
 
 
@@ -94,13 +111,16 @@ def check_cells(
     *,
     charged: str | None = None,
 ) -> bool:
-    """Refuse a release whose bound (:func:`level_cells`) passes the limit at some level.
+    """Refuse a release whose bound (:func:`level_cells`) passes the limit at some level, or
+    with a domain of more than :data:`MAX_DOMAIN_VALUES` values (:func:`check_codes`).
 
     ``root``: the public or noised total, None when unknown (then only the nodes bound is
     tested, and False is returned when it does not fit: decide again with the noised root).
     ``charged``: what was spent (e.g. ``'rho 1/2 on memory.main.t'``) when the decision comes
     after the charge; the error then says so. Returns True when the release fits.
     """
+    for k, (column, size) in enumerate(zip(columns, sizes, strict=True), 1):
+        check_codes(column, k, int(size))
     cap = max_cells()
     bounds = level_cells(sizes, nodes, root)
     for k, cells in enumerate(bounds, 1):
@@ -126,5 +146,5 @@ def check_cells(
     return True
 
 
-__all__ = ["BYTES_PER_CELL", "ENV", "ReleaseAbortedError", "check_cells", "check_domain",
-           "level_cells", "max_cells", "physical_memory"]
+__all__ = ["BYTES_PER_CELL", "ENV", "MAX_DOMAIN_VALUES", "ReleaseAbortedError", "check_cells",
+           "check_codes", "check_domain", "level_cells", "max_cells", "physical_memory"]

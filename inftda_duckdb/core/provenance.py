@@ -11,16 +11,17 @@ says so in its rows: a constant column :data:`MARKER` (see :func:`not_private_re
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from .accounting import CONVERSION, epsilon_from_rho
+from .._version import __version__
+from .accounting import CONVERSION, REPORT_DELTA, epsilon_from_rho
+from .request import ReleaseRequest
 
 MARKER = "inftda_not_private"
 """The column a release that is not private carries (every row: the reason)."""
-
-DEFAULT_DELTA = Fraction(1, 10**6)
 
 
 def decimal(value: Fraction) -> str:
@@ -63,11 +64,9 @@ def provenance(
     ``epsilon``/``delta``: the budget as the user gave it; without them the epsilon implied by
     ``rho`` is stated at delta = 1e-6.
     """
-    from .. import __version__
-
     reason = not_private_reason(seed, domain_from_data)
     if epsilon is None or delta is None:
-        delta = DEFAULT_DELTA
+        delta = REPORT_DELTA
         eps = repr(epsilon_from_rho(rho, delta))
     else:
         eps = str(epsilon) if epsilon.denominator == 1 else decimal(epsilon)
@@ -96,6 +95,47 @@ def provenance(
     }
 
 
+def of_release(request: ReleaseRequest, *, rho: Fraction, source: str,
+               ledger_id: int | None, engine: str) -> dict[str, str]:
+    """The provenance record of a release of ``request`` charged ``rho`` to ``source``."""
+    return provenance(
+        rho=rho, columns=request.columns, neighbours=request.neighbours, output=request.output,
+        source=source, seed=request.seed, domain_from_data=request.domain_from_data,
+        epsilon=request.epsilon, delta=request.delta, privacy_unit=request.privacy_unit,
+        max_rows_per_unit=request.max_rows_per_unit,
+        rows_per_unit_public=request.rows_per_unit_public, ledger_id=ledger_id, engine=engine,
+    )
+
+
+class NotPrivateWarning(UserWarning):
+    """A release that is not private: seeded noise, or domains read from the private data."""
+
+
+SEEDED = (
+    "this release used seed := {seed}: its noise is reproducible, so it is NOT private (tests "
+    "and demos only); it is recorded as not private in the ledger"
+)
+FROM_DATA = (
+    "domain_from_data read the domains from the private data: this release is NOT private "
+    "(exploration only); declare public domains for a private release"
+)
+PREVIEW_FROM_DATA = "preview with domain_from_data read the domain sizes from the private data"
+
+
+def not_private_texts(request: ReleaseRequest) -> list[str]:
+    """What a caller is told about a release that is not private (empty when it is)."""
+    parts = [SEEDED.format(seed=request.seed)] if request.seed is not None else []
+    if request.domain_from_data:
+        parts.append(FROM_DATA)
+    return parts
+
+
+def warn_not_private(request: ReleaseRequest, stacklevel: int = 3) -> None:
+    """Warn (:class:`NotPrivateWarning`) for each reason a release is not private."""
+    for text in not_private_texts(request):
+        warnings.warn(text, NotPrivateWarning, stacklevel=stacklevel + 1)
+
+
 def comment(record: Mapping[str, Any]) -> str:
     """The record as one line of text (a table comment): the verdict first, then key=value."""
     head = ("NOT PRIVATE release" if record.get("private") == "false"
@@ -104,4 +144,6 @@ def comment(record: Mapping[str, Any]) -> str:
     return f"{head} (inftda-duckdb): {body}"
 
 
-__all__ = ["MARKER", "comment", "decimal", "not_private_reason", "provenance"]
+__all__ = ["FROM_DATA", "MARKER", "PREVIEW_FROM_DATA", "SEEDED", "NotPrivateWarning", "comment",
+           "decimal", "not_private_reason", "not_private_texts", "of_release", "provenance",
+           "warn_not_private"]

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from .accounting import AUTO, AUTO_TARGETS, auto_level, neighbours_name
+from . import options as option_table
+from .accounting import AUTO, AUTO_TARGETS, auto_level, neighbours_name, total_rho
 from .errors import InputError, bad_argument, opt
 from .exact import to_positive_fraction
 from .identifiers import parse_qualified
@@ -29,26 +30,37 @@ OUTPUTS = ("counts", "rows")
 NEIGHBOURS = ("substitute", "add_remove")  # 'bounded' / 'unbounded' are accepted as aliases
 UNKNOWN = ("error", "drop")
 MAX_DEPTH = 32
-OPTIONS = (
-    "rho",
-    "epsilon",
-    "delta",
-    "domains",
-    "domain_tables",
-    "domain_from_data",
-    "level_weights",
-    "auto_target",
-    "output",
-    "neighbours",
-    "privacy_unit",
-    "max_rows_per_unit",
-    "rows_per_unit_public",
-    "unknown",
-    "seed",
-)
+OPTIONS = option_table.REQUEST  #: the request's options, from the option table
 MAX_ROWS_PER_UNIT = 10**9
 MAX_SEED = 2**63 - 1  #: seeds are BIGINTs in SQL
 _BIGINT = 2**63
+
+
+@dataclass(frozen=True)
+class PrivacyBudget:
+    """A release's budget as the caller gave it, exact: ``rho`` (zCDP), or ``epsilon`` with
+    ``delta`` (converted to the rho charged, :attr:`total`)."""
+
+    rho: Fraction | None = None
+    epsilon: Fraction | None = None
+    delta: Fraction | None = None
+
+    @property
+    def total(self) -> Fraction:
+        """The rho the release is charged: ``rho``, or (epsilon, delta) converted (rounded
+        down: :func:`~inftda_duckdb.core.accounting.total_rho`)."""
+        return total_rho(self.rho, self.epsilon, self.delta)
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """Whose rows a release protects together: the rows sharing ``column``'s value, at most
+    ``max_rows`` of them kept; ``rows_public``: the curator asserts every unit's row count is
+    public (then, under substitute, the capped total is released exactly)."""
+
+    column: str
+    max_rows: int = 1
+    rows_public: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,9 +70,7 @@ class ReleaseRequest:
     source: str
     source_parts: tuple[str, ...]
     columns: tuple[str, ...]
-    rho: Fraction | None
-    epsilon: Fraction | None
-    delta: Fraction | None
+    budget: PrivacyBudget
     domains: Mapping[str, Labels] = field(default_factory=dict)
     domain_tables: tuple[tuple[str, ...], ...] = ()
     domain_from_data: bool = False
@@ -68,11 +78,33 @@ class ReleaseRequest:
     auto_target: str | int | None = None  # with 'auto': 'leaves', 'all' or a level 1..d-1
     output: str = "counts"
     neighbours: str = "substitute"
-    privacy_unit: str | None = None
-    max_rows_per_unit: int = 1
-    rows_per_unit_public: bool = False
+    unit: PrivacyUnit | None = None
     unknown: str = "error"
     seed: int | None = None
+
+    @property
+    def rho(self) -> Fraction | None:
+        return self.budget.rho
+
+    @property
+    def epsilon(self) -> Fraction | None:
+        return self.budget.epsilon
+
+    @property
+    def delta(self) -> Fraction | None:
+        return self.budget.delta
+
+    @property
+    def privacy_unit(self) -> str | None:
+        return None if self.unit is None else self.unit.column
+
+    @property
+    def max_rows_per_unit(self) -> int:
+        return 1 if self.unit is None else self.unit.max_rows
+
+    @property
+    def rows_per_unit_public(self) -> bool:
+        return self.unit is not None and self.unit.rows_public
 
     @property
     def depth(self) -> int:
@@ -220,9 +252,7 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
         source=source,  # type: ignore[arg-type]
         source_parts=parts,
         columns=cols,
-        rho=rho,
-        epsilon=epsilon,
-        delta=delta,
+        budget=PrivacyBudget(rho, epsilon, delta),
         domains=_domains(options.get("domains"), cols),
         domain_tables=_tables(options.get("domain_tables")),
         domain_from_data=from_data,
@@ -230,9 +260,7 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
         auto_target=target,
         output=output,
         neighbours=neighbours,
-        privacy_unit=unit,
-        max_rows_per_unit=m,
-        rows_per_unit_public=public_rows,
+        unit=None if unit is None else PrivacyUnit(unit, m, public_rows),
         unknown=unknown,
         seed=seed,
     )

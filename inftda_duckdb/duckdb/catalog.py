@@ -28,11 +28,11 @@ import duckdb
 
 from ..core.errors import InputError, LedgerError, bad_argument
 from ..core.identifiers import parse_qualified, quote
+from ..ledger.locate import LEDGER_VARIABLE, register
 from ..ledger.sources import FILE, NAME, SourceId, fold, label
 from ..ledger.store import LOCK, Ledger
 
 IDENTITY = "inftda_identity"
-LEDGER_VARIABLE = "INFTDA_LEDGER"
 Context = tuple[str, str, str]  # the caller's current database, current schema, search_path
 
 _CHOICE: weakref.WeakKeyDictionary[Any, Ledger] = weakref.WeakKeyDictionary()
@@ -316,6 +316,18 @@ def ledger_for(con: Any, h: Home, cursor: Any = None) -> Ledger:
                                               read_only=bool(read_only), explicit=True,
                                               key=choice.key)
     return choice
+
+
+def connection_ledger(con: Any) -> Ledger:
+    """The ledger a connection charges for the sources of its default database (another
+    engine given the connection as its ledger finds this one: :mod:`inftda_duckdb.ledger.
+    locate`)."""
+    with con.cursor() as cur:
+        h = home(cur, default_database(con))
+    return ledger_for(con, h)
+
+
+register(duckdb.DuckDBPyConnection, connection_ledger)
 
 
 def ledgers(con: Any) -> list[Ledger]:

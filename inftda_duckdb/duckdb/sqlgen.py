@@ -18,16 +18,12 @@ from string import Template
 
 import duckdb
 
+from ..core.domains import FULL_CHECK, DomainPlan
 from ..core.identifiers import literal, quote, quote_qualified
 from ..core.provenance import MARKER, not_private_reason
 from ..core.request import Labels, ReleaseRequest
 from ..core.tree import MAX_KEY_SPAN
 from ..ledger.sources import fold
-from .domain import DomainPlan
-
-FULL_CHECK = 1 << 16
-"""A preview validates a declared range of more values by its two ends only (arithmetic on
-sizes: never materialised); a release validates every value of the domain it uses."""
 
 
 @dataclass(frozen=True)

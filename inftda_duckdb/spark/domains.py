@@ -1,6 +1,6 @@
 """Public domains on Spark: every hierarchy level's values in code order, held on the driver.
 
-The rules and their precedence are the DuckDB engine's (:mod:`inftda_duckdb.duckdb.domain`, whose
+The rules and their precedence are every engine's (:mod:`inftda_duckdb.core.domains`, whose
 :class:`DomainPlan` this module fills in): an explicit list (``domains={'hour': range(24)}``),
 the distinct values of a public domain table that has a column of that name (a DataFrame or a
 table name; it also *nests* the levels it lists together), or, opt-in and not private, the
@@ -29,19 +29,20 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..core.errors import bad_argument, opt
-from ..core.request import Labels, ReleaseRequest
-from ..core.tree import Allowed
-from ..duckdb.domain import (
+from ..core.domains import (
+    FULL_CHECK,
     ColumnDomain,
     DomainPlan,
     Nesting,
-    _check_columns,
+    check_columns,
     column_domains,
     nesting,
     no_domain,
 )
-from ..duckdb.sqlgen import FULL_CHECK
+from ..core.errors import bad_argument, opt
+from ..core.planning import level_cells
+from ..core.request import Labels, ReleaseRequest
+from ..core.tree import Allowed
 
 EXAMPLES = 5  #: values quoted in an error message, as in DuckDB's checks
 
@@ -64,7 +65,7 @@ class Source:
     @classmethod
     def of(cls, frame: DataFrame, name: str, request: ReleaseRequest) -> Source:
         schema = frame.schema
-        _check_columns(request, [(f.name, f.dataType.simpleString()) for f in schema.fields])
+        check_columns(request, [(f.name, f.dataType.simpleString()) for f in schema.fields])
         by_lower = {f.name.lower(): f for f in schema.fields}
         unit = request.privacy_unit
         return cls(
@@ -175,7 +176,7 @@ def resolve(
 ) -> Domains:
     """Read every level's values (lists: one job; each domain table: one job; data: one job
     per column, from the leaves ``data`` with raw columns ``r1..rd``) and check them, returning
-    the checks in the form :func:`inftda_duckdb.duckdb.domain.raise_for_checks` reads."""
+    the check row's public part (:mod:`inftda_duckdb.core.checks`)."""
     d = request.depth
     values: list[pa.Array | None] = [None] * d
     checks: list[dict[str, Any] | None] = [None] * d
@@ -343,9 +344,7 @@ def _text(value: object) -> str:
 def level_nodes(domains: Domains) -> list[int]:
     """Cells noised at each level when every parent is released (N_l): products of the free
     domains times the nested combinations (the preview's node counts)."""
-    from ..duckdb.extension import _nodes
-
-    return _nodes(domains.sizes, domains.plan, [c["nodes"] for c in domains.checks["nestings"]])
+    return level_cells(domains.plan, domains.checks)[1]
 
 
 def key_span(sizes: Sequence[int]) -> int:

@@ -24,7 +24,8 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 from typing import Any, TypeVar
 
 import duckdb
@@ -35,25 +36,21 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..core import kernel, limits
+from ..core import options as option_table
+from ..core import planning
+from ..core.checks import load_checks, raise_for_checks
 from ..core.errors import InputError, bad_argument, opt
-from ..core.provenance import MARKER, not_private_reason, provenance
-from ..core.randomness import RandomSource
-from ..core.request import ReleaseRequest, parse_request
-from ..core.topdown import check_total, release_below, release_root
-from ..core.tree import Levels, Nodes, mixed_radix
-from ..duckdb import capabilities
-from ..duckdb.domain import raise_for_checks
-from ..duckdb.extension import (
-    _PREVIEW_TYPE,
-    DEFAULT_DELTA,
-    ORIGINS,
-    _beta,
-    _preview_rows,
-    _report_delta,
-    _warn_not_private,
-    budget_plan,
+from ..core.provenance import (
+    MARKER,
+    PREVIEW_FROM_DATA,
+    not_private_reason,
+    of_release,
+    warn_not_private,
 )
+from ..core.release import ORIGINS, charged_text, check, draw
+from ..core.request import ReleaseRequest, parse_request
+from ..core.topdown import check_total, release_below
+from ..core.tree import Levels, Nodes, mixed_radix
 from ..ledger import Ledger
 from . import domains as dom
 from . import leaves as lv
@@ -81,11 +78,9 @@ def release(
 ) -> DataFrame:
     """One InfTDA release of ``source`` (a Spark DataFrame or a table name) over ``columns``.
 
-    ``options`` are those of :func:`inftda_duckdb.release` (:data:`inftda_duckdb.core.request.
-    OPTIONS`: ``rho`` or ``epsilon``/``delta``, ``domains``, ``domain_tables`` (DataFrames or
-    table names here), ``domain_from_data``, ``level_weights``, ``auto_target``, ``output``,
-    ``neighbours``, ``privacy_unit``, ``max_rows_per_unit``, ``unknown``, ``seed``), checked as
-    DuckDB checks them. ``ledger`` (a ledger file on the driver, a ``postgresql://`` URL (for a
+    ``options`` are the release options of the option table (:mod:`inftda_duckdb.core.options`,
+    listed below; ``domain_tables`` may hold DataFrames or table names here), checked as DuckDB
+    checks them. ``ledger`` (a ledger file on the driver, a ``postgresql://`` URL (for a
     cluster), ``':memory:'``, a ``Ledger`` or
     a DuckDB connection; default ``INFTDA_LEDGER``) is charged once, before any noise is drawn;
     ``source_name`` is the source's identity in the ledger (``'file:PATH'``, ``'name:NAME'`` or
@@ -104,6 +99,10 @@ def release(
                         partitions=partitions, origin=origin, options=options)
 
     return _tagged(source, work)
+
+
+release.__doc__ = (release.__doc__ or "") + option_table.docstring(
+    option_table.of(option_table.RELEASE, "spark", request=True))
 
 
 def _tagged(source: object, work: Callable[[Run], T_]) -> T_:
@@ -148,33 +147,30 @@ def _release(
         raw = lv.pin(raw)
     values = dom.resolve(spark, request, src, dplan, frames,
                          raw if request.domain_from_data else None)
-    public = json.dumps(values.checks)
-    raise_for_checks(request, values.plan, public)  # the public checks
-    # the split (auto weights: from the public cells per level); refuses a budget too small
-    # to sample before the data is read
-    plan = budget_plan(request, values.plan, public)
+    public = load_checks(json.dumps(values.checks))
     sizes = values.sizes
     nodes = dom.level_nodes(values)
     cut = choose_cut(nodes, sizes)
-    leaves = lv.pin(lv.coded(request, values, raw))
-    summary = lv.summary(request, values, leaves, cut)  # the one job over the data
-    data = summary.stats
-    failing = request.unknown == "error" and any(
-        v for k, v in data.items() if k.startswith(("unknown", "outside")))
-    found = lv.examples(request, values, raw, spark, data) if failing else {}
-    n = raise_for_checks(request, values.plan, lv.checks_json(request, values, data, found))
-    # the cell limit from public information: the domains, and n when it is published as it is
-    fits = limits.check_cells(request.columns, sizes, nodes,
-                              None if request.noised_root else n)
-    kernel.check()  # a bad INFTDA_KERNEL: refused before the charge
+    read: dict[str, Any] = {}
+
+    def budget(rho: Fraction) -> None:  # refused: before any job reads the data
+        charges.check(book, sid, request, rho, origin)
+
+    def data() -> Mapping[str, Any]:  # the one job over the data, after the public checks
+        leaves = read["leaves"] = lv.pin(lv.coded(request, values, raw))
+        summary = read["summary"] = lv.summary(request, values, leaves, cut)
+        stats = summary.stats
+        failing = request.unknown == "error" and any(
+            v for k, v in stats.items() if k.startswith(("unknown", "outside")))
+        found = lv.examples(request, values, raw, spark, stats) if failing else {}
+        return load_checks(lv.checks_json(request, values, stats, found))
+
+    checked = check(request, values.plan, public, budget=budget, data=data)
+    plan, summary, leaves = checked.plan, read["summary"], read["leaves"]
     run.before_charge()  # cancelled meanwhile: nothing is charged
     ledger_id = charges.charge(book, sid, request, plan.rho, origin)  # refused: no noise
-    run.charged, run.ledger_id = f"rho {plan.rho} on {sid.label}", ledger_id
-    secret = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
-    root = release_root(n, plan, secret)
-    if not fits:  # only the noised root can decide: after the charge, and the error says so
-        limits.check_cells(request.columns, sizes, nodes, root,
-                           charged=run.charged)
+    run.charged, run.ledger_id = charged_text(plan.rho, sid.label), ledger_id
+    secret, root = draw(checked, run.charged)
     allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
     levels = Levels.build(sizes, plan, secret, allowed)
     cut_nodes = Nodes.root(root)
@@ -186,16 +182,11 @@ def _release(
         cut=cut, levels=export_below(levels, cut), values=values.values, names=request.columns,
         rows=request.output == "rows", keyed=lv.keyed(values), chunk_cells=chunk,
     )
-    result = _subtrees(spark, request, values, leaves, cut_nodes, job, data["leaves"],
+    result = _subtrees(spark, request, values, leaves, cut_nodes, job, summary.stats["leaves"],
                        partitions, src.fields)
-    _warn_not_private(request)
-    record = provenance(
-        rho=plan.rho, columns=request.columns, neighbours=request.neighbours,
-        output=request.output, source=sid.label, seed=request.seed,
-        domain_from_data=request.domain_from_data, epsilon=request.epsilon, delta=request.delta,
-        privacy_unit=request.privacy_unit, max_rows_per_unit=request.max_rows_per_unit,
-        rows_per_unit_public=request.rows_per_unit_public, ledger_id=ledger_id, engine="spark",
-    )
+    warn_not_private(request)
+    record = of_release(request, rho=plan.rho, source=sid.label, ledger_id=ledger_id,
+                        engine="spark")
     return _provenance(result, request, record)
 
 
@@ -345,27 +336,16 @@ def preview(
 
 def _preview(source: DataFrame | str, columns: Sequence[str], beta: float,
              options: dict[str, Any]) -> pa.Table:
-    options.setdefault("delta", DEFAULT_DELTA)
     domain_tables = options.pop("domain_tables", None)
-    report = _report_delta(options)
-    beta = _beta(beta)
+    report = planning.report_delta(options)
+    beta = planning.check_beta(beta)
     spark, request, src, tables = _prepare(source, columns, None, domain_tables, options)
     dplan, frames = dom.plan(request, src, tables)
     raw = lv.raw_leaves(request, src) if request.domain_from_data else None
     values = dom.resolve(spark, request, src, dplan, frames, raw, preview=True)
-    spec = {"request": request.to_json(), "domains": values.plan.to_json(), "origin": "preview",
-            "interface": "python", "beta": beta, "delta": report}
-    token = capabilities.new()  # DuckDB's preview step runs only for a spec minted for it
-    text = json.dumps({**spec, "token": token})
-    capabilities.mint(token, text, None)
-    try:
-        rows = _preview_rows(lambda: None, "inftda_duckdb.spark.preview", text,  # no DuckDB mode
-                             json.dumps(values.checks))
-    finally:
-        capabilities.forget(token)
+    public = load_checks(json.dumps(values.checks))
+    raise_for_checks(request, values.plan, public)
+    rows = planning.preview_rows(request, values.plan, public, beta, report)
     if request.domain_from_data:
-        warnings.warn("preview with domain_from_data read the domain sizes from the private data",
-                      UserWarning, stacklevel=2)
-    with duckdb.connect() as con:  # the same types as DuckDB's preview
-        return con.sql(f"SELECT u.* FROM (SELECT unnest($1::{_PREVIEW_TYPE}) AS u)",
-                       params=[rows]).to_arrow_table()
+        warnings.warn(PREVIEW_FROM_DATA, UserWarning, stacklevel=2)
+    return planning.preview_table(rows)

@@ -132,8 +132,14 @@ def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFram
     for t, nest in enumerate(domains.plan.nestings):
         table = domains.nests[t]
         table = table[:, (table >= 0).all(axis=0)]
-        listed = np.unique(_mixed(table, [sizes[k] for k in nest.levels]))
-        at = _key([f"c{k + 1}" for k in nest.levels], [sizes[k] for k in nest.levels])
+        nest_sizes = [sizes[k] for k in nest.levels]
+        if key_span(nest_sizes) >= MAX_KEY_SPAN:  # no BIGINT key: the codes, column by column
+            frame, unlisted = _listed_codes(spark, frame, clean, t, nest.levels, table)
+            outside = outside.bitwiseOR(F.when(clean & unlisted, F.lit(1 << t))
+                                        .otherwise(F.lit(0)).cast("long"))
+            continue
+        listed = np.unique(_mixed(table, nest_sizes))
+        at = _key([f"c{k + 1}" for k in nest.levels], nest_sizes)
         if listed.size <= LITERAL_KEYS:  # a hash set in the plan (InSet): no job
             unlisted = ~at.isin([int(x) for x in listed]) if listed.size else F.lit(True)
         else:
@@ -157,6 +163,23 @@ def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFram
     if request.privacy_unit is not None:
         columns.append(F.col("nulls_unit"))
     return frame.select(*columns)
+
+
+def _listed_codes(spark: SparkSession, frame: DataFrame, clean: Any, t: int,
+                  levels: tuple[int, ...], table: np.ndarray) -> tuple[DataFrame, Any]:
+    """Domain table t's listed combinations when their codes have no BIGINT mixed-radix key
+    (the product of its levels' sizes passes 2**62): a broadcast join on the code columns.
+    Returns the frame joined and the condition of a combination it does not list."""
+    listed = np.unique(table, axis=1) if table.size else table
+    columns = {f"a{t}_{j}": pa.array(row.astype(np.int32)) for j, row in enumerate(listed)}
+    columns[f"l{t}"] = pa.array(np.ones(listed.shape[1], bool))
+    keys = spark.createDataFrame(pa.table(columns))
+    on = clean
+    for j, k in enumerate(levels):
+        on = on & (F.col(f"c{k + 1}") == F.col(f"a{t}_{j}"))
+    frame = frame.join(F.broadcast(keys), on, "left").drop(*[f"a{t}_{j}" for j in
+                                                            range(len(levels))])
+    return frame, F.col(f"l{t}").isNull()
 
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -262,7 +285,7 @@ def summary(request: ReleaseRequest, domains: Domains, leaves: DataFrame, cut: i
 
 def checks_json(request: ReleaseRequest, domains: Domains, data: dict[str, Any],
                 examples: dict[str, list[str]]) -> str:
-    """The check row in the form :func:`inftda_duckdb.duckdb.domain.raise_for_checks` reads."""
+    """The check row in the form :mod:`inftda_duckdb.core.checks` reads."""
     stats_row: dict[str, Any] = {"n": data["n"], "kept": data["kept"],
                                  "nulls_unit": data.get("nulls_unit", 0)}
     for k in range(1, request.depth + 1):

@@ -24,17 +24,15 @@ import os
 import urllib.parse
 from fractions import Fraction
 
-import duckdb
 from pyspark.sql import DataFrame, SparkSession
 
 from ..core.errors import bad_argument, opt
+from ..core.release import charge_fields
 from ..core.request import ReleaseRequest
 from ..ledger import Charge, Ledger, SourceId
+from ..ledger.locate import LEDGER_VARIABLE, locate
 from ..ledger.sources import FILE, parse
-from ..ledger.store import DEFAULT_DELTA
 from .domains import input_files
-
-LEDGER_VARIABLE = "INFTDA_LEDGER"  #: as DuckDB's (inftda_duckdb.duckdb.catalog)
 
 
 def ledger_of(ledger: object) -> Ledger:
@@ -42,17 +40,8 @@ def ledger_of(ledger: object) -> Ledger:
     unreachable or broken ledger raises ``LedgerError`` here, before any Spark job."""
     if ledger is None:
         ledger = os.environ.get(LEDGER_VARIABLE, "").strip() or None
-    if isinstance(ledger, Ledger):
-        found = ledger
-    elif isinstance(ledger, duckdb.DuckDBPyConnection):
-        from ..duckdb import catalog
-
-        with ledger.cursor() as cur:
-            home = catalog.home(cur, catalog.default_database(ledger))
-        found = catalog.ledger_for(ledger, home)
-    elif isinstance(ledger, str | os.PathLike) and os.fspath(ledger).strip():
-        found = Ledger.open(os.fspath(ledger))
-    else:
+    found = locate(ledger)
+    if found is None:
         raise bad_argument(
             "ledger", ledger, "must be a ledger file on the driver, a postgresql:// URL, "
             "':memory:', a Ledger or a DuckDB connection: every Spark release is charged to a "
@@ -100,17 +89,18 @@ def _local(uri: str) -> str:
     return urllib.parse.unquote(parsed.path)
 
 
+def check(ledger: Ledger, source: SourceId, request: ReleaseRequest, rho: Fraction,
+          origin: str) -> None:
+    """Raise now what charging this release would refuse (``BudgetExceededError``,
+    ``LedgerError``): the budget check that comes before any job reads the data."""
+    ledger.check(Charge(source=source, **charge_fields(request, rho, f"spark-{origin}")))
+
+
 def charge(ledger: Ledger, source: SourceId, request: ReleaseRequest, rho: Fraction,
            origin: str) -> int:
     """Charge one release (on the driver, before any noise): its ledger row id, or
     ``BudgetExceededError`` / ``LedgerError`` with nothing written. ``origin``: ``'python'`` or
     ``'cli'``, recorded as ``'spark-python'`` / ``'spark-cli'``."""
-    rid, _ = ledger.charge(Charge(
-        source=source, columns=request.columns, neighbours=request.neighbours, rho=rho,
-        privacy_unit=request.privacy_unit, max_rows_per_unit=request.max_rows_per_unit,
-        output=request.output, seeded=request.seed is not None,
-        data_domain=request.domain_from_data, origin=f"spark-{origin}",
-        delta=DEFAULT_DELTA if request.delta is None else float(request.delta),
-    ))
+    rid, _ = ledger.charge(Charge(source=source,
+                                  **charge_fields(request, rho, f"spark-{origin}")))
     return rid
-

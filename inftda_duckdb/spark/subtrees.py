@@ -25,10 +25,12 @@ import math
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..core.errors import InternalError
 from ..core.topdown import release_below
@@ -42,7 +44,10 @@ CHUNK_CELLS = 1 << 20
 """Subtrees are released together until about this many cells (leaves, plus an upper bound on
 the cells noised below each cut node): bounded executor memory whatever the partition size."""
 OUT_ROWS = 1 << 16
-"""Rows per Arrow batch handed back to Spark."""
+"""Rows per Arrow batch handed back to Spark (fewer when a column's values are wide)."""
+OUT_BYTES = 1 << 30
+"""At most this many bytes of one string or binary column per output batch: their Arrow offsets
+are 32-bit (2 GiB at most), so 2**16 rows of a domain whose values reach 32 kB would overflow."""
 FAIL_FIRST_ATTEMPT = "inftda.test.failFirstAttempt"
 """Tests only: a Spark local property naming a folder; while it is set, the first attempt of
 each subtree task fails after its first batch (and leaves a file there), so Spark recomputes it."""
@@ -96,6 +101,17 @@ class SubtreeJob:
     def __repr__(self) -> str:  # never print the keys
         return f"SubtreeJob(cut={self.cut}, names={self.names})"
 
+    @cached_property
+    def batch_rows(self) -> int:
+        """Rows per output batch: :data:`OUT_ROWS`, fewer when the widest value of a string or
+        binary column would take a batch's column past :data:`OUT_BYTES` (public sizes)."""
+        widest = 1
+        for values in self.values:
+            if len(values) and (pa.types.is_string(values.type)
+                                or pa.types.is_binary(values.type)):
+                widest = max(widest, pc.max(pc.binary_length(values)).as_py() or 0)
+        return max(1, min(OUT_ROWS, OUT_BYTES // widest))
+
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         levels = Levels.from_export(self.levels)  # built here, after the worker's fork
         yield from _fail_first_attempt(self._run(batches, levels))
@@ -109,12 +125,11 @@ class SubtreeJob:
             if batch.num_rows == 0:
                 continue
             buffer.append(batch)
-            node = batch.column("node").to_numpy(zero_copy_only=False)
-            n = batch.column("n").to_numpy()
-            cells += batch.num_rows + bound(n[node])
+            node = _flags(batch.column("node"))
+            cells += batch.num_rows + bound(integers(batch.column("n"))[node])
             if cells >= self.chunk_cells:
                 table = pa.Table.from_batches(buffer).combine_chunks()
-                s = table.column("s").to_numpy()
+                s = integers(table.column("s"))
                 done = int(np.searchsorted(s, s[-1], side="left"))  # complete subtrees
                 if done:
                     yield from self._release(table.slice(0, done), levels)
@@ -124,19 +139,19 @@ class SubtreeJob:
             yield from self._release(pa.Table.from_batches(buffer).combine_chunks(), levels)
 
     def _release(self, table: pa.Table, levels: Levels) -> Iterator[pa.RecordBatch]:
-        s = table.column("s").to_numpy()
+        s = integers(table.column("s"))
         if s.shape[0] > 1 and (np.diff(s) < 0).any():
             raise InternalError("a partition's subtrees are not sorted")
-        node = table.column("node").to_numpy(zero_copy_only=False)
-        n = table.column("n").to_numpy()
+        node = _flags(table.column("node"))
+        n = integers(table.column("n"))
         if np.unique(s[node]).shape[0] != int(node.sum()):
             raise InternalError("a subtree has two cut nodes")
         nodes = Nodes(decode(s[node], levels.sizes[: self.cut]), n[node])
-        leaf = ~node
+        leaf = ~node  # a cut node's row has NULL key (k1..kd): read only the leaves' rows
         if self.keyed:  # mixed-radix keys of the leaves (t = d)
-            truth = table.column("key").to_numpy(zero_copy_only=False)[leaf]
+            truth = integers(table.column("key"), leaf)
         else:
-            truth = np.stack([table.column(f"k{j}").to_numpy(zero_copy_only=False)[leaf]
+            truth = np.stack([integers(table.column(f"k{j}"), leaf)
                               for j in range(1, levels.depth + 1)])
         out = release_below(levels, nodes, truth, n[leaf])
         if int(out.counts.sum()) != int(nodes.counts.sum()):
@@ -148,13 +163,40 @@ class SubtreeJob:
         if self.rows:
             index = np.repeat(index, out.counts)
         names = list(self.names) + ([] if self.rows else ["count"])
-        for lo in range(0, index.shape[0], OUT_ROWS):
-            part = index[lo: lo + OUT_ROWS]
+        step = self.batch_rows
+        for lo in range(0, index.shape[0], step):
+            part = index[lo: lo + step]
             columns = [values.take(pa.array(out.codes[j][part]))
                        for j, values in enumerate(self.values)]
             if not self.rows:
                 columns.append(pa.array(out.counts[part], pa.int64()))
             yield pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def integers(column: pa.Array | pa.ChunkedArray, rows: np.ndarray | None = None) -> np.ndarray:
+    """The values of an integer Arrow column at ``rows`` (a mask; default all), exactly, in the
+    column's own integer type: never through float (``to_numpy`` turns an integer column with
+    NULLs into float64, exact only below 2**53). The rows read must not be NULL; NULLs
+    elsewhere (a cut node's leaf key) are skipped."""
+    if not pa.types.is_integer(column.type):
+        raise InternalError(f"expected an integer column, got {column.type}")
+    if column.null_count:
+        valid = _flags(column.is_valid())
+        if not (valid if rows is None else valid[rows]).all():
+            raise InternalError("a leaf or a cut node came with a NULL key, code or count")
+        column = column.fill_null(0)
+    values = column.to_numpy()
+    if values.dtype.kind not in "iu":
+        raise InternalError(f"an integer column became {values.dtype}")
+    return values if rows is None else values[rows]
+
+
+def _flags(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A boolean Arrow column without NULLs as a numpy bool array."""
+    if not pa.types.is_boolean(column.type) or column.null_count:
+        raise InternalError(f"expected booleans without NULLs, got {column.type} with "
+                            f"{column.null_count} NULLs")
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _cells_bound(sizes: Sequence[int]) -> Any:

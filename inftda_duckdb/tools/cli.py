@@ -361,7 +361,7 @@ def _add_format_option(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> Parser:
     """The full command-line grammar (also the source of every --help text)."""
-    from .. import __version__
+    from .._version import __version__
 
     parser = Parser(prog="inftda-duckdb", epilog=EPILOG,
                     formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -467,3 +467,29 @@ def test_a_bad_kernel_setting_is_refused_before_the_spark_charge(
     monkeypatch.setenv("INFTDA_KERNEL", "numpy")  # control: charged once
     release(frame, COLUMNS, rho=1, domains=DOMAINS, ledger=ledger, source_name="trips")
     assert len(charges(ledger)) == 1
+
+
+def test_the_budget_is_refused_before_any_job_reads_the_data(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Budget first, on Spark as on DuckDB (core.release.check's order): a release its budget
+    refuses is refused before the data job, so a source with rows outside its declared domain
+    gets the budget refusal (DuckDB's very text), never the data error; nothing is charged."""
+    bad = pa.table({"a": ["1", "2", "9", "17", "3", "9"], "b": ["x"] * 6})
+    options: dict[str, Any] = {"rho": 1, "domains": {"a": ["1", "2", "3"], "b": ["x"]}}
+    book = Ledger.open(str(tmp_path / "budget.duckdb"))
+    book.set_budget([SourceId.named("bad")], exact_cap(rho=1e-6))
+    duck = duckdb.connect()
+    extension.load(duck, ledger=str(tmp_path / "budget.duckdb"))
+    with pytest.raises(BudgetExceededError) as on_duckdb:
+        extension.release(duck, bad, ["a", "b"], source_name="bad", **options)
+    jobs: list[str] = []
+    monkeypatch.setattr("inftda_duckdb.spark.leaves.summary",
+                        lambda *a, **k: jobs.append("data") or pytest.fail("the data was read"))
+    with pytest.raises(BudgetExceededError) as on_spark:
+        release(spark.createDataFrame(bad), ["a", "b"], ledger=book, source_name="bad",
+                **options)
+    assert str(on_spark.value) == str(on_duckdb.value)
+    assert "outside" not in str(on_spark.value) and not jobs
+    assert book.rows().num_rows == 0  # nothing charged on either engine
+    duck.close()

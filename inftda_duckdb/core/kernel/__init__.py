@@ -2,13 +2,13 @@
 
 The same integers as the numpy path (:func:`~inftda_duckdb.core.intopt.intopt_positive`, the
 noise table lookup of :mod:`~inftda_duckdb.core.noise`), computed row by row in one pass over a
-block instead of numpy's many passes over it: a block of parents with ``width`` children each gets its true
-children's counts added to its noise (Algorithm 1, line 5), every row is solved by IntOpt's closed
-form (line 6; :mod:`~inftda_duckdb.core.intopt`'s docstring, steps 1-5, ties in index order) and
-only the children > 0 are emitted (lines 7-9). A row whose values span a short range (noisy
-sparse rows) is solved from a histogram of its values, without sorting; step 5 (every child well
-above the noise) needs only the ``r``-th smallest key ``m x_i + i`` (a selection); other rows
-sort their keys.
+block instead of numpy's many passes over it: a block of parents with ``width`` children each
+gets its true children's counts added to its noise (Algorithm 1, line 5), every row is solved by
+IntOpt's closed form (line 6; :mod:`~inftda_duckdb.core.intopt`'s docstring, steps 1-5, ties in
+index order) and only the children > 0 are emitted (lines 7-9). A row whose values span a short
+range (noisy sparse rows) is solved from a histogram of its values, without sorting; step 5
+(every child well above the noise) needs only the ``r``-th smallest key ``m x_i + i`` (a
+selection); other rows sort their keys.
 
 Selected by the environment variable ``INFTDA_KERNEL``: ``numpy`` (never), ``numba`` (every
 block, whatever its size; loaded by :func:`check` before the charge, refused there if it does

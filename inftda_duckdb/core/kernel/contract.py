@@ -1,25 +1,25 @@
 """What the compiled kernel and its callers agree on: its functions' signatures and the
 constants both sides read.
 
-Imports nothing of the package, so :mod:`..noise` and :mod:`._numba` can import it. The
-compiled functions never read these constants as globals: :mod:`.` passes them as arguments on
-every call, so numba's on-disk cache (keyed on the source of :mod:`._numba` alone) cannot hold
-code built with an older value.
+Imports nothing of the package but IntOpt's closed form (for its int64 bound, defined there),
+so :mod:`..noise` can import it without a circle. The compiled functions never read these
+constants as globals: :mod:`.` passes them as arguments on every call, so numba's on-disk cache
+(keyed on the source of :mod:`._numba` alone) cannot hold code built with an older value.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+# SAFE_LIMIT: a block whose values ``x`` (children) and ``c`` (totals) of width ``m`` have
+# ``(4 m + 4) (max(|x|, c) + 1) >= SAFE_LIMIT`` could take the int64 sums of IntOpt's closed form
+# past int64: the kernel refuses it and the caller solves it exactly (numpy's int64 path has the
+# same bound, for the same sums: one definition, in intopt_closed_form).
+from ..intopt_closed_form import SAFE_LIMIT
+
 SEARCH = int(np.iinfo(np.int64).min)
 """The noise's signed lookup table holds this in a bucket that contains a threshold, where the
 magnitude needs a binary search (:mod:`..noise`)."""
-
-SAFE_LIMIT = float(1 << 62)
-"""A block whose values ``x`` (children) and ``c`` (totals) of width ``m`` have
-``(4 m + 4) (max(|x|, c) + 1) >= SAFE_LIMIT`` could take the int64 sums of IntOpt's closed form
-past int64: the kernel refuses it and the caller solves it exactly (the same bound as
-:mod:`..intopt`'s own int64 path, for the same sums)."""
 
 SIGNATURES = {
     "solve_block": "int64(int64[::1], int64, int64[::1], int64[:], int64[:], float64, "

@@ -1,0 +1,179 @@
+"""THE option table: every option of a release and of a preview, declared once.
+
+Each :class:`Option` says its name (the Python keyword and the SQL named parameter), its default,
+a one-line doc, its command-line flag, which surfaces take it (``release``, ``preview``), which
+engines accept it (``duckdb``, ``spark``), and whether it reaches the engine-neutral request
+(:func:`~inftda_duckdb.core.request.parse_request`) or is an option of the calling interface
+(``source_name``, ``progress``, Spark's ``ledger``). Everything a user reads about options comes
+from here: the SQL macros' parameter lists (``sql/macros.sql``), the command line's flags, the
+Spark API's accepted keywords, and the reference tables in ``docs/reference``; the Python
+functions' signatures are tested against it. A new option is one entry here plus its behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+RELEASE = "release"
+PREVIEW = "preview"
+SURFACES = (RELEASE, PREVIEW)
+ENGINES = ("duckdb", "spark")
+BOTH = frozenset(SURFACES)
+ALL_ENGINES = frozenset(ENGINES)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a release or preview (see the module docstring)."""
+
+    name: str
+    doc: str
+    group: str  # "budget", "domains", "mechanism", "privacy unit", "output", "interface"
+    default: object = None  # as the Python API takes it (None: left out)
+    shown_default: str = ""  # the default as the reference shows it ("" : none)
+    preview_shown: str | None = None  # ... in a preview, where it differs
+    choices: tuple[str, ...] = ()
+    cli: str | None = None  # the command-line flag; None: not on the command line
+    metavar: str | None = None
+    surfaces: frozenset[str] = BOTH
+    engines: frozenset[str] = ALL_ENGINES
+    request: bool = True  # part of the engine-neutral request (else: the interface's own)
+    sql: bool = True  # a named parameter of the SQL table macros
+    sql_default: str = "NULL"  # its default in the macros' parameter list
+    also: tuple[str, ...] = field(default_factory=tuple)  # more flags serving it (--domain-file)
+
+    def shown(self, surface: str) -> str:
+        """The default the reference shows for ``surface``."""
+        if surface == PREVIEW and self.preview_shown is not None:
+            return self.preview_shown
+        return self.shown_default
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag, or the Python name where there is none."""
+        return self.cli or self.name
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("rho", "total zCDP budget, a number or a string (`0.5`, `'1/3'`), exact. Give exactly "
+           "one of `rho` or `epsilon` + `delta`", "budget", cli="--rho", metavar="R"),
+    Option("epsilon", "with `delta`: the budget as (epsilon, delta)-DP, converted to the largest "
+           "rho that gives it (Canonne-Kamath-Steinke, rounded down)", "budget",
+           cli="--epsilon", metavar="E"),
+    Option("delta", "with `epsilon`; in a preview with `rho`, the delta of the reported epsilon",
+           "budget", preview_shown="1e-6", cli="--delta", metavar="D"),
+    Option("domains", "public domains: `{'hour': range(24), 'origin': ['EWR', 'JFK', 'LGA']}`, "
+           "in code order; a large integer range as `{'id': {'start': 0, 'stop': 1000000}}` "
+           "(optional `'step'`), which stays a range", "domains", cli="--domain",
+           metavar="COL=SPEC", also=("--domain-file",)),
+    Option("domain_tables", "public tables listing the valid combinations of some hierarchy "
+           "columns (nested hierarchies), e.g. `['geo']`", "domains", cli="--domain-table",
+           metavar="T"),
+    Option("domain_from_data", "read undeclared domains from the private data: exploration "
+           "only, **not private**", "domains", default=False, shown_default="false",
+           cli="--domain-from-data", sql_default="false"),
+    Option("level_weights", "budget share per level (d weights, or d + 1 when the total is "
+           "noised; root first), or `'auto'`: the split minimising the Theorem 1 bound at "
+           "`auto_target`, from public sizes only", "mechanism", shown_default="uniform",
+           cli="--level-weights", metavar="W1,W2,..."),
+    Option("auto_target", "with `level_weights` `'auto'`: `'leaves'`, `'all'` (every level's "
+           "bound counts once), or a level (its number, 1 = the first column, or the column's "
+           "name)", "mechanism", shown_default="'leaves'", cli="--auto-target", metavar="T"),
+    Option("output", "`'counts'`: the columns + `count`; `'rows'`: one row per synthetic record",
+           "output", default="counts", shown_default="'counts'", choices=("counts", "rows"),
+           cli="--output-kind", surfaces=frozenset({RELEASE})),
+    Option("neighbours", "`'substitute'` (alias `'bounded'`: n is public) or `'add_remove'` "
+           "(alias `'unbounded'`: the total is noised too)", "mechanism",
+           shown_default="'substitute'",
+           choices=("substitute", "add_remove", "bounded", "unbounded"), cli="--neighbours"),
+    Option("privacy_unit", "a column identifying people: at most `max_rows_per_unit` rows of "
+           "each are kept (a uniformly random subset) and the noise protects all of them; the "
+           "total is noised", "privacy unit", cli="--privacy-unit", metavar="COL"),
+    Option("max_rows_per_unit", "with `privacy_unit`: the rows kept per unit", "privacy unit",
+           shown_default="1", cli="--max-rows-per-unit", metavar="M"),
+    Option("rows_per_unit_public", "with a privacy unit under `substitute`: the curator asserts "
+           "every unit's number of rows is public, so the capped total is released exactly",
+           "privacy unit", default=False, shown_default="false", cli="--rows-per-unit-public"),
+    Option("unknown", "rows with NULL or undeclared values: `'error'` (names the column, the "
+           "count, examples and the fix) or `'drop'` (needs a noised total)", "output",
+           shown_default="'error'", choices=("error", "drop"), cli="--unknown",
+           surfaces=frozenset({RELEASE})),
+    Option("seed", "reproducible noise for tests and demos: the release is **not private**",
+           "output", cli="--seed", metavar="N", surfaces=frozenset({RELEASE})),
+    Option("beta", "the bound holds with probability at least 1 - beta", "output",
+           default=0.05, shown_default="0.05", cli="--beta", surfaces=frozenset({PREVIEW}),
+           request=False, sql_default="0.05"),
+    Option("source_name", "with an in-memory source (DataFrame, relation, Arrow): the name its "
+           "releases are charged to (`'trips'`, `'name:trips'` or `'file:PATH'`)", "interface",
+           surfaces=frozenset({RELEASE}), request=False, sql=False),
+    Option("progress", "a function called with each level's progress (a `LevelProgress`)",
+           "interface", surfaces=frozenset({RELEASE}), engines=frozenset({"duckdb"}),
+           request=False, sql=False),
+    Option("ledger", "the ledger charged: a ledger file on the driver, a `postgresql://` URL, "
+           "`':memory:'`, a `Ledger` or a DuckDB connection (default `INFTDA_LEDGER`)",
+           "interface", surfaces=frozenset({RELEASE}), engines=frozenset({"spark"}),
+           request=False, sql=False),
+    Option("partitions", "the number of subtree partitions", "interface",
+           surfaces=frozenset({RELEASE}), engines=frozenset({"spark"}), request=False, sql=False),
+)
+
+BY_NAME = {o.name: o for o in OPTIONS}
+REQUEST = tuple(o.name for o in OPTIONS if o.request)
+"""The options a :class:`~inftda_duckdb.core.request.ReleaseRequest` is parsed from."""
+
+
+def of(surface: str, engine: str | None = None, *, sql: bool | None = None,
+       request: bool | None = None) -> tuple[Option, ...]:
+    """The options of ``surface`` (release or preview), optionally only those ``engine`` takes,
+    those of the SQL macros (``sql``), or those of the request (``request``), in table order."""
+    if surface not in SURFACES:
+        raise ValueError(f"unknown surface {surface!r}")
+    return tuple(o for o in OPTIONS if surface in o.surfaces
+                 and (engine is None or engine in o.engines)
+                 and (sql is None or o.sql == sql)
+                 and (request is None or o.request == request))
+
+
+def names(options: Iterable[Option]) -> tuple[str, ...]:
+    return tuple(o.name for o in options)
+
+
+def macro_parameters(surface: str) -> str:
+    """The named parameters of the SQL table macro of ``surface`` (after source, columns)."""
+    return ", ".join(f"{o.name} := {o.sql_default}" for o in of(surface, "duckdb", sql=True))
+
+
+def macro_fields(surface: str) -> str:
+    """The ``to_json({...})`` fields that hand the macro's options to its generator."""
+    return ", ".join(f"'{o.name}': {o.name}" for o in of(surface, "duckdb", sql=True))
+
+
+def docstring(options: Iterable[Option], indent: str = "    ") -> str:
+    """An ``Options:`` section for a docstring (a function taking ``**options``)."""
+    lines = ["", f"{indent}Options (from :mod:`inftda_duckdb.core.options`):", ""]
+    lines += [f"{indent}- ``{o.name}``: {o.doc}" for o in options]
+    return "\n".join(lines) + "\n"
+
+
+SOURCE_AND_COLUMNS = (
+    "| `source` | (required) | table or view: `'t'`, `'schema.t'`, `'db.schema.t'`, "
+    "`'\"my table\"'`; TEMP tables and views work |\n"
+    "| `columns` | (required) | the hierarchy, top level first (1 to 32 columns; VARCHAR, ENUM, "
+    "integer, DATE, ...) |"
+)
+
+
+def reference_table(surface: str, engine: str = "duckdb", *, sql: bool | None = True) -> str:
+    """The options of ``surface`` as a Markdown table: the generated regions of the reference
+    docs (``<!-- options:SURFACE -->``; :mod:`inftda_duckdb.tools.reference` writes them)."""
+    rows = ["| parameter | default | meaning |", "|---|---|---|", SOURCE_AND_COLUMNS]
+    for o in of(surface, engine, sql=sql):
+        default = f"`{o.shown(surface)}`" if o.shown(surface) else ""
+        rows.append(f"| `{o.name}` | {default} | {o.doc} |")
+    return "\n".join(rows)
+
+
+__all__ = ["BY_NAME", "OPTIONS", "PREVIEW", "RELEASE", "REQUEST", "Option", "docstring",
+           "macro_fields",
+           "macro_parameters", "names", "of", "reference_table"]

@@ -1,0 +1,124 @@
+"""A release, step by step, as every engine runs it: the order of its checks lives here.
+
+1. :func:`check`, in this order: a bad kernel setting; **the budget** (the ledger's refusal,
+   through the engine's ``budget`` callable, before any data check or data-dependent message);
+   the request's **public checks** (the split of the budget, the declared domains and domain
+   tables, the cell limit on declared domains); only then **the data checks** (the engine's
+   ``data`` callable is the one read of the private data before the charge: NULLs, values
+   outside the domains, and the cell limit when the total is public). In the public-facing
+   mode (``hide``) a data check's error is kept, not raised: the engine raises one fixed
+   message once the release is charged (what failed depends on the data).
+2. The engine charges the ledger with :func:`charge_fields` (a refusal there raises: nothing
+   drawn).
+3. :func:`draw`: the level keys (a secure source, or a seeded one for tests, not private), the
+   root (Algorithm 1, line 1), and the cell limit decided from the noised root when only it
+   can decide (after the charge, and the error says so).
+4. The engine runs the levels (:func:`~inftda_duckdb.core.topdown.release_below`, Algorithm 1,
+   lines 2-9) on its leaf counts and materialises the released leaves with
+   :func:`~inftda_duckdb.core.provenance.of_release`.
+
+The engine supplies only what is engine-specific: the domain plan and the check row (its SQL,
+or its jobs), the ledger it charges, the leaf counts in and the released leaves out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Generic, TypeVar
+
+from . import kernel, limits
+from .accounting import REPORT_DELTA, BudgetPlan
+from .checks import raise_for_data_checks, raise_for_public_checks
+from .domains import DomainPlan
+from .errors import InftdaError
+from .planning import budget_plan, level_cells
+from .randomness import RandomSource
+from .request import ReleaseRequest
+from .topdown import release_root
+
+T = TypeVar("T")
+
+ORIGINS = ("python", "cli")
+"""The interfaces a Python caller may record as a release's origin (SQL releases record 'sql')."""
+
+
+@dataclass(frozen=True)
+class Checked(Generic[T]):
+    """A release that passed its checks: the split of its budget, each level's domain size and
+    cells (public), the rows kept ``n`` (the true root), whether the cell limit held without
+    the noised root (``fits``), a data error the public-facing mode keeps for after the charge
+    (``hidden``), and what the engine's budget check returned (``found``)."""
+
+    request: ReleaseRequest
+    domains: DomainPlan
+    plan: BudgetPlan
+    sizes: list[int]
+    cells: list[int]
+    n: int
+    fits: bool
+    hidden: InftdaError | None
+    found: T
+
+
+def check(request: ReleaseRequest, domains: DomainPlan, public: Mapping[str, Any], *,
+          budget: Callable[[Fraction], T], data: Callable[[], Mapping[str, Any]],
+          hide: bool = False) -> Checked[T]:
+    """Every check of a release, in the order of the module docstring. ``public``: the check
+    row's public part (domain sizes and domain tables' checks); ``budget(rho)`` raises the
+    ledger's refusal; ``data()`` returns the whole check row (the data checks included)."""
+    kernel.check()
+    found = budget(request.budget.total)
+    plan = budget_plan(request, domains, public)
+    domains.check_sizes()
+    raise_for_public_checks(request, domains, public)
+    sizes, cells = level_cells(domains, public)
+    checks = data()
+    n, fits, hidden = 0, True, None
+    try:
+        n = raise_for_data_checks(request, domains, checks)
+        fits = limits.check_cells(request.columns, sizes, cells,
+                                  None if request.noised_root else n)
+    except InftdaError as exc:
+        if not hide:
+            raise
+        hidden = exc
+    return Checked(request, domains, plan, sizes, cells, n, fits, hidden, found)
+
+
+def charged_text(rho: Fraction, source: str) -> str:
+    """What a charged release spent, as every message says it: ``'rho 1/2 on main.trips'``."""
+    return f"rho {rho} on {source}"
+
+
+def charge_fields(request: ReleaseRequest, rho: Fraction, origin: str) -> dict[str, Any]:
+    """What the ledger records of a release: its :class:`~inftda_duckdb.ledger.Charge` but the
+    source."""
+    return dict(
+        columns=request.columns,
+        neighbours=request.neighbours,
+        rho=rho,
+        privacy_unit=request.privacy_unit,
+        max_rows_per_unit=request.max_rows_per_unit,
+        output=request.output,
+        seeded=request.seed is not None,
+        data_domain=request.domain_from_data,
+        origin=origin,
+        delta=float(REPORT_DELTA if request.delta is None else request.delta),
+    )
+
+
+def draw(checked: Checked[Any], charged: str) -> tuple[RandomSource, int]:
+    """After the charge: the release's random source (every level key derives from it) and its
+    released root; the cell limit from the noised root when only it can decide (``charged``
+    names what was spent, for that error)."""
+    request = checked.request
+    source = RandomSource.secure() if request.seed is None else RandomSource.from_seed(request.seed)
+    root = release_root(checked.n, checked.plan, source)
+    if not checked.fits:
+        limits.check_cells(request.columns, checked.sizes, checked.cells, root, charged=charged)
+    return source, root
+
+
+__all__ = ["ORIGINS", "Checked", "charge_fields", "charged_text", "check", "draw"]
