@@ -135,6 +135,18 @@ def test_a_cache_numba_cannot_use_leaves_the_kernel_compiled_in_memory(monkeypat
     assert kernel._MISSING == []
 
 
+@needs_numba
+def test_numbas_jit_disabled_is_no_kernel(monkeypatch):
+    # NUMBA_DISABLE_JIT (a debugging switch) would run the kernel's loops as Python: numpy's path
+    import numba
+
+    monkeypatch.setattr(numba.config, "DISABLE_JIT", True)
+    for name, value in (("_COMPILED", {}), ("_MISSING", [])):
+        monkeypatch.setattr(kernel, name, value)
+    kernel._load()
+    assert kernel._COMPILED == {} and "NUMBA_DISABLE_JIT" in kernel._MISSING[0]
+
+
 # ------------------------------------------------------------------ whole releases, fresh processes
 RELEASE = """
     import json, warnings

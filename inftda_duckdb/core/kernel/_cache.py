@@ -32,9 +32,12 @@ def compiled(module: ModuleType, signatures: Mapping[str, str], *,
     """``module``'s functions named in ``signatures``, each compiled by numba for its signature
     only (numba then refuses other argument types instead of compiling again), ``nogil``;
     through numba's on-disk cache, checked first, if ``on_disk``, else in memory only. Raises
-    what numba raises (no folder numba can cache in, a file it cannot read)."""
-    from numba import njit
+    what numba raises (no folder numba can cache in, a file it cannot read), and refuses to run
+    with numba's JIT disabled (``NUMBA_DISABLE_JIT``: the functions would run as Python)."""
+    from numba import config, njit
 
+    if getattr(config, "DISABLE_JIT", False):  # (set from the environment at import)
+        raise RuntimeError("numba's JIT is disabled (NUMBA_DISABLE_JIT)")
     if not on_disk:
         return {name: njit(signature, nogil=True)(getattr(module, name))
                 for name, signature in signatures.items()}
