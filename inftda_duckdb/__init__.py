@@ -12,14 +12,13 @@ Public API::
     verify_ledger(con)                         check the ledger's hash chain now
     evaluate(con, true, released, columns)     per-level errors vs the truth (curator only)
     interrupt(con)                             stop the releases running on con (another thread)
-    build_kernel()                             compile the optional kernel ahead of time ([fast])
 
 Map of the package (the folder listing reads like the algorithm):
 
 - ``core/``      engine-neutral, numpy/Arrow in and out, imports no engine:
   ``exact`` (budgets as Fractions), ``randomness`` (AES-256 keyed PRF; seeded for tests only),
   ``noise`` (exact discrete Gaussian), ``intopt`` (the paper's IntOpt over whole levels),
-  ``kernel`` (optional: the same per block, compiled with numba, GIL-free),
+  ``kernel`` (the same per block, compiled with numba, GIL-free),
   ``accounting`` (rho / (epsilon, delta), level split, Theorem 1), ``topdown`` (Algorithm 1 a
   level at a time), ``request`` (every release argument validated), ``units`` (which rows of a
   privacy unit are kept), ``limits`` (the cell limit), ``interrupts`` (stopping a release),
@@ -45,7 +44,6 @@ Map of the package (the folder listing reads like the algorithm):
 from ._version import __version__
 from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError, LedgerError
 from .core.interrupts import ReleaseInterrupted  # raised where a release is stopped
-from .core.kernel import build_kernel
 from .core.limits import ReleaseAbortedError  # raised past the cell limit, after the charge
 from .core.provenance import NotPrivateWarning
 from .duckdb.budgets import (
@@ -70,7 +68,6 @@ __all__ = [
     "ReleaseInterrupted",
     "__version__",
     "budget",
-    "build_kernel",
     "evaluate",
     "interrupt",
     "load",

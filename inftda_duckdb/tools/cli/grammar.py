@@ -15,7 +15,6 @@ import duckdb
 from ...core import options as table
 from ..output import FORMATS
 from ..status import EXIT_INPUT, EXIT_STATUS
-from . import kernel
 from .arguments import fraction, positive_int
 from .flags import add_table_options
 
@@ -35,7 +34,6 @@ examples:
   inftda-duckdb budget trips.duckdb --ledger budget.duckdb --set trips \
       --set file:trips.parquet --name "trip riders" --rho 2
   inftda-duckdb ledger --ledger budget.duckdb --verify
-  inftda-duckdb build-kernel
 
 """ + EXIT_STATUS
 
@@ -261,7 +259,6 @@ def build_parser() -> Parser:
     p.add_argument("--rows", type=positive_int("--rows"), default=200_000,
                    help="trips: number of sample trips (default 200000)")
 
-    kernel.add_parser(sub)
     return parser
 
 
