@@ -43,7 +43,6 @@ __all__ = [
     "auto_level",
     "auto_shares",
     "epsilon_from_rho",
-    "check_beta",
     "error_bound",
     "joint_bounds",
     "level_table",
@@ -410,13 +409,13 @@ def error_bound(
     (``paper=True`` drops the 2s inside the logs).
     """
     cells = _cells(domain_sizes, nodes)
-    check_beta(beta)
+    _check_beta(beta)
     resolved = _resolve_plan(len(cells), rho, plan)
     return [joint_bounds(cells, resolved, beta, k, paper=paper)[k]
             for k in range(1, len(cells) + 1)]
 
 
-def check_beta(beta: object) -> float:
+def _check_beta(beta: object) -> float:
     """``beta`` as a float strictly between 0 and 1, else the InputError naming it."""
     if isinstance(beta, bool) or not (isinstance(beta, int | float) and 0 < beta < 1):
         raise bad_argument("beta", beta, "must be strictly between 0 and 1", "pass e.g. beta=0.05")
