@@ -367,11 +367,12 @@ def joint_bounds(cells: Sequence[int], plan: BudgetPlan, beta: float, upto: int 
     two-sided tail ``2 exp(-t**2 / (2 sigma_l**2))``). So ``B_j = t_0 + 2 sum_{l<=j} t_l``, and
     ``joint_bounds(..., upto=k)[k]`` is Theorem 1's bound at level k (:func:`error_bound`); the
     levels ``j < k`` of the same call are wider than their own Theorem 1 bound (their logs count
-    ``k`` events) and hold on the same event. ``cells``: ``N_1..N_d``.
+    ``k`` events) and hold on the same event; ``upto=0``: the root's own bound (one event).
+    ``cells``: ``N_1..N_d``.
     """
     cells = list(cells)
     upto = len(cells) if upto is None else upto
-    if not 1 <= upto <= len(cells) or plan.depth != len(cells):
+    if not 0 <= upto <= len(cells) or plan.depth != len(cells):
         raise InternalError(f"bounds up to level {upto} of a {plan.depth}-level plan with "
                             f"{len(cells)} cell counts")
     parts = _contributions(cells, plan, beta, upto, paper)

@@ -195,7 +195,7 @@ def run_release(
         sql, token = rendered(request, plan, names, origin, None, where,
                               allocator.memory_limit(con))
         RELEASES.open(token, progress)
-        ledger_id = None
+        ledger_id = public = None
         spent = charged_text(request.budget.total, where.label)
 
         def interrupted() -> ReleaseInterrupted:  # DuckDB stopped it, or Ctrl-C here
@@ -218,6 +218,7 @@ def run_release(
                 result = interruptible(execute, lambda: stop(con, token=token), interrupted)
             finally:
                 capabilities.forget(token)
+                public = RELEASES.plan_of(token)
                 ledger_id = RELEASES.forget(token)  # and any release it began and never finished
         except BaseException as exc:  # an interrupt, say: tell the caller what was charged
             if ledger_id is not None:
@@ -225,7 +226,7 @@ def run_release(
                     exc.inftda_ledger_id = ledger_id  # type: ignore[attr-defined]
             raise
         record = of_release(request, rho=request.budget.total, source=where.label,
-                            ledger_id=ledger_id, engine="duckdb")
+                            ledger_id=ledger_id, engine="duckdb", plan=public)
     return Released(request, record, result)
 
 

@@ -1,0 +1,82 @@
+"""Each charged release's public plan, kept beside its ledger row: what its error bars need.
+
+A release's plan (:mod:`inftda_duckdb.core.errorbars`: the split of its budget, each level's
+noise variance, domain sizes and cells; all public) is written by the charge itself, in the same
+transaction as the release's row, to the table ``inftda_plans`` (created on first use; ledgers
+of earlier versions simply lack it). So a released table without provenance of its own, as
+``CREATE TABLE t AS SELECT * FROM inftda_release(...)`` makes, finds its intervals by the ledger
+id of its release.
+
+The table is additive: it is not one of the chained tables (:mod:`.chain`), whose content and
+verification are unchanged. Each plan row is bound to its release's row instead: ``link`` is the
+hash of that chained row and ``mac = HMAC(key, link ':' plan)`` with the ledger's key (empty for
+an unkeyed ledger, as the chain's own hashes). A plan edited by hand, or copied to another row,
+is reported when read (:func:`find`), and the row it is bound to is verified by the chain.
+Moving a ledger (:mod:`.admin`) does not carry the plans over.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.errors import LedgerError
+from .chain import HEAD, LEDGER
+from .verify import Site
+
+PLANS = "inftda_plans"
+_DDL = ("CREATE TABLE IF NOT EXISTS {t} (id BIGINT NOT NULL, link VARCHAR NOT NULL, "
+        "plan VARCHAR NOT NULL, mac VARCHAR NOT NULL)")
+
+
+def mac(site: Site, link: str, plan: str) -> str:
+    return site.key.mac(f"{link}:{plan}")
+
+
+def record(site: Site, cur: Any, rid: int, link: str, plan: str) -> None:
+    """Write release ``rid``'s plan (in the charge's open transaction); ``link``: the hash of
+    its chained row."""
+    cur.execute(_DDL.format(t=site.prefix + PLANS))
+    cur.execute(site.dialect.sql(f"INSERT INTO {site.prefix}{PLANS} VALUES (?, ?, ?, ?)"),
+                [rid, link, plan, mac(site, link, plan)])
+
+
+def present(site: Site, cur: Any) -> bool:
+    """Whether the ledger has a plans table (ledgers of earlier versions have none)."""
+    query = site.dialect.sql(site.dialect.tables(site.database)[0])
+    rows = cur.execute(query, [site.database, PLANS, HEAD, HEAD, HEAD]).fetchall()
+    return any(r[0] == PLANS for r in rows)
+
+
+def find(site: Site, cur: Any, rid: int) -> dict[str, Any] | None:
+    """Release ``rid``'s ledger row (as a dict) with its recorded ``plan`` (None when the
+    ledger recorded none), or None when there is no such release; call on a verified ledger.
+    A plan whose binding to the row does not hold raises a LedgerError."""
+    columns = ["id", "source", "columns", "neighbours", "privacy_unit", "max_rows_per_unit",
+               "rho", "output", "private", "seeded", "started_at", "hash"]
+    rows = cur.execute(site.dialect.sql(
+        f"SELECT {', '.join(columns)} FROM {site.prefix}{LEDGER} WHERE id = ?"), [rid]
+    ).fetchall()
+    if not rows:
+        return None
+    row = dict(zip(columns, rows[0], strict=True))
+    row["columns"] = list(row["columns"])
+    row["plan"] = None
+    if present(site, cur):
+        plans = cur.execute(site.dialect.sql(
+            f"SELECT link, plan, mac FROM {site.prefix}{PLANS} WHERE id = ?"), [rid]).fetchall()
+        if len(plans) > 1:
+            raise LedgerError(f"the ledger in {site.location} holds {len(plans)} plans for "
+                              f"release {rid}, not one: its plans table was edited by hand")
+        if plans:
+            link, text, tag = plans[0]
+            if link != row["hash"] or tag != mac(site, link, text):
+                raise LedgerError(
+                    f"the plan the ledger in {site.location} holds for release {rid} does not "
+                    "belong to that release's row (edited or copied by hand); its intervals "
+                    "cannot be trusted. Fix: use the release's own provenance (the table "
+                    "release() returned, a table or file the command line wrote)")
+            row["plan"] = text
+    return row
+
+
+__all__ = ["PLANS", "find", "present", "record"]
