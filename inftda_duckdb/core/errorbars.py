@@ -133,26 +133,25 @@ def plan_json(budget: BudgetPlan, sizes: Sequence[int], cells: Sequence[int],
 
 
 NOT_A_RELEASE = "carries no provenance of an inftda_duckdb release"
-FIND_IT = ("pass the table release() returned, a table made with --into-table, a file the "
-           "command line wrote, or name the release's ledger entry: "
-           f"{opt('release', 'ID')} (its id in inftda_releases())")
 
 
-class Refused(InputError):
-    """A table or record whose intervals cannot be given: not a release, no plan, or edited."""
+def find_it() -> str:
+    """The fix of a table without provenance (in the language of the caller)."""
+    return ("pass the table release() returned, a table made with --into-table, a file the "
+            "command line wrote, or name the release's ledger entry: "
+            f"{opt('release', 1)} with its id from inftda_releases()")
 
 
-def refused(where: str, rule: str, fix: str = FIND_IT) -> Refused:
-    err = bad_argument("released", where, rule, fix)
-    out = Refused(str(err))
-    out.interface = err.interface
-    return out
+def refused(where: str, rule: str, fix: str | None = None) -> InputError:
+    """A release whose intervals cannot be given (not a release, no plan, or edited): the
+    error naming it, never a made-up interval."""
+    return bad_argument("released", where, rule, find_it() if fix is None else fix)
 
 
 def from_record(record: Mapping[str, Any] | None, where: str) -> PublicPlan:
     """The public plan of the release whose provenance ``record`` is (``where``: what it was
-    read from, for messages); a Refused error when it is not a release's, lacks the plan
-    (released by an older version), or its parts disagree (edited)."""
+    read from, for messages); an InputError (:func:`refused`) when it is not a release's,
+    lacks the plan (released by an older version), or its parts disagree (edited)."""
     if not record or record.get("mechanism") != "InfTDA" or not record.get("columns"):
         raise refused(where, NOT_A_RELEASE)
     text = record.get(KEY)
@@ -160,7 +159,7 @@ def from_record(record: Mapping[str, Any] | None, where: str) -> PublicPlan:
         raise refused(where, "is a release whose provenance lacks the public plan its "
                       "intervals need (released by an older inftda-duckdb)",
                       f"name its ledger entry if its ledger recorded the plan: "
-                      f"{opt('release', 'ID')}, or release again")
+                      f"{opt('release', 1)} (its id in inftda_releases()), or release again")
     try:
         columns = tuple(json.loads(str(record["columns"])) if isinstance(record["columns"], str)
                         else record["columns"])
@@ -178,7 +177,7 @@ def from_record(record: Mapping[str, Any] | None, where: str) -> PublicPlan:
     if problems:
         raise refused(where, "has a provenance that was edited or is inconsistent: "
                       + "; ".join(problems), "use the release as it was written (or name its "
-                      f"ledger entry: {opt('release', 'ID')})")
+                      f"ledger entry: {opt('release', 1)}, its id in inftda_releases())")
     ledger_id = str(record.get("ledger_id") or "")
     return PublicPlan(
         columns=columns, budget=budget, sizes=sizes, cells=cells,
@@ -342,6 +341,6 @@ def bounds_rows(plan: PublicPlan, beta: float, joint: int | None) -> list[dict[s
     return rows
 
 
-__all__ = ["ESTIMATORS", "KEY", "RESERVED", "PublicPlan", "Refused", "bounds_rows",
-           "disagreement", "from_record", "guarantee", "half_width", "interval", "joint_of",
+__all__ = ["ESTIMATORS", "KEY", "RESERVED", "PublicPlan", "bounds_rows", "disagreement",
+           "find_it", "from_record", "guarantee", "half_width", "interval", "joint_of",
            "level_of", "metadata", "plan_json", "record_of_ledger_row", "refused"]

@@ -177,6 +177,6 @@ def from_comment(text: object) -> dict[str, str] | None:
     return record
 
 
-__all__ = ["FROM_DATA", "KEYS", "MARKER", "PREVIEW_FROM_DATA", "SEEDED", "NotPrivateWarning", "comment",
-           "decimal", "from_comment", "not_private_reason", "not_private_texts", "of_release", "provenance",
-           "warn_not_private"]
+__all__ = ["FROM_DATA", "KEYS", "MARKER", "PREVIEW_FROM_DATA", "SEEDED", "NotPrivateWarning",
+           "comment", "decimal", "from_comment", "not_private_reason", "not_private_texts",
+           "of_release", "provenance", "warn_not_private"]

@@ -24,13 +24,36 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import pyarrow as pa
+
 from .accounting import AUTO, BudgetPlan, auto_level, epsilon_from_rho, joint_bounds, plan_budget
-from .errors import InputError, InternalError, bad_argument, opt
 from .errorbars import level_of
+from .errors import InputError, InternalError, bad_argument, opt
 from .noise import MAX_SIGMA2
 
 DIGITS = 6  #: significant digits of a planned rho (rounded up)
 MAX_RHO = Fraction(10) ** 300  #: the largest rho the conversions handle
+
+
+SCHEMA = pa.schema([
+    ("level", pa.int32()), ("column", pa.string()), ("domain_size", pa.int64()),
+    ("nodes", pa.int64()), ("rho", pa.string()), ("rho_k", pa.string()),
+    ("sigma_k", pa.float64()), ("bound", pa.float64()), ("max_error", pa.float64()),
+    ("split", pa.string()), ("beta", pa.float64()), ("epsilon", pa.float64()),
+    ("delta", pa.float64()), ("candidates", pa.string()),
+])
+"""One row per noised level of a plan (:func:`rows`), on every engine."""
+
+
+def placeholder(depth: int, max_rows_per_unit: int, level_weights: object) -> Fraction:
+    """A rho at which a preview of the request plans without refusing (its noise within the
+    sampler's limit), so a plan can read the request's public cells through the preview."""
+    rho = Fraction(max_rows_per_unit**2 * 10**6 * (depth + 1))
+    if isinstance(level_weights, Sequence) and not isinstance(level_weights, str) and \
+            level_weights:
+        w = [Fraction(x) for x in level_weights]
+        rho *= sum(w) / min(w)
+    return rho
 
 
 @dataclass(frozen=True)
@@ -111,8 +134,8 @@ def plan_target(
     """The smallest rho meeting ``targets`` (``{level: max error}``) at ``beta`` under the best
     split considered (module docstring), from the cells ``N_1..N_d`` only."""
     d = len(cells)
-    common = dict(neighbours=neighbours, max_rows_per_unit=max_rows_per_unit,
-                  noised_root=noised_root, nodes=list(cells))
+    common: dict[str, Any] = dict(neighbours=neighbours, max_rows_per_unit=max_rows_per_unit,
+                                  noised_root=noised_root, nodes=list(cells))
     if level_weights is None:
         aims = list(dict.fromkeys([auto_level(k, d) for k in sorted(targets)]
                                   + (["all"] if len(targets) > 1 else [])))
@@ -145,9 +168,9 @@ def plan_target(
             f"({opt('rho', limit)}) keeps the bound at level {k} below it (a smaller rho would "
             "need noise above the sampler's limit)",
             f"release with {opt('rho', limit)}, or ask for a smaller max_error")
-    rho, budget = best
+    total, budget = best
     bounds = tuple(joint_bounds(cells, budget, beta, k)[k] for k in range(1, d + 1))
-    return Planned(rho, budget, bounds, dict(targets), beta, found)
+    return Planned(total, budget, bounds, dict(targets), beta, found)
 
 
 def _probe(d: int, common: Mapping[str, Any], split: Mapping[str, Any]) -> BudgetPlan:
@@ -227,4 +250,25 @@ def rows(planned: Planned, columns: Sequence[str], sizes: Sequence[int], cells: 
     return out
 
 
-__all__ = ["DIGITS", "Planned", "plan_target", "rows", "targets_of"]
+def as_mapping(table: pa.Table) -> dict[str, Any]:
+    """A plan's rows (:data:`SCHEMA`) as the mapping the Python APIs return: ``rho`` (exact),
+    ``epsilon`` at ``delta``, ``level_weights`` (exact parts, root first when noised),
+    ``split``, ``bounds`` (per level 1..d, each level alone, at ``beta``), ``max_error`` (per
+    targeted level), ``release_options`` (pass them to a release: ``rho`` and
+    ``level_weights``), ``candidates`` and the ``rows`` themselves."""
+    rows = table.to_pylist()
+    first = rows[0]
+    rho = Fraction(first["rho"])
+    weights = [Fraction(r["rho_k"]) for r in rows]
+    return {
+        "rho": rho, "epsilon": first["epsilon"], "delta": first["delta"],
+        "level_weights": weights, "split": first["split"], "beta": first["beta"],
+        "bounds": {r["level"]: r["bound"] for r in rows if r["level"] > 0},
+        "max_error": {r["level"]: r["max_error"] for r in rows if r["max_error"] is not None},
+        "release_options": {"rho": rho, "level_weights": weights},
+        "candidates": first["candidates"], "rows": table,
+    }
+
+
+__all__ = ["DIGITS", "SCHEMA", "Planned", "as_mapping", "placeholder", "plan_target", "rows",
+           "targets_of"]
