@@ -20,6 +20,8 @@ from .._version import __version__
 from .accounting import CONVERSION, REPORT_DELTA, epsilon_from_rho
 from .request import ReleaseRequest
 
+SIDECAR = ".provenance.json"
+"""The suffix of a CSV release's provenance file: ``<file>.provenance.json``."""
 MARKER = "inftda_not_private"
 """The column a release that is not private carries (every row: the reason)."""
 
@@ -177,6 +179,7 @@ def from_comment(text: object) -> dict[str, str] | None:
     return record
 
 
-__all__ = ["FROM_DATA", "KEYS", "MARKER", "PREVIEW_FROM_DATA", "SEEDED", "NotPrivateWarning",
+__all__ = ["FROM_DATA", "KEYS", "MARKER", "PREVIEW_FROM_DATA", "SEEDED", "SIDECAR",
+           "NotPrivateWarning",
            "comment", "decimal", "from_comment", "not_private_reason", "not_private_texts",
            "of_release", "provenance", "warn_not_private"]

@@ -37,12 +37,11 @@ import pyarrow as pa
 from ..core import errorbars as eb
 from ..core.errors import InputError, bad_argument, opt, speaking, speaks
 from ..core.identifiers import fold, label, literal, parse_qualified, quote, quote_qualified
-from ..core.provenance import MARKER, from_comment
+from ..core.provenance import MARKER, SIDECAR, from_comment
 from . import catalog
 from .budgets import table_sql
 from .connections import create_macro, register_udfs
 
-SIDECAR = ".provenance.json"  #: a CSV's provenance file (the command line writes it)
 FILES = (".parquet", ".pq", ".csv")
 
 
