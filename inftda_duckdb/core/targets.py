@@ -100,18 +100,19 @@ def targets_of(max_error: object, level: object, columns: Sequence[str]) -> dict
 
 
 def _positive(value: object, name: str, fix: str) -> float:
+    number: object = value
     if isinstance(value, Fraction):
-        value = float(value)
-    if isinstance(value, str):
+        number = float(value)
+    elif isinstance(value, str):
         try:
-            value = float(Fraction(value.strip()))
+            number = float(Fraction(value.strip()))
         except (ValueError, ZeroDivisionError):
-            raise bad_argument(name, value, "must be a positive number", fix) from None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            math.isfinite(value) and value > 0):
+            number = None
+    if isinstance(number, bool) or not isinstance(number, int | float) or not (
+            math.isfinite(number) and number > 0):
         raise bad_argument(name, value, "must be a positive finite number (an error, in "
                            "counts)", fix)
-    return float(value)
+    return float(number)
 
 
 def _round_up(x: Fraction) -> Fraction:

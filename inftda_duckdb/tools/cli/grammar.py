@@ -14,7 +14,7 @@ import duckdb
 from ...core import options as table
 from ..output import FORMATS
 from ..status import EXIT_INPUT, EXIT_STATUS
-from . import kernel
+from . import errorbars, kernel
 from .arguments import fraction, positive_int
 from .flags import add_table_options
 
@@ -27,6 +27,9 @@ examples:
   inftda-duckdb release --input trips.parquet --columns origin,dest --epsilon 1 --delta 1e-6 \\
       --domain origin=EWR,JFK,LGA --domain-file dest=airports.csv --output trips_dp.parquet
   inftda-duckdb preview --domain-sizes 50,20,24 --rho 0.5
+  inftda-duckdb intervals trips_dp --db trips.duckdb --level 1 --beta 0.05
+  inftda-duckdb plan --db trips.duckdb --table trips --columns origin,dest,hour \
+      --domain hour=0..23 --max-error 50
   inftda-duckdb release --engine spark --master 'local[2]' --input 'data/*.parquet' \
       --columns origin,dest --rho 0.5 --domain-file dest=airports.csv --db budget.duckdb \
       --output trips_dp.parquet
@@ -243,6 +246,7 @@ def build_parser() -> Parser:
     p.add_argument("--rows", type=positive_int("--rows"), default=200_000,
                    help="trips: number of sample trips (default 200000)")
 
+    errorbars.add_parsers(sub)
     kernel.add_parser(sub)
     return parser
 
