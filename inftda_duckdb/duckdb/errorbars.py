@@ -24,6 +24,7 @@ and :mod:`inftda_duckdb.core.errorbars`.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import uuid
@@ -43,6 +44,7 @@ from .budgets import table_sql
 from .connections import create_macro, register_udfs
 
 FILES = (".parquet", ".pq", ".csv")
+SPARK_SCHEMA = "org.apache.spark.sql.parquet.row.metadata"  # Spark's schema in its Parquet files
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,21 @@ class Located:
 
 
 def _file(path: str) -> bool:
-    return path.lower().endswith(FILES) and os.path.isfile(path)
+    """A released file: a .parquet/.pq/.csv file, or a folder of Parquet parts (Spark's)."""
+    return path.lower().endswith(FILES) and (os.path.isfile(path) or (
+        os.path.isdir(path) and bool(_parts(path))))
+
+
+def _parts(folder: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(glob.escape(folder), "*.parquet")))
 
 
 def _file_record(cur: Any, path: str) -> tuple[str, dict[str, Any] | None]:
     """(the SQL reading a released file, its provenance record or None)."""
+    if os.path.isdir(path):
+        first = _parts(path)[0]
+        record = _file_record(cur, first)[1]
+        return f"read_parquet({literal(os.path.join(path, '*.parquet'))})", record
     if path.lower().endswith(".csv"):
         record = None
         if os.path.isfile(path + SIDECAR):
@@ -71,8 +83,14 @@ def _file_record(cur: Any, path: str) -> tuple[str, dict[str, Any] | None]:
         return f"read_csv({literal(path)})", record
     rows = cur.execute("SELECT decode(key), decode(value) FROM parquet_kv_metadata(?)",
                        [path]).fetchall()
-    record = {k: v for k, v in rows if k != "ARROW:schema"} or None
-    return f"read_parquet({literal(path)})", record
+    record = {k: v for k, v in rows if k != "ARROW:schema"}
+    spark = record.get(SPARK_SCHEMA)
+    if spark and "mechanism" not in record:  # written by Spark: the columns' metadata
+        fields = json.loads(spark).get("fields", [])
+        text = next((f["metadata"]["inftda"] for f in fields
+                     if "inftda" in (f.get("metadata") or {})), None)
+        record = json.loads(text) if text else {}
+    return f"read_parquet({literal(path)})", record or None
 
 
 def _table_record(cur: Any, released: str, context: catalog.Context | None
