@@ -296,13 +296,12 @@ def guarantee(plan: PublicPlan, level: int, beta: float, joint: int | None, half
     event = (f"Theorem 1 at level {level}" if joint is None else
              f"one event for levels 1..{joint}: intervals of these levels asked with the same "
              f"beta and joint hold together")
-    unit = (" (at most max_rows_per_unit rows per privacy unit; rows outside the domains "
-            "dropped under unknown 'drop')")
     return (f"With probability at least 1 - {beta:g} over the release's noise, the true count "
             f"of every {level}-prefix ({', '.join(plan.columns[:level])}) lies in its interval, "
             f"all at once ({event}, two-sided). A prefix absent from the table was released as "
-            f"0: its interval is [0, {half}]. The truth is the table the release counted"
-            f"{unit}.")
+            f"0: its interval is [0, {half}]. The truth is the table the release counted (with "
+            "a privacy unit, the rows it kept; under unknown 'drop', without the rows it "
+            "dropped).")
 
 
 def metadata(plan: PublicPlan, level: int, beta: float, joint: int | None,

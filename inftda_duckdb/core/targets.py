@@ -256,7 +256,8 @@ def as_mapping(table: pa.Table) -> dict[str, Any]:
     ``epsilon`` at ``delta``, ``level_weights`` (exact parts, root first when noised),
     ``split``, ``bounds`` (per level 1..d, each level alone, at ``beta``), ``max_error`` (per
     targeted level), ``release_options`` (pass them to a release: ``rho`` and
-    ``level_weights``), ``candidates`` and the ``rows`` themselves."""
+    ``level_weights``), ``candidates`` (each split considered: the rho it needs, None where
+    refused) and the ``rows`` themselves."""
     rows = table.to_pylist()
     first = rows[0]
     rho = Fraction(first["rho"])
@@ -267,7 +268,10 @@ def as_mapping(table: pa.Table) -> dict[str, Any]:
         "bounds": {r["level"]: r["bound"] for r in rows if r["level"] > 0},
         "max_error": {r["level"]: r["max_error"] for r in rows if r["max_error"] is not None},
         "release_options": {"rho": rho, "level_weights": weights},
-        "candidates": first["candidates"], "rows": table,
+        "candidates": {name: None if value == "refused" else Fraction(value)
+                       for name, value in (c.rsplit(": ", 1)
+                                           for c in first["candidates"].split("; "))},
+        "rows": table,
     }
 
 
