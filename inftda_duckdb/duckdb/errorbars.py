@@ -377,15 +377,20 @@ def intervals(con: Any, released: Any, level: object = None, beta: float = 0.05,
         return _run_intervals(con, found, level, beta, joint)
 
 
-def _run_intervals(con: Any, found: Located, level: object, beta: float,
-                   joint: object) -> pa.Table:
-    plan = found.plan
+def _asked(plan: eb.PublicPlan, level: object, beta: object, joint: object
+           ) -> tuple[int, float, int | None, int]:
+    """(level, beta, joint, half-width) of an intervals call, checked."""
     k = _level(plan, level)
     together = eb.joint_of(joint, k, plan.depth, plan.columns)
     b = _beta(beta)
-    half = eb.half_width(plan.bound(k, b, together))
+    return k, b, together, eb.half_width(plan.bound(k, b, together))
+
+
+def _run_intervals(con: Any, found: Located, level: object, beta: float,
+                   joint: object) -> pa.Table:
+    k, b, together, half = _asked(found.plan, level, beta, joint)
     table = con.sql(intervals_sql(found, k, half)).to_arrow_table()
-    return table.replace_schema_metadata(eb.metadata(plan, k, b, together, found.record))
+    return table.replace_schema_metadata(eb.metadata(found.plan, k, b, together, found.record))
 
 
 def _arrow_intervals(con: Any, table: pa.Table, level: object, beta: float, joint: object,
@@ -430,37 +435,31 @@ def register(con: Any) -> None:
     ``inftda_sum`` and the UDFs that render their statements (the module docstring)."""
     ref = weakref.ref(con)
 
-    def found(cur: Any, data: dict[str, Any]) -> Located:
+    def located(options: str) -> tuple[Located, dict[str, Any]]:
+        data = json.loads(options)
         live = ref()
         if live is None:
             raise InputError("the connection that loaded inftda_duckdb is closed")
-        return locate(cur, live, data.get("released"), data.get("release"), _context(data))
+        with live.cursor() as cur:
+            return locate(cur, live, data.get("released"), data.get("release"),
+                          _context(data)), data
 
     @speaks("sql")
     def intervals_text(options: str) -> str:
-        data = json.loads(options)
-        with _cursor(ref) as cur:
-            loc = found(cur, data)
-        plan = loc.plan
-        k = _level(plan, data.get("level"))
-        half = eb.half_width(plan.bound(k, _beta(data.get("beta")),
-                                        eb.joint_of(data.get("joint"), k, plan.depth,
-                                                    plan.columns)))
+        loc, data = located(options)
+        k, _, _, half = _asked(loc.plan, data.get("level"), data.get("beta"), data.get("joint"))
         return intervals_sql(loc, k, half)
 
     @speaks("sql")
     def bounds_text(options: str) -> str:
-        data = json.loads(options)
-        with _cursor(ref) as cur:
-            plan = found(cur, data).plan
+        loc, data = located(options)
+        plan = loc.plan
         joint = eb.joint_of(data.get("joint"), 1, plan.depth, plan.columns)
         return table_sql(bounds_table(plan, _beta(data.get("beta")), joint))
 
     @speaks("sql")
     def sum_text(options: str) -> str:
-        data = json.loads(options)
-        with _cursor(ref) as cur:
-            loc = found(cur, data)
+        loc, data = located(options)
         plan = loc.plan
         k = _level(plan, data.get("level"))
         return sum_sql(loc, _cells(data.get("cells")), k, _by(plan, data.get("per"), k),
@@ -486,13 +485,6 @@ def register(con: Any) -> None:
     ):
         create_macro(con, f"inftda_{name}({params}) AS TABLE SELECT * FROM query("
                      f"inftda_{name}_sql_{n}(to_json({{{fields}, {_CONTEXT}}})::VARCHAR))")
-
-
-def _cursor(ref: Any) -> Any:
-    con = ref()
-    if con is None:
-        raise InputError("the connection that loaded inftda_duckdb is closed")
-    return con.cursor()
 
 
 __all__ = ["Located", "bounds_table", "intervals", "intervals_sql", "locate", "register",
