@@ -468,3 +468,43 @@ def test_the_command_line_prints_intervals_and_plans(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--max-error" in done.stderr
     done = cli("intervals", "t", "--db", db, "--level", "1", cwd=tmp_path)
     assert done.returncode == 2 and "--release" in done.stderr
+
+
+def test_cells_can_be_listed_as_values(made) -> None:
+    con, b = made
+    rows = con.sql("SELECT cells, bound FROM inftda_sum('r', cells := [[0, 0, 0], [2, 3, 4]], "
+                   "level := 3, release := 1)").fetchall()
+    assert rows[0][0] == 2 and rows[0][1] == pytest.approx(2 * b[3][3])
+    structs = con.sql("SELECT cells FROM inftda_sum('r', [{'a': 1, 'b': 2}], level := 2, "
+                      "release := 1)").fetchall()
+    assert structs == [(1,)]
+    with pytest.raises(duckdb.Error, match="must hold 2 values"):
+        con.sql("SELECT * FROM inftda_sum('r', [[1]], level := 2, release := 1)").fetchall()
+
+
+def test_the_public_facing_mode_reads_only_tables_declared_public(made, tmp_path: Path) -> None:
+    """An analyst who can only call the functions must not read a private table through them:
+    a 'rows' release's id with the private source itself would give its exact counts."""
+    con, _ = made
+    rows = inftda_duckdb.release(con, "t", COLUMNS, rho=0.5, domains=DOMAINS, seed=3,
+                                 output="rows")
+    rid = int(meta(rows)["ledger_id"])
+    from inftda_duckdb.duckdb import disclosure
+
+    path = str(tmp_path / "t.parquet")
+    con.execute(f"COPY t TO '{path}'")
+    inftda_duckdb.load(con, mode="public")
+    with pytest.raises(duckdb.Error, match="not declared public"):
+        con.sql(f"SELECT * FROM inftda_intervals('t', level := 3, release := {rid})").fetchall()
+    with pytest.raises(duckdb.Error, match="not declared public"):
+        con.sql("SELECT * FROM inftda_intervals('r', level := 1, release := 1)").fetchall()
+    with pytest.raises(duckdb.Error, match="file by its path"):
+        con.sql(f"SELECT * FROM inftda_intervals('{path}', level := 1, release := {rid})"
+                ).fetchall()
+    disclosure.declare_public_table(con, "r")
+    assert len(con.sql("SELECT * FROM inftda_intervals('r', level := 1, release := 1)"
+                       ).fetchall()) == 3
+    with pytest.raises(duckdb.Error, match="not declared public"):
+        con.sql("SELECT * FROM inftda_sum('r', 't', level := 3, release := 1)").fetchall()
+    assert con.sql("SELECT cells FROM inftda_sum('r', [[0, 0, 0]], level := 3, release := 1)"
+                   ).fetchall() == [(1,)]

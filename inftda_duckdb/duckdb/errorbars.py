@@ -39,7 +39,7 @@ from ..core import errorbars as eb
 from ..core.errors import InputError, bad_argument, opt, speaking, speaks
 from ..core.identifiers import fold, label, literal, parse_qualified, quote, quote_qualified
 from ..core.provenance import MARKER, SIDECAR, from_comment
-from . import catalog
+from . import catalog, disclosure
 from .budgets import table_sql
 from .connections import create_macro, register_udfs
 
@@ -93,10 +93,12 @@ def _file_record(cur: Any, path: str) -> tuple[str, dict[str, Any] | None]:
     return f"read_parquet({literal(path)})", record or None
 
 
-def _table_record(cur: Any, released: str, context: catalog.Context | None
+def _table_record(cur: Any, con: Any, released: str, context: catalog.Context | None
                   ) -> tuple[str, str, dict[str, Any] | None]:
     """(the SQL reading a released table or view, its label, its record or None)."""
     found = catalog.resolve(cur, released, context)
+    if found is not None:
+        _public_only(con, found, "released", released)
     if found is None:
         close = catalog.candidates(cur, released)
         raise bad_argument("released", released, "was not found (no such table, view or "
@@ -140,10 +142,13 @@ def locate(cur: Any, con: Any, released: object, release: object = None,
         raise bad_argument("released", released, "must name a released table, view or file",
                            "pass e.g. 'trips_dp' or 'trips_dp.parquet'")
     if _file(released):
+        if disclosure.is_public(con):
+            raise disclosure.refuse("reading a file by its path", "ask the curator to load the "
+                                    "release as a table and declare it public")
         reader, record = _file_record(cur, released)
         where = f"file {released}"
     else:
-        reader, where, record = _table_record(cur, released, context)
+        reader, where, record = _table_record(cur, con, released, context)
     names = _columns(cur, reader)
     rid = _release_id(release)
     if rid is not None:
@@ -349,11 +354,50 @@ def _by(plan: eb.PublicPlan, value: object, level: int) -> int:
     return by
 
 
-def _cells(value: object) -> str:
+def _public_only(con: Any, found: tuple[str, ...], name: str, given: object) -> None:
+    """Public-facing mode: the functions here read a table's rows exactly, so only tables the
+    curator declared public (:func:`.disclosure.declare_public_table`), never a private one."""
+    if disclosure.is_public(con) and not disclosure.public_table(con, found):
+        raise disclosure.refuse(f"{name} {given!r}, a table the curator has not declared public "
+                                "(its rows are read exactly),", "ask the curator to declare it "
+                                "public, or list the cells as values: cells := [[...], ...]")
+
+
+def _cells(value: object, names: tuple[str, ...], con: Any, cur: Any,
+           context: catalog.Context | None) -> str:
+    """What lists the cells of a sum: a table or view (in public-facing mode, one declared
+    public), or a list of cells, each a list of values (or a struct) in the columns' order."""
+    fix = ("pass a table or view name, e.g. 'morning', or the cells as values: "
+           f"cells := [[{', '.join('...' for _ in names)}], ...]")
+    if isinstance(value, list):
+        if not value:
+            raise bad_argument("cells", value, "lists no cell", fix)
+        rows = []
+        for cell in value:
+            values = list(cell.values()) if isinstance(cell, dict) else cell
+            if not isinstance(values, list) or len(values) != len(names):
+                raise bad_argument("cells", cell, f"must hold {len(names)} values, one per "
+                                   f"column ({', '.join(names)})", fix)
+            rows.append("(" + ", ".join(_value(v) for v in values) + ")")
+        return f"(VALUES {', '.join(rows)}) AS cells({', '.join(quote(n) for n in names)})"
     if not isinstance(value, str) or not value.strip():
-        raise bad_argument("cells", value, "must name a table or view listing the cells",
-                           "pass e.g. 'morning' (CREATE VIEW morning AS SELECT ...)")
-    return quote_qualified(parse_qualified(value, "cells"))
+        raise bad_argument("cells", value, "must name a table or view, or list the cells", fix)
+    parts = parse_qualified(value, "cells")
+    _public_only(con, catalog.resolve_release(cur, value, context), "cells", value)
+    return quote_qualified(parts)
+
+
+def _value(v: object) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        return literal(v)
+    raise bad_argument("cells", v, "holds a value that is not a number, text or NULL",
+                       "list each cell's values as numbers or texts")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -437,12 +481,15 @@ def register(con: Any) -> None:
 
     def located(options: str) -> tuple[Located, dict[str, Any]]:
         data = json.loads(options)
-        live = ref()
-        if live is None:
-            raise InputError("the connection that loaded inftda_duckdb is closed")
-        with live.cursor() as cur:
-            return locate(cur, live, data.get("released"), data.get("release"),
+        with live().cursor() as cur:
+            return locate(cur, live(), data.get("released"), data.get("release"),
                           _context(data)), data
+
+    def live() -> Any:
+        con = ref()
+        if con is None:
+            raise InputError("the connection that loaded inftda_duckdb is closed")
+        return con
 
     @speaks("sql")
     def intervals_text(options: str) -> str:
@@ -462,8 +509,9 @@ def register(con: Any) -> None:
         loc, data = located(options)
         plan = loc.plan
         k = _level(plan, data.get("level"))
-        return sum_sql(loc, _cells(data.get("cells")), k, _by(plan, data.get("per"), k),
-                       _beta(data.get("beta")),
+        with live().cursor() as cur:
+            cells = _cells(data.get("cells"), loc.names[:k], live(), cur, _context(data))
+        return sum_sql(loc, cells, k, _by(plan, data.get("per"), k), _beta(data.get("beta")),
                        eb.joint_of(data.get("joint"), k, plan.depth, plan.columns))
 
     def create(n: int) -> None:
