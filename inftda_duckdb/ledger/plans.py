@@ -26,18 +26,26 @@ from .verify import Site
 PLANS = "inftda_plans"
 _DDL = ("CREATE TABLE IF NOT EXISTS {t} (id BIGINT NOT NULL, link VARCHAR NOT NULL, "
         "plan VARCHAR NOT NULL, mac VARCHAR NOT NULL)")
+_MADE: set[tuple[str, str]] = set()  # (ledger id, where): its plans table exists (committed)
 
 
 def mac(site: Site, link: str, plan: str) -> str:
     return site.key.mac(f"{link}:{plan}")
 
 
-def record(site: Site, cur: Any, rid: int, link: str, plan: str) -> None:
+def record(site: Site, cur: Any, ledger_id: str, rid: int, link: str, plan: str) -> None:
     """Write release ``rid``'s plan (in the charge's open transaction); ``link``: the hash of
-    its chained row."""
-    cur.execute(_DDL.format(t=site.prefix + PLANS))
+    its chained row. The table is created the first time (then :func:`made`, once committed)."""
+    if (ledger_id, site.where) not in _MADE:
+        cur.execute(_DDL.format(t=site.prefix + PLANS))
     cur.execute(site.dialect.sql(f"INSERT INTO {site.prefix}{PLANS} VALUES (?, ?, ?, ?)"),
                 [rid, link, plan, mac(site, link, plan)])
+
+
+def made(site: Site, ledger_id: str) -> None:
+    """A charge that wrote a plan into the ledger ``ledger_id`` committed: its table exists (a
+    table dropped later makes the next charge fail as a ledger missing a table: broken)."""
+    _MADE.add((ledger_id, site.where))
 
 
 def present(site: Site, cur: Any) -> bool:
@@ -79,4 +87,4 @@ def find(site: Site, cur: Any, rid: int) -> dict[str, Any] | None:
     return row
 
 
-__all__ = ["PLANS", "find", "present", "record"]
+__all__ = ["PLANS", "find", "made", "present", "record"]

@@ -297,7 +297,7 @@ class Ledger:
             after = verify.append(self, cur, state, LEDGER, chain.CHARGE_COLUMNS,
                                   _charge_values(charge, rid))
             if charge.plan is not None:
-                plans.record(self, cur, rid, after.last, charge.plan)
+                plans.record(self, cur, state.ledger_id, rid, after.last, charge.plan)
             after.next_id = rid + 1
             after.spent[key] = after.spent.get(key, Fraction(0)) + charge.rho
             total, np_ = after.releases.get(key, (0, 0))
@@ -308,6 +308,8 @@ class Ledger:
         with _LOCK:  # the cache moves with the ledger, before another thread reads either
             rid, after = self.run(body)
             self._commit(after)
+            if charge.plan is not None:
+                plans.made(self, after.ledger_id)
         return rid, after.ledger_id
 
     def _refuse(self, state: State, charge: Charge) -> None:
