@@ -2,17 +2,19 @@
 
 A release's plan (:mod:`inftda_duckdb.core.errorbars`: the split of its budget, each level's
 noise variance, domain sizes and cells; all public) is written by the charge itself, in the same
-transaction as the release's row, to the table ``inftda_plans`` (created on first use; ledgers
-of earlier versions simply lack it). So a released table without provenance of its own, as
-``CREATE TABLE t AS SELECT * FROM inftda_release(...)`` makes, finds its intervals by the ledger
-id of its release.
+transaction as the release's row, to the table ``inftda_plans``. So a released table without
+provenance of its own, as ``CREATE TABLE t AS SELECT * FROM inftda_release(...)`` makes, finds
+its intervals by the ledger id of its release.
 
 The table is additive: it is not one of the chained tables (:mod:`.chain`), whose content and
-verification are unchanged. Each plan row is bound to its release's row instead: ``link`` is the
-hash of that chained row and ``mac = HMAC(key, link ':' plan)`` with the ledger's key (empty for
-an unkeyed ledger, as the chain's own hashes). A plan edited by hand, or copied to another row,
-is reported when read (:func:`find`), and the row it is bound to is verified by the chain.
-Moving a ledger (:mod:`.admin`) does not carry the plans over.
+verification are unchanged. It is created with a new ledger; a DuckDB ledger of an earlier
+version gets it with its first plan; a PostgreSQL one of an earlier version records none (its
+drivers' role may not create tables; the owner can create it: :func:`create`, and grant the
+drivers ``SELECT, INSERT`` on it). Each plan row is bound to its release's row instead: ``link``
+is the hash of that chained row and ``mac = HMAC(key, link ':' plan)`` with the ledger's key
+(empty for an unkeyed ledger, as the chain's own hashes). A plan edited by hand, or copied to
+another row, is reported when read (:func:`find`), and the row it is bound to is verified by the
+chain. Moving a ledger (:mod:`.admin`) does not carry the plans over.
 """
 
 from __future__ import annotations
@@ -33,11 +35,34 @@ def mac(site: Site, link: str, plan: str) -> str:
     return site.key.mac(f"{link}:{plan}")
 
 
-def record(site: Site, cur: Any, ledger_id: str, rid: int, link: str, plan: str) -> None:
-    """Write release ``rid``'s plan (in the charge's open transaction); ``link``: the hash of
-    its chained row. The table is created the first time (then :func:`made`, once committed)."""
-    if (ledger_id, site.where) not in _MADE:
-        cur.execute(_DDL.format(t=site.prefix + PLANS))
+def create(site: Site, cur: Any) -> None:
+    """Create the plans table (with a new ledger, or the first time a DuckDB ledger of an
+    earlier version records a plan); on PostgreSQL append-only, as the chained tables."""
+    cur.execute(_DDL.format(t=site.prefix + PLANS))
+    if type(site.dialect).__name__ == "Postgres":
+        from .postgres import append_only
+
+        cur.execute(append_only(site.prefix + PLANS))
+
+
+def available(site: Site, cur: Any, ledger_id: str) -> bool:
+    """Whether plans can be recorded in the ledger ``ledger_id`` (in the charge's open
+    transaction): its table exists, or, in a DuckDB ledger of an earlier version, is created
+    now. A PostgreSQL ledger created by an earlier version has none, and the drivers' role may
+    not create tables: its releases' plans then live in their own provenance only."""
+    if (ledger_id, site.where) in _MADE:
+        return True
+    if present(site, cur):
+        return True
+    if type(site.dialect).__name__ == "Postgres":
+        return False
+    create(site, cur)
+    return True
+
+
+def record(site: Site, cur: Any, rid: int, link: str, plan: str) -> None:
+    """Write release ``rid``'s plan (in the charge's open transaction, after
+    :func:`available`); ``link``: the hash of its chained row."""
     cur.execute(site.dialect.sql(f"INSERT INTO {site.prefix}{PLANS} VALUES (?, ?, ?, ?)"),
                 [rid, link, plan, mac(site, link, plan)])
 
@@ -87,4 +112,4 @@ def find(site: Site, cur: Any, rid: int) -> dict[str, Any] | None:
     return row
 
 
-__all__ = ["PLANS", "find", "made", "present", "record"]
+__all__ = ["PLANS", "available", "create", "find", "made", "present", "record"]

@@ -243,6 +243,7 @@ class Ledger:
                     "--upgrade (the old tables are kept as inftda_ledger_v1 and "
                     "inftda_budgets_v1)")
             verify.new_ledger(self, cur)
+            plans.create(self, cur)  # each release's public plan, beside its row
             cur.execute("COMMIT")
         except self.dialect.errors as exc:
             self._rollback(cur)
@@ -296,8 +297,8 @@ class Ledger:
             rid = state.next_id
             after = verify.append(self, cur, state, LEDGER, chain.CHARGE_COLUMNS,
                                   _charge_values(charge, rid))
-            if charge.plan is not None:
-                plans.record(self, cur, state.ledger_id, rid, after.last, charge.plan)
+            if charge.plan is not None and plans.available(self, cur, state.ledger_id):
+                plans.record(self, cur, rid, after.last, charge.plan)
             after.next_id = rid + 1
             after.spent[key] = after.spent.get(key, Fraction(0)) + charge.rho
             total, np_ = after.releases.get(key, (0, 0))
