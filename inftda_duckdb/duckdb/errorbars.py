@@ -103,7 +103,9 @@ def _table_record(cur: Any, con: Any, released: str, context: catalog.Context | 
         close = catalog.candidates(cur, released)
         raise bad_argument("released", released, "was not found (no such table, view or "
                            "released file)", "pass a table name" + (
-                               f"; did you mean {', '.join(close)}?" if close else ""))
+                               f"; did you mean {', '.join(close)}?" if close else "")
+                           + " (from SQL, a TEMP table is out of reach: make it a table, or "
+                           "call inftda_duckdb.intervals from Python)")
     rows = cur.execute(
         "SELECT comment FROM duckdb_tables() WHERE database_name = ? AND schema_name = ? AND "
         "table_name = ? UNION ALL SELECT comment FROM duckdb_views() WHERE database_name = ? "
