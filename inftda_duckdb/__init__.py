@@ -5,6 +5,8 @@ Public API::
     load(con)                                  register the SQL functions on a DuckDB connection
     release(con, source, columns, rho=...)     one InfTDA release -> pyarrow.Table (charged)
     preview(con, source, columns, rho=...)     per-level noise and error bound (spends nothing)
+    intervals(con, released, level=k)          every k-prefix's count with its proven interval
+    plan(con, source, columns, max_error=X)    the rho a target error needs (spends nothing)
     load(con, ledger='budget.duckdb')          ... keeping budgets in a ledger file shared by all
     set_budget(con, source, rho=...)           cap what may be spent on a source (or several)
     budget(con)                                budgets, spent and remaining
@@ -55,7 +57,7 @@ from .duckdb.budgets import (
     verify_ledger,
 )
 from .duckdb.evaluation import evaluate
-from .duckdb.extension import interrupt, load, preview, release
+from .duckdb.extension import interrupt, intervals, load, plan, preview, release
 
 __all__ = [
     "BudgetExceededError",
@@ -70,8 +72,10 @@ __all__ = [
     "budget",
     "evaluate",
     "interrupt",
+    "intervals",
     "load",
     "move_ledger",
+    "plan",
     "preview",
     "release",
     "require_budget",

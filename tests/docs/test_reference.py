@@ -47,6 +47,7 @@ def macro_parameters(name: str) -> set[str]:
 def test_the_sql_option_tables_list_every_parameter() -> None:
     assert region("sql.md", "release") == macro_parameters("inftda_release")
     assert region("sql.md", "preview") == macro_parameters("inftda_preview")
+    assert region("sql.md", "plan") == macro_parameters("inftda_plan")
 
 
 def test_the_cli_option_table_lists_every_release_flag() -> None:
