@@ -58,6 +58,7 @@ def provenance(
     rows_per_unit_public: bool = False,
     ledger_id: int | None = None,
     engine: str = "duckdb",
+    estimator: str = "inftda",
 ) -> dict[str, str]:
     """The provenance record of one release, every value a string (metadata formats want text).
 
@@ -90,6 +91,7 @@ def provenance(
         "seed": "" if seed is None else str(seed),
         "domain_from_data": str(domain_from_data).lower(),
         "mechanism": "InfTDA",
+        "estimator": estimator,
         "engine": engine,
         "package": f"inftda-duckdb {__version__}",
     }
@@ -104,6 +106,7 @@ def of_release(request: ReleaseRequest, *, rho: Fraction, source: str,
         epsilon=request.epsilon, delta=request.delta, privacy_unit=request.privacy_unit,
         max_rows_per_unit=request.max_rows_per_unit,
         rows_per_unit_public=request.rows_per_unit_public, ledger_id=ledger_id, engine=engine,
+        estimator=request.estimator,
     )
 
 

@@ -33,7 +33,9 @@ The package, in the order a release runs it:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
@@ -100,18 +102,23 @@ def whole(levels: Levels, arith: Arithmetic, n: int, z0: int | None,
     forest = Forest.build(levels, 0, None, levels.depth, arith.cap_z)
     passes = Passes(forest, Variances(levels, root_sigma2), arith)
     t, vs = passes.upward()
-    e0, root = _root(passes, arith, n, z0, int(t[0]), vs)
+    e0, root = _root(passes.v, arith, n, z0, int(t[0]), vs)
     passes.downward(np.array([e0], np.int64))
     return levels.with_estimates(Estimates(forest)), root
 
 
 def messages(levels: Levels, arith: Arithmetic, top: int,
              roots: np.ndarray) -> tuple[IntArray, FloatArray]:
-    """The sums below cells of level ``top`` (codes, one row per level, in code order): the
-    children's upward estimates (fixed point) and variances; noise only, no data."""
-    forest = Forest.build(levels, top, roots, levels.depth, arith.cap_z)
+    """The sums below cells of level ``top`` (codes, one row per level, distinct, in any order;
+    the sums in the same order): the children's upward estimates (fixed point) and variances;
+    noise only, no data."""
+    roots = np.asarray(roots).reshape(top, -1)
+    order = np.lexsort(roots[::-1]) if top else np.arange(roots.shape[1])
+    forest = Forest.build(levels, top, roots[:, order], levels.depth, arith.cap_z)
     t, vs = Passes(forest, Variances(levels, None), arith).upward()
-    return t, vs if vs.size else np.zeros(t.shape[0])
+    back = np.empty_like(order)
+    back[order] = np.arange(order.shape[0])
+    return t[back], (vs[back] if vs.size else np.zeros(t.shape[0]))
 
 
 def top(levels: Levels, arith: Arithmetic, n: int, z0: int | None,
@@ -122,6 +129,9 @@ def top(levels: Levels, arith: Arithmetic, n: int, z0: int | None,
     ``levels`` carrying the estimates of levels 1..cut, the released root, and the codes and
     the errors ``e`` (fixed point) of level ``cut``'s cells, in code order, where each subtree
     continues (:func:`below`)."""
+    if cut == 0:  # the subtree is the whole tree: its sums are the root's
+        e0, root = _root(Variances(levels, root_sigma2), arith, n, z0, int(t[0]), vs)
+        return levels, root, np.zeros((0, 1), np.int64), np.array([e0], np.int64)
     forest = Forest.build(levels, 0, None, cut, arith.cap_z, keep_codes=True)
     at = forest.index(cut, np.asarray(cut_codes))
     count = forest.level(cut).count
@@ -131,7 +141,7 @@ def top(levels: Levels, arith: Arithmetic, n: int, z0: int | None,
     t_all[at], vs_all[at] = t, vs
     passes = Passes(forest, Variances(levels, root_sigma2), arith)
     t_root, vs_root = passes.upward((t_all, vs_all))
-    e0, root = _root(passes, arith, n, z0, int(t_root[0]), vs_root)
+    e0, root = _root(passes.v, arith, n, z0, int(t_root[0]), vs_root)
     e_cut = passes.downward(np.array([e0], np.int64))
     assert forest.last_codes is not None
     return levels.with_estimates(Estimates(forest)), root, forest.last_codes, e_cut
@@ -139,23 +149,69 @@ def top(levels: Levels, arith: Arithmetic, n: int, z0: int | None,
 
 def below(levels: Levels, arith: Arithmetic, top: int, roots: np.ndarray,
           e_roots: IntArray) -> Levels:
-    """``levels`` carrying the estimates of the subtrees below cells of level ``top`` (codes in
-    code order) whose errors ``e`` :func:`top` gave."""
-    forest = Forest.build(levels, top, roots, levels.depth, arith.cap_z)
+    """``levels`` carrying the estimates of the subtrees below cells of level ``top`` (codes,
+    one row per level, distinct, in any order) whose errors ``e`` :func:`top` gave."""
+    roots = np.asarray(roots).reshape(top, -1)
+    order = np.lexsort(roots[::-1]) if top else np.arange(roots.shape[1])
+    forest = Forest.build(levels, top, roots[:, order], levels.depth, arith.cap_z)
     passes = Passes(forest, Variances(levels, None), arith)
     passes.upward()
-    passes.downward(np.asarray(e_roots, np.int64))
+    passes.downward(np.asarray(e_roots, np.int64)[order])
     return levels.with_estimates(Estimates(forest))
 
 
-def _root(passes: Passes, arith: Arithmetic, n: int, z0: int | None, t: int,
+@dataclass(frozen=True)
+class LeastSquares:
+    """A charged least-squares release as its engine drives it: the certified arithmetic, the
+    rows kept ``n`` (the true root), the root's noise ``z0`` and variance (None: n is public).
+    Holds ``z0`` (secret): never log it or ship it to another process."""
+
+    arith: Arithmetic
+    n: int
+    z0: int | None = field(repr=False)
+    root_sigma2: Fraction | None
+
+    def whole(self, levels: Levels) -> tuple[Levels, int]:
+        """:func:`whole` for this release."""
+        return whole(levels, self.arith, self.n, self.z0, self.root_sigma2)
+
+    def top(self, levels: Levels, cut: int, cut_codes: np.ndarray, t: IntArray,
+            vs: FloatArray) -> tuple[Levels, int, np.ndarray, IntArray]:
+        """:func:`top` for this release."""
+        return top(levels, self.arith, self.n, self.z0, self.root_sigma2, cut, cut_codes, t, vs)
+
+    def split(self, levels: Levels, cut: int) -> tuple[Levels, int, np.ndarray, IntArray]:
+        """:meth:`top` in one process: the sums below every public cell of level ``cut``
+        (:func:`messages`, a run of subtrees of about :data:`CHUNK` cells at a time), then the
+        levels above."""
+        codes = cut_cells(levels, cut)
+        per = max(1, CHUNK // math.prod(levels.sizes[cut:]))
+        parts = [messages(levels, self.arith, cut, codes[:, a:a + per])
+                 for a in range(0, codes.shape[1], per)]
+        t = np.concatenate([p[0] for p in parts])
+        vs = np.concatenate([p[1] for p in parts])
+        return self.top(levels, cut, codes, t, vs)
+
+
+CHUNK = 1 << 22
+"""Cells (public, below the cut) a one-process split handles at once."""
+
+
+def cut_cells(levels: Levels, cut: int) -> np.ndarray:
+    """The codes of every public cell of level ``cut`` (one row per level, code order)."""
+    forest = Forest.build(levels, 0, None, cut, None, keep_codes=True)
+    assert forest.last_codes is not None
+    return forest.last_codes
+
+
+def _root(variances: Variances, arith: Arithmetic, n: int, z0: int | None, t: int,
           vs: FloatArray) -> tuple[int, int]:
     """The root's error ``e`` (fixed point) and its released count."""
     if z0 is None:
         return 0, int(n)
-    e0 = combine(z0, t, float(vs[0]) if vs.size else 0.0, passes.v, arith)
+    e0 = combine(z0, t, float(vs[0]) if vs.size else 0.0, variances, arith)
     return e0, max(0, int(n) + rounded(e0, arith.bits))
 
 
-__all__ = ["ETA", "NAME", "Arithmetic", "Estimates", "arithmetic", "below", "messages",
-           "root_noise", "top", "whole"]
+__all__ = ["ETA", "NAME", "Arithmetic", "Estimates", "LeastSquares", "arithmetic", "below",
+           "cut_cells", "messages", "root_noise", "top", "whole"]

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ..accounting import ETA
 from ..errors import InputError
 
 U = 2.0 ** -53  # the unit roundoff of float64
@@ -43,10 +44,6 @@ SAFETY = 1.05  # covers the second-order terms of the relative-error bounds
 MAX_BITS = 40
 """At most this many fractional bits: finer than float64 products resolve anyway."""
 MIN_BITS = 8
-ETA = 2.0 ** -12
-"""The largest arithmetic error a release may have: the bound's rounding term is ``k (1 + 2 eta)``
-at level k (plus ``1/2 + eta`` for a noised root); a plan whose certified error is larger is
-refused before anything is charged."""
 _LN2_UP = Fraction(6932, 10000)  # > ln 2
 
 

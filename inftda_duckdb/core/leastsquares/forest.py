@@ -122,10 +122,11 @@ class Forest:
 
     @classmethod
     def build(cls, levels: Levels, top: int, roots: np.ndarray | None, upto: int,
-              caps: tuple[int, ...], keep_codes: bool = False) -> Forest:
+              caps: tuple[int, ...] | None, keep_codes: bool = False) -> Forest:
         """Enumerate and noise every public cell below ``roots`` (None: the root) down to
         level ``upto``; ``caps[k]``: the largest |noise| level k may draw
-        (:class:`.arithmetic.Arithmetic`); ``keep_codes``: keep the last level's codes."""
+        (:class:`.arithmetic.Arithmetic`; None: no noise, the cells only); ``keep_codes``: keep
+        the last level's codes."""
         roots = np.zeros((0, 1), np.int64) if top == 0 else \
             np.asarray(roots, dtype=np.int64).reshape(top, -1)
         codes = roots
@@ -135,15 +136,18 @@ class Forest:
             n_par = codes.shape[1]
             if table is None:
                 m = levels.sizes[k - 1]
-                level = Cells(k, n_par * m, m, None, np.empty(n_par * m, np.int64))
+                level = Cells(k, n_par * m, m, None,
+                              np.empty(n_par * m if caps is not None else 0, np.int64))
                 kids, rows = np.arange(m, dtype=np.int64), None
             else:
                 lo, hi = table.of(codes)
                 first = np.concatenate([[0], np.cumsum(hi - lo)])
-                level = Cells(k, int(first[-1]), None, first, np.empty(int(first[-1]), np.int64))
+                level = Cells(k, int(first[-1]), None, first,
+                              np.empty(int(first[-1]) if caps is not None else 0, np.int64))
                 kids = table.children[ranges(lo, hi - lo)].astype(np.int64)
                 rows = np.repeat(np.arange(n_par), hi - lo)
-            _noise(levels, level, codes, rows, kids, caps[k])
+            if caps is not None:
+                _noise(levels, level, codes, rows, kids, caps[k])
             cells.append(level)
             if k < upto or keep_codes:
                 if rows is None:
