@@ -112,7 +112,7 @@ def messages(levels: Levels, arith: Arithmetic, top: int,
     """The sums below cells of level ``top`` (codes, one row per level, distinct, in any order;
     the sums in the same order): the children's upward estimates (fixed point) and variances;
     noise only, no data."""
-    roots = np.asarray(roots).reshape(top, -1)
+    roots = _codes(roots, top)
     order = np.lexsort(roots[::-1]) if top else np.arange(roots.shape[1])
     forest = Forest.build(levels, top, roots[:, order], levels.depth, arith.cap_z)
     t, vs = Passes(forest, Variances(levels, None), arith).upward()
@@ -151,7 +151,7 @@ def below(levels: Levels, arith: Arithmetic, top: int, roots: np.ndarray,
           e_roots: IntArray) -> Levels:
     """``levels`` carrying the estimates of the subtrees below cells of level ``top`` (codes,
     one row per level, distinct, in any order) whose errors ``e`` :func:`top` gave."""
-    roots = np.asarray(roots).reshape(top, -1)
+    roots = _codes(roots, top)
     order = np.lexsort(roots[::-1]) if top else np.arange(roots.shape[1])
     forest = Forest.build(levels, top, roots[:, order], levels.depth, arith.cap_z)
     passes = Passes(forest, Variances(levels, None), arith)
@@ -202,6 +202,14 @@ def cut_cells(levels: Levels, cut: int) -> np.ndarray:
     forest = Forest.build(levels, 0, None, cut, None, keep_codes=True)
     assert forest.last_codes is not None
     return forest.last_codes
+
+
+def _codes(roots: np.ndarray, top: int) -> np.ndarray:
+    """Codes of level-``top`` cells as a (top, N) matrix (the root: (0, 1))."""
+    roots = np.asarray(roots, dtype=np.int64)
+    if top == 0:
+        return np.zeros((0, 1), np.int64)
+    return roots.reshape(top, -1)
 
 
 def _root(variances: Variances, arith: Arithmetic, n: int, z0: int | None, t: int,
