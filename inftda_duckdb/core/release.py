@@ -83,7 +83,7 @@ def check(request: ReleaseRequest, domains: DomainPlan, public: Mapping[str, Any
     arith = None
     if request.estimator == leastsquares.NAME:  # every public cell: decided from public sizes
         limits.check_every_cell(request.columns, sizes, cells)
-        arith = leastsquares.arithmetic(plan, sizes, domains.nested_levels(request.depth))
+        arith = leastsquares.arithmetic_of(plan, sizes, domains.nested_levels(request.depth))
         arith.check()
     checks = data()
     n, fits, hidden = 0, True, None

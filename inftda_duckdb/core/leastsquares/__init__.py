@@ -56,7 +56,7 @@ FloatArray = npt.NDArray[np.float64]
 NAME = "least_squares"
 
 
-def arithmetic(plan: BudgetPlan, sizes: Sequence[int], nested: Sequence[bool]) -> Arithmetic:
+def arithmetic_of(plan: BudgetPlan, sizes: Sequence[int], nested: Sequence[bool]) -> Arithmetic:
     """The release's fixed point and its certified error (public: refuse with ``.check()``
     before anything is charged)."""
     return Arithmetic.of(plan.level_sigma2, sizes, nested, plan.root_sigma2)
@@ -221,5 +221,5 @@ def _root(variances: Variances, arith: Arithmetic, n: int, z0: int | None, t: in
     return e0, max(0, int(n) + rounded(e0, arith.bits))
 
 
-__all__ = ["ETA", "NAME", "Arithmetic", "Estimates", "LeastSquares", "arithmetic", "below",
+__all__ = ["ETA", "NAME", "Arithmetic", "Estimates", "LeastSquares", "arithmetic_of", "below",
            "cut_cells", "messages", "root_noise", "top", "whole"]

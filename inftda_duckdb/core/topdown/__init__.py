@@ -158,7 +158,8 @@ def release_tree(
     counts = np.asarray(leaf_counts, dtype=np.int64)
     levels = Levels.build(domain_sizes, plan, source, allowed)
     if estimator == leastsquares.NAME:
-        arith = leastsquares.arithmetic(plan, domain_sizes, [a is not None for a in levels.allowed])
+        nested = [a is not None for a in levels.allowed]
+        arith = leastsquares.arithmetic_of(plan, domain_sizes, nested)
         arith.check()
         levels, root = leastsquares.whole(levels, arith, int(counts.sum()),
                                           leastsquares.root_noise(plan, source), plan.root_sigma2)
