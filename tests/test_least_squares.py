@@ -344,3 +344,29 @@ def test_the_arithmetic_is_the_same_on_every_engine() -> None:
     b = ls.arithmetic_of(plan, [3, 4, 4, 2], [False, True, False, False])
     assert a == b and 8 <= a.bits <= 40 and a.eta <= ETA
     assert all(isinstance(c, int) for c in (*a.cap_z, *a.cap_t, *a.cap_d))
+
+
+def test_the_command_line_takes_the_estimator(tmp_path: Any) -> None:
+    """``--estimator`` reaches the preview's bound and the release (its provenance)."""
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "inftda_duckdb.tools.cli", *args],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=300)
+
+    shown = cli("preview", "--domain-sizes", "3,4,5", "--rho", "1", "--estimator",
+                "least_squares", "--format", "csv")
+    assert shown.returncode == 0, shown.stderr
+    bounds = error_bound([3, 4, 5], 1, 0.05, estimator="least_squares")
+    assert all(f"{b:.6g}"[:6] in shown.stdout for b in bounds)
+    with duckdb.connect(str(tmp_path / "t.db")) as con:
+        con.execute("CREATE TABLE t AS SELECT range % 3 AS a, range % 5 AS b FROM range(900)")
+    done = cli("release", "--db", "t.db", "--table", "t", "--columns", "a,b", "--domain",
+               "a=0..2", "--domain", "b=0..4", "--rho", "1", "--estimator", "least_squares",
+               "--output", "out.parquet")
+    assert done.returncode == 0, done.stderr
+    assert pq.read_table(tmp_path / "out.parquet").schema.metadata[b"estimator"] == \
+        b"least_squares"
