@@ -33,11 +33,12 @@ import subprocess
 import sys
 import time
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 import numpy as np
+from bench_accuracy import Case
+from bench_release import enum_table
 from results import cpu_model, peak_rss_mb
 
 from inftda_duckdb.core.provenance import NotPrivateWarning
@@ -51,17 +52,6 @@ RHO = 1
 BOOT = 2000
 
 
-@dataclass
-class Case:
-    label: str
-    source: str
-    counts: str
-    columns: list[str]
-    cells: list[int]  # public cells per level
-    domains: dict[str, Any] | None
-    domain_tables: list[str] | None
-
-
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -73,19 +63,11 @@ RELEASE_WORKLOADS = {  # bench_release.py's: rows, ENUM sizes, skewed
 
 
 def enum_rows(con: duckdb.DuckDBPyConnection, name: str, quick: bool) -> Case:
-    """bench_release.py's ENUM tables (c1.. over ENUM types; skewed: a power of a uniform)."""
+    """bench_release.py's ENUM tables (:func:`bench_release.enum_table`)."""
     rows, sizes, skewed = RELEASE_WORKLOADS[name]
     if quick:
         rows, sizes = rows // 10, sizes[:4]
-    cols = []
-    for i, size in enumerate(sizes, 1):
-        labels = ", ".join(f"'c{i}_{j}'" for j in range(size))
-        con.execute(f"CREATE TYPE e{i} AS ENUM ({labels})")
-        u = "pow(random(), 2)" if skewed else "random()"
-        cols.append(f"enum_range(NULL::e{i})[1 + floor({u} * {size})::INTEGER]::e{i} AS c{i}")
-    con.execute("SELECT setseed(0.42)")
-    con.execute(f"CREATE TABLE t AS SELECT {', '.join(cols)} FROM range({rows})")
-    columns = [f"c{i}" for i in range(1, len(sizes) + 1)]
+    columns = enum_table(con, "t", rows, sizes, skewed)
     cells = [int(np.prod(sizes[:k])) for k in range(1, len(sizes) + 1)]
     return Case(f"bench_release {name}: {rows:,} rows, ENUM {' x '.join(map(str, sizes))}",
                 "t", "t", columns, cells, None, None)
@@ -140,7 +122,7 @@ def one(con: duckdb.DuckDBPyConnection, case: Case, estimator: str,
                         progress=progress)
     seconds = time.perf_counter() - start
     if estimator == "least_squares":  # every public cell (the progress reports the integer
-        noised = dict(enumerate(case.cells))  # pass's cells, the children of released parents)
+        noised = dict(enumerate(case.nodes))  # pass's cells, the children of released parents)
     con.register("__released", table)
     metrics = evaluate(con, case.counts, "__released", case.columns, true_count="n",
                        domains=case.domains, domain_tables=case.domain_tables).to_pydict()
@@ -179,7 +161,7 @@ def accuracy(case: Case, con: duckdb.DuckDBPyConnection, runs: int) -> tuple[lis
             log(f"{case.label}: {r + 1}/{runs} runs")
     rng = np.random.default_rng(0)
     lines = [f"### {case.label}", "",
-             f"Public cells per level: {', '.join(f'{c:,}' for c in case.cells)}. {runs} runs "
+             f"Public cells per level: {', '.join(f'{c:,}' for c in case.nodes)}. {runs} runs "
              f"per estimator at rho = {RHO}, run r of both with seed r.", "",
              "| level | column | InfTDA mean max error | least squares | ratio (95% CI) |",
              "|---|---|---|---|---|"]
@@ -202,7 +184,7 @@ def accuracy(case: Case, con: duckdb.DuckDBPyConnection, runs: int) -> tuple[lis
                                                                     1e-12)
     summary = {"label": case.label, "level1": float(levels_ratio[0]),
                "mean": float(levels_ratio.mean()), "better": int(better), "worse": int(worse),
-               "d": d, "noised": noised, "cells": int(sum(case.cells)),
+               "d": d, "noised": noised, "cells": int(sum(case.nodes)),
                "seconds": {e: float(np.median(seconds[e])) for e in ESTIMATORS}}
     return [*lines, ""], summary
 

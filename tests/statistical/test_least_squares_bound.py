@@ -21,6 +21,8 @@ from inftda_duckdb.core.randomness import RandomSource
 from inftda_duckdb.core.topdown import release_tree
 from inftda_duckdb.core.tree import Allowed
 
+from .test_release_accuracy import level_errors
+
 pytestmark = [
     pytest.mark.statistical,
     pytest.mark.filterwarnings("ignore:this release used seed:UserWarning"),
@@ -28,18 +30,6 @@ pytestmark = [
 
 BETA = 1e-7
 RELEASES = 600  # per tree and neighbouring relation (1,200 per tree)
-
-
-def level_errors(tc: np.ndarray, tn: np.ndarray, rc: np.ndarray, rn: np.ndarray,
-                 d: int) -> list[float]:
-    """Max |true - released| over all k-prefixes (zeros included), for k = 1..d."""
-    errors = []
-    for k in range(1, d + 1):
-        keys = np.vstack([tc[:, :k], rc[:, :k]])
-        _, inv = np.unique(keys, axis=0, return_inverse=True)
-        diff = np.bincount(inv.ravel(), weights=np.concatenate([tn, -rn]))
-        errors.append(float(np.abs(diff).max()))
-    return errors
 
 
 def _tree(nested: bool) -> tuple[list[int], dict[int, Allowed], list[int], np.ndarray,
