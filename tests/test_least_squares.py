@@ -109,10 +109,11 @@ def two_pass(levels: Levels, plan: Any, source: RandomSource
     z0 = ls.root_noise(plan, source)
     e0 = 0 if z0 is None else combine(z0, int(t[0]), float(vs[0]) if vs.size else 0.0,
                                       variances, arith)
-    passes.downward(np.array([e0], np.int64), rounding=False)
+    leaves = passes.downward(np.array([e0], np.int64), rounding=False, keep_last=True)
     got = {(): e0 / arith.one}
     for k, level in enumerate(_public_cells(levels)[1:], 1):
-        got.update(zip(level, (forest.level(k).values / arith.one).tolist(), strict=True))
+        values = leaves if k == levels.depth else forest.level(k).values
+        got.update(zip(level, (values / arith.one).tolist(), strict=True))
     return got, arith, z0
 
 
@@ -154,16 +155,18 @@ def test_the_integers_are_those_of_the_noisy_counts() -> None:
         truth.insert(0, noisy.level(k + 1).child_sums(truth[0]))
     n = int(leaves.sum())
     for k in (1, 2, 3):
-        noisy.level(k).values += truth[k - 1]
+        noisy.level(k).values += truth[k - 1].astype(noisy.level(k).values.dtype)
     a = Passes(noise, Variances(levels, None), wide)
     a.upward()
-    a.downward(np.zeros(1, np.int64), rounding=False)
+    leaves_a = a.downward(np.zeros(1, np.int64), rounding=False, keep_last=True)
     b = Passes(noisy, Variances(levels, None), wide)
     b.upward()
-    b.downward(np.array([n * arith.one], np.int64), rounding=False)
-    for k in (1, 2, 3):  # every fixed-point estimate, to the last bit
+    leaves_b = b.downward(np.array([n * arith.one], np.int64), rounding=False, keep_last=True)
+    assert leaves_a is not None and leaves_b is not None
+    for k in (1, 2):  # every fixed-point estimate, to the last bit
         assert np.array_equal(noisy.level(k).values,
                               noise.level(k).values + truth[k - 1] * arith.one)
+    assert np.array_equal(leaves_b, leaves_a + truth[2] * arith.one)
 
 
 @pytest.mark.parametrize("name", ["nested, add_remove, weights", "two nested levels"])

@@ -91,8 +91,12 @@ class Estimates:
             idx = (parents[:, None] * level.width + kids[None, :]).ravel()
         else:
             idx = f.child(k, parents, parent_codes, rows, kids)
-        np.take(level.values, idx, out=out[: idx.shape[0]])
-        return out[: idx.shape[0]]
+        result = out[: idx.shape[0]]
+        if level.values.dtype == result.dtype:
+            np.take(level.values, idx, out=result)
+        else:  # the leaves (int32)
+            result[:] = level.values[idx]
+        return result
 
 
 def whole(levels: Levels, arith: Arithmetic, n: int, z0: int | None,
@@ -142,8 +146,8 @@ def top(levels: Levels, arith: Arithmetic, n: int, z0: int | None,
     passes = Passes(forest, Variances(levels, root_sigma2), arith)
     t_root, vs_root = passes.upward((t_all, vs_all))
     e0, root = _root(passes.v, arith, n, z0, int(t_root[0]), vs_root)
-    e_cut = passes.downward(np.array([e0], np.int64))
-    assert forest.last_codes is not None
+    e_cut = passes.downward(np.array([e0], np.int64), keep_last=True)
+    assert forest.last_codes is not None and e_cut is not None
     return levels.with_estimates(Estimates(forest)), root, forest.last_codes, e_cut
 
 

@@ -12,6 +12,8 @@ here draws the same value as when InfTDA noises it, whatever the batch.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,14 +33,15 @@ BLOCK = 1 << 18
 class Cells:
     """One level ``k`` of a forest: ``count`` cells in code order, the children of the level
     above as runs (``width`` each on a flat level; on a nested level, parent ``p`` has the cells
-    ``first[p] .. first[p + 1] - 1``), and one int64 per cell (the noise, then the estimates:
-    :mod:`.passes` rewrites it in place)."""
+    ``first[p] .. first[p + 1] - 1``), and one integer per cell (the noise, then the estimates:
+    :mod:`.passes` rewrites it in place; int32 at the leaves, whose noise is exact and whose
+    estimates are written rounded, int64 in fixed point above)."""
 
     k: int
     count: int
     width: int | None
     first: IntArray | None
-    values: IntArray
+    values: npt.NDArray[np.signedinteger]
 
     @property
     def widths(self) -> IntArray:
@@ -46,19 +49,37 @@ class Cells:
         assert self.first is not None
         return np.diff(self.first)
 
-    def parent_of(self, values: np.ndarray) -> np.ndarray:
-        """``values`` (one per parent) repeated for each of its children."""
+    @property
+    def parents(self) -> int:
+        return self.count // self.width if self.width is not None else self.widths.shape[0]
+
+    def parent_of(self, values: np.ndarray, p0: int = 0, p1: int | None = None) -> np.ndarray:
+        """``values`` (one per parent ``p0..p1-1``) repeated for each of its children."""
         if self.width is not None:
             return np.repeat(values, self.width)
-        return np.repeat(values, self.widths)
+        return np.repeat(values, self.widths[p0:p1])
 
-    def child_sums(self, values: IntArray) -> IntArray:
+    def blocks(self) -> Iterator[tuple[int, int, int, int]]:
+        """Runs of whole parents of about :data:`BLOCK` cells: ``(p0, p1, c0, c1)``, parents
+        ``p0..p1-1`` and their children ``c0..c1-1``."""
+        if self.width is not None:
+            step = max(1, BLOCK // max(1, self.width))
+            for p in range(0, self.parents, step):
+                q = min(self.parents, p + step)
+                yield p, q, p * self.width, q * self.width
+            return
+        assert self.first is not None
+        cuts = np.unique(np.searchsorted(self.first, np.arange(0, self.count, BLOCK)))
+        edges = [*cuts[cuts < self.parents].tolist(), self.parents]
+        for p, q in itertools.pairwise(edges):
+            yield p, q, int(self.first[p]), int(self.first[q])
+
+    def child_sums(self, values: np.ndarray) -> IntArray:
         """Exact int64 sums of ``values`` (one per cell) over each parent's children: integer
         additions, so the same in any order; a sum that would leave int64 is an error."""
-        parents = self.count // self.width if self.width is not None else self.widths.shape[0]
         if not values.size:
-            return np.zeros(parents, np.int64)
-        most = int(np.abs(values).max())
+            return np.zeros(self.parents, np.int64)
+        most = max(int(values.max()), -int(values.min()))
         span = self.width if self.width is not None else int(self.widths.max())
         if most * span < 1 << 62:
             return self._sums(values)
@@ -67,11 +88,11 @@ class Cells:
             raise InternalError("a least-squares sum left int64 (noise beyond its cap)")
         return (hi << 31) + lo
 
-    def _sums(self, values: IntArray) -> IntArray:
+    def _sums(self, values: np.ndarray) -> IntArray:
         if self.width is not None:
-            return values.reshape(-1, self.width).sum(axis=1)
+            return values.reshape(-1, self.width).sum(axis=1, dtype=np.int64)
         assert self.first is not None
-        return np.add.reduceat(values, self.first[:-1])
+        return np.add.reduceat(values, self.first[:-1], dtype=np.int64)
 
     def sequential_sums(self, values: FloatArray | float) -> FloatArray:
         """float64 sums of ``values`` (one per cell, or one for all) over each parent's children,
@@ -134,16 +155,17 @@ class Forest:
         for k in range(top + 1, upto + 1):
             table = levels.children[k - 1]
             n_par = codes.shape[1]
+            kind = np.int32 if k == levels.depth else np.int64
             if table is None:
                 m = levels.sizes[k - 1]
                 level = Cells(k, n_par * m, m, None,
-                              np.empty(n_par * m if caps is not None else 0, np.int64))
+                              np.empty(n_par * m if caps is not None else 0, kind))
                 kids, rows = np.arange(m, dtype=np.int64), None
             else:
                 lo, hi = table.of(codes)
                 first = np.concatenate([[0], np.cumsum(hi - lo)])
                 level = Cells(k, int(first[-1]), None, first,
-                              np.empty(int(first[-1]) if caps is not None else 0, np.int64))
+                              np.empty(int(first[-1]) if caps is not None else 0, kind))
                 kids = table.children[ranges(lo, hi - lo)].astype(np.int64)
                 rows = np.repeat(np.arange(n_par), hi - lo)
             if caps is not None:
@@ -194,22 +216,21 @@ def _noise(levels: Levels, level: Cells, parent_codes: np.ndarray, rows: IntArra
     the tree: any split gives the same values)."""
     k = level.k
     noise, source, addresser = levels.noise[k - 1], levels.sources[k - 1], levels.addressers[k - 1]
-    n_par = parent_codes.shape[1]
-    if rows is None:
-        assert level.width is not None
-        step = max(1, BLOCK // level.width)
-        for p in range(0, n_par, step):
-            q = min(n_par, p + step)
+    scratch = np.empty(min(BLOCK, level.count) or 1, np.int64)  # sample() writes int64
+    most = 0
+    for p, q, a, b in level.blocks():
+        if rows is None:
             ids = addresser.cells(parent_codes[:, p:q], None, kids)
-            noise.sample(source, ids, out=level.values[p * level.width: q * level.width])
-    else:
-        for a in range(0, level.count, BLOCK):
-            b = min(level.count, a + BLOCK)
+        else:
             ids = addresser.cells(parent_codes, rows[a:b], kids[a:b])
-            noise.sample(source, ids, out=level.values[a:b])
-    if level.count and int(np.abs(level.values).max()) > cap:
-        raise InternalError(f"least-squares noise at level {k} beyond its cap {cap} "
-                            "(probability below 2**-60)")
+        out = noise.sample(source, ids, out=scratch[: b - a] if b - a <= scratch.shape[0]
+                           else np.empty(b - a, np.int64))
+        if out.size:
+            most = max(most, int(out.max()), -int(out.min()))
+            if most > cap:
+                raise InternalError(f"least-squares noise at level {k} beyond its cap {cap} "
+                                    "(probability below 2**-60)")
+        level.values[a:b] = out
 
 
 __all__ = ["BLOCK", "Cells", "Forest"]

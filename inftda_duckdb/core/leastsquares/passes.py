@@ -101,8 +101,7 @@ class Passes:
         for k in range(f.upto, f.top, -1):
             cells = f.level(k)
             z = cells.values
-            if k == depth:
-                np.left_shift(z, self.a.bits, out=z)
+            if k == depth:  # a leaf's estimate is its noise (exact: kept as it is, int32)
                 self.var[k] = None
                 continue
             if k == f.upto:
@@ -124,33 +123,64 @@ class Passes:
         """(T, VS) of level k's cells: their children's estimates and variances, summed."""
         children = self.forest.level(k + 1)
         t = children.child_sums(children.values)
+        if k + 1 == self.forest.levels.depth:  # the leaves' noise, in fixed point
+            t <<= self.a.bits
         if self.v.exact[k] is not None:
             return t, np.zeros(0)
         return t, children.sequential_sums(self.v.child_variances(k + 1, self.var[k + 1]))
 
-    def downward(self, e_roots: IntArray, rounding: bool = True) -> IntArray:
-        """The downward pass from the roots' errors ``e`` (fixed point), then every level's
-        ``e`` rounded to the nearest integer (halves up): ``round(x) - q``. Returns the last
-        level's ``e`` before its rounding (a copy: where the levels below continue)."""
+    def downward(self, e_roots: IntArray, rounding: bool = True,
+                 keep_last: bool = False) -> IntArray | None:
+        """The downward pass from the roots' errors ``e`` (fixed point), every level's ``e``
+        rounded to the nearest integer (halves up) as soon as the level below is done:
+        ``round(x) - q`` (``rounding=False``, for tests: the levels above the leaves keep their
+        fixed point, the leaves their noise). Returns the last level's ``e`` before its rounding
+        when ``keep_last`` (where the levels below continue), else None. Each level is done a
+        block of parents at a time: no temporary of a level's size."""
         f, a = self.forest, self.a
+        depth, half = f.levels.depth, 1 << (a.bits - 1)
         above = np.asarray(e_roots, dtype=np.int64)
+        last = None
         for k in range(f.top + 1, f.upto + 1):
             cells = f.level(k)
-            diff = above - cells.child_sums(cells.values)
+            t = cells.child_sums(cells.values)
+            if k == depth:
+                t <<= a.bits
+            diff = above - t
             self._within(diff, a.cap_d[k], k, "downward difference")
+            gamma: float | None = None
+            kids: FloatArray | float = 0.0
+            vs: FloatArray | None = None
             if self.v.uniform[k - 1]:
-                gamma: FloatArray | float = float(Fraction(1, f.levels.sizes[k - 1]))
+                gamma = float(Fraction(1, f.levels.sizes[k - 1]))
             else:
-                vs = self.vs[k - 1]
+                kids, vs = self.v.child_variances(k, self.var[k]), self.vs[k - 1]
                 assert vs is not None
-                gamma = self.v.child_variances(k, self.var[k]) / cells.parent_of(vs)
-            step = np.rint(gamma * cells.parent_of(diff).astype(np.float64)).astype(np.int64)
+            if keep_last and k == f.upto:
+                last = np.empty(cells.count, np.int64)
+            values = cells.values
+            for p0, p1, c0, c1 in cells.blocks():
+                if gamma is None:
+                    assert vs is not None
+                    own = kids[c0:c1] if isinstance(kids, np.ndarray) else kids
+                    g = own / cells.parent_of(vs[p0:p1], p0, p1)
+                else:
+                    g = gamma
+                step = np.rint(g * cells.parent_of(diff[p0:p1], p0, p1).astype(np.float64)
+                               ).astype(np.int64)
+                if k == depth:  # e = 2**bits Z + step: round(x) - q = Z + round(step)
+                    if last is not None:
+                        last[c0:c1] = (values[c0:c1].astype(np.int64) << a.bits) + step
+                    if rounding:
+                        values[c0:c1] += ((step + half) >> a.bits).astype(values.dtype)
+                else:
+                    values[c0:c1] += step
+                    if last is not None:
+                        last[c0:c1] = values[c0:c1]
             if k - 1 > f.top and rounding:
                 _round(above, a.bits)
-            cells.values += step
-            above = cells.values
-        last = above.copy()
-        if f.upto > f.top and rounding:
+            above = values
+        if f.top < f.upto < depth and rounding:
             _round(above, a.bits)
         return last
 
