@@ -6,9 +6,9 @@ adds the parents' true children, runs IntOpt against each parent's released coun
 :mod:`~inftda_duckdb.core.intopt_blocks`, or the compiled :mod:`~inftda_duckdb.core.kernel`
 when it is wanted, the same integers) and keeps the children > 0 (lines 7-9). A block's result
 depends only on its parents and the truth below them: blocks run on any thread, in any order.
-With ``estimator := 'least_squares'`` (``levels.estimates``) a cell's rounded least-squares
-estimate minus its true count stands where its noise would (:mod:`~inftda_duckdb.core.
-leastsquares`); the rest is the same.
+With ``estimator := 'least_squares'`` (``levels.estimates``, from
+:mod:`~inftda_duckdb.core.leastsquares`) a cell's rounded least-squares estimate minus its true
+count stands where its noise would.
 """
 
 from __future__ import annotations
