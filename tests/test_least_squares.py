@@ -373,3 +373,22 @@ def test_the_command_line_takes_the_estimator(tmp_path: Any) -> None:
     assert done.returncode == 0, done.stderr
     assert pq.read_table(tmp_path / "out.parquet").schema.metadata[b"estimator"] == \
         b"least_squares"
+
+
+def test_the_pass_can_be_stopped_between_blocks() -> None:
+    """Every block of noised cells calls the engine's stop hook first (a cancelled release
+    stops there, before the next block): here the hook raises at its third call."""
+    levels, plan, _ = _setup("nested")
+    arith = ls.arithmetic_of(plan, levels.sizes, [a is not None for a in levels.allowed])
+    calls: list[int] = []
+
+    def stop() -> None:
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ls.whole(levels, arith, 100, None, None, stop)
+    assert len(calls) == 3
+    run = ls.LeastSquares(arith, 100, None, None)
+    assert run.whole(levels, lambda: None)[1] == 100

@@ -270,10 +270,11 @@ def _release_levels(state: Release, rid: Any, part_ids: list[Any], leaves: Any, 
                           math.prod(tree.sizes[:upto])):  # public: not the true leaves
         estimated, cut_codes, cut_e = tree, None, None
         if state.lsq is not None:  # every cell noised, estimated: the integer pass reads them
+            stop = _stop(state)
             if cut_level:
-                estimated, state.root, cut_codes, cut_e = state.lsq.split(tree, cut_level)
+                estimated, state.root, cut_codes, cut_e = state.lsq.split(tree, cut_level, stop)
             else:
-                estimated, state.root = state.lsq.whole(tree)
+                estimated, state.root = state.lsq.whole(tree, stop)
             state.nodes = Nodes.root(state.root)
         nodes = release_below(estimated, state.nodes, codes, counts, upto=upto, workers=workers,
                               progress=state.progress, cancel=state.cancelled.is_set,
@@ -289,6 +290,14 @@ def _release_levels(state: Release, rid: Any, part_ids: list[Any], leaves: Any, 
         state.cut_e = cut_e[at]
     RELEASES.cut(state, nodes, tree, Parts(n_parts, tree, nodes))  # the parts find these
     return rows([], [str(plain(rid)[0].as_py())])
+
+
+def _stop(state: Release) -> Callable[[], None]:
+    """The least-squares pass's hook between blocks: a cancelled release stops there."""
+    def stop() -> None:
+        if state.cancelled.is_set():
+            raise Cancelled("the release was cancelled between two blocks")
+    return stop
 
 
 def release_parts(rids: list[Any], part_ids: list[Any], leaves: Any, workers: int) -> pa.Array:
@@ -317,7 +326,7 @@ def release_parts(rids: list[Any], part_ids: list[Any], leaves: Any, workers: in
     below = Nodes(state.nodes.codes[:, cols], state.nodes.counts[cols])
     if state.lsq is not None and state.cut_e is not None:  # the subtrees' own estimates
         tree = leastsquares.below(tree, state.lsq.arith, below.codes.shape[0], below.codes,
-                                  state.cut_e[cols])
+                                  state.cut_e[cols], _stop(state))
     nodes = release_below(tree, below, keys, counts, workers=workers, progress=tally,
                           cancel=state.cancelled.is_set)
     cut = state.nodes.codes.shape[0]

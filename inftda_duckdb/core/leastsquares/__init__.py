@@ -47,7 +47,7 @@ from ..noise import DiscreteGaussian
 from ..randomness import RandomSource
 from ..tree import Levels
 from .arithmetic import ETA, Arithmetic
-from .forest import Forest
+from .forest import Forest, Stop
 from .passes import Passes, Variances, combine, rounded
 
 IntArray = npt.NDArray[np.int64]
@@ -100,10 +100,11 @@ class Estimates:
 
 
 def whole(levels: Levels, arith: Arithmetic, n: int, z0: int | None,
-          root_sigma2: Fraction | None) -> tuple[Levels, int]:
+          root_sigma2: Fraction | None, stop: Stop = None) -> tuple[Levels, int]:
     """The whole tree in one process: ``levels`` carrying the estimates of levels 1..d, and
-    the released root (n, or the rounded estimate of the noised total ``n + z0``)."""
-    forest = Forest.build(levels, 0, None, levels.depth, arith.cap_z)
+    the released root (n, or the rounded estimate of the noised total ``n + z0``); ``stop()``
+    is called between blocks of noised cells (it may raise to stop)."""
+    forest = Forest.build(levels, 0, None, levels.depth, arith.cap_z, stop=stop)
     passes = Passes(forest, Variances(levels, root_sigma2), arith)
     t, vs = passes.upward()
     e0, root = _root(passes.v, arith, n, z0, int(t[0]), vs)
@@ -111,14 +112,14 @@ def whole(levels: Levels, arith: Arithmetic, n: int, z0: int | None,
     return levels.with_estimates(Estimates(forest)), root
 
 
-def messages(levels: Levels, arith: Arithmetic, top: int,
-             roots: np.ndarray) -> tuple[IntArray, FloatArray]:
+def messages(levels: Levels, arith: Arithmetic, top: int, roots: np.ndarray,
+             stop: Stop = None) -> tuple[IntArray, FloatArray]:
     """The sums below cells of level ``top`` (codes, one row per level, distinct, in any order;
     the sums in the same order): the children's upward estimates (fixed point) and variances;
     noise only, no data."""
     roots = _codes(roots, top)
     order = np.lexsort(roots[::-1]) if top else np.arange(roots.shape[1])
-    forest = Forest.build(levels, top, roots[:, order], levels.depth, arith.cap_z)
+    forest = Forest.build(levels, top, roots[:, order], levels.depth, arith.cap_z, stop=stop)
     t, vs = Passes(forest, Variances(levels, None), arith).upward()
     back = np.empty_like(order)
     back[order] = np.arange(order.shape[0])
@@ -152,12 +153,12 @@ def top(levels: Levels, arith: Arithmetic, n: int, z0: int | None,
 
 
 def below(levels: Levels, arith: Arithmetic, top: int, roots: np.ndarray,
-          e_roots: IntArray) -> Levels:
+          e_roots: IntArray, stop: Stop = None) -> Levels:
     """``levels`` carrying the estimates of the subtrees below cells of level ``top`` (codes,
     one row per level, distinct, in any order) whose errors ``e`` :func:`top` gave."""
     roots = _codes(roots, top)
     order = np.lexsort(roots[::-1]) if top else np.arange(roots.shape[1])
-    forest = Forest.build(levels, top, roots[:, order], levels.depth, arith.cap_z)
+    forest = Forest.build(levels, top, roots[:, order], levels.depth, arith.cap_z, stop=stop)
     passes = Passes(forest, Variances(levels, None), arith)
     passes.upward()
     passes.downward(np.asarray(e_roots, np.int64)[order])
@@ -175,22 +176,23 @@ class LeastSquares:
     z0: int | None = field(repr=False)
     root_sigma2: Fraction | None
 
-    def whole(self, levels: Levels) -> tuple[Levels, int]:
+    def whole(self, levels: Levels, stop: Stop = None) -> tuple[Levels, int]:
         """:func:`whole` for this release."""
-        return whole(levels, self.arith, self.n, self.z0, self.root_sigma2)
+        return whole(levels, self.arith, self.n, self.z0, self.root_sigma2, stop)
 
     def top(self, levels: Levels, cut: int, cut_codes: np.ndarray, t: IntArray,
             vs: FloatArray) -> tuple[Levels, int, np.ndarray, IntArray]:
         """:func:`top` for this release."""
         return top(levels, self.arith, self.n, self.z0, self.root_sigma2, cut, cut_codes, t, vs)
 
-    def split(self, levels: Levels, cut: int) -> tuple[Levels, int, np.ndarray, IntArray]:
+    def split(self, levels: Levels, cut: int,
+              stop: Stop = None) -> tuple[Levels, int, np.ndarray, IntArray]:
         """:meth:`top` in one process: the sums below every public cell of level ``cut``
         (:func:`messages`, a run of subtrees of about :data:`CHUNK` cells at a time), then the
         levels above."""
         codes = cut_cells(levels, cut)
         per = max(1, CHUNK // math.prod(levels.sizes[cut:]))
-        parts = [messages(levels, self.arith, cut, codes[:, a:a + per])
+        parts = [messages(levels, self.arith, cut, codes[:, a:a + per], stop)
                  for a in range(0, codes.shape[1], per)]
         t = np.concatenate([p[0] for p in parts])
         vs = np.concatenate([p[1] for p in parts])

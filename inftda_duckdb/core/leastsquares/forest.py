@@ -13,7 +13,7 @@ here draws the same value as when InfTDA noises it, whatever the batch.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,8 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BLOCK = 1 << 18
 """Cells noised per call (bounded temporaries: the addresses and the AES words)."""
+Stop = Callable[[], None] | None
+"""Called between blocks of cells: raises to stop the release (an engine's cancel)."""
 
 
 @dataclass
@@ -143,11 +145,12 @@ class Forest:
 
     @classmethod
     def build(cls, levels: Levels, top: int, roots: np.ndarray | None, upto: int,
-              caps: tuple[int, ...] | None, keep_codes: bool = False) -> Forest:
+              caps: tuple[int, ...] | None, keep_codes: bool = False,
+              stop: Stop = None) -> Forest:
         """Enumerate and noise every public cell below ``roots`` (None: the root) down to
         level ``upto``; ``caps[k]``: the largest |noise| level k may draw
         (:class:`.arithmetic.Arithmetic`; None: no noise, the cells only); ``keep_codes``: keep
-        the last level's codes."""
+        the last level's codes; ``stop()``, called between blocks, may raise to stop."""
         roots = np.zeros((0, 1), np.int64) if top == 0 else \
             np.asarray(roots, dtype=np.int64).reshape(top, -1)
         codes = roots
@@ -169,7 +172,7 @@ class Forest:
                 kids = table.children[ranges(lo, hi - lo)].astype(np.int64)
                 rows = np.repeat(np.arange(n_par), hi - lo)
             if caps is not None:
-                _noise(levels, level, codes, rows, kids, caps[k])
+                _noise(levels, level, codes, rows, kids, caps[k], stop)
             cells.append(level)
             if k < upto or keep_codes:
                 if rows is None:
@@ -211,7 +214,7 @@ class Forest:
 
 
 def _noise(levels: Levels, level: Cells, parent_codes: np.ndarray, rows: IntArray | None,
-           kids: IntArray, cap: int) -> None:
+           kids: IntArray, cap: int, stop: Stop) -> None:
     """Draw level ``k``'s noise into ``level.values``, ``BLOCK`` cells at a time (addressed by
     the tree: any split gives the same values)."""
     k = level.k
@@ -219,6 +222,8 @@ def _noise(levels: Levels, level: Cells, parent_codes: np.ndarray, rows: IntArra
     scratch = np.empty(min(BLOCK, level.count) or 1, np.int64)  # sample() writes int64
     most = 0
     for p, q, a, b in level.blocks():
+        if stop is not None:
+            stop()
         if rows is None:
             ids = addresser.cells(parent_codes[:, p:q], None, kids)
         else:
