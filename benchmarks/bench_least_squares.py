@@ -20,8 +20,8 @@ Beside them, the cost of one release of each estimator on bench_release.py's ENU
     python benchmarks/bench_least_squares.py            # R = 30 (about 30 minutes on 2 cores)
     python benchmarks/bench_least_squares.py --quick    # R = 5, smaller workloads
 
-Prints Markdown tables (it does not write benchmarks/RESULTS.md; ``--out FILE`` writes them to
-a file).
+Prints its section of benchmarks/RESULTS.md (headed ``## bench_least_squares.py``), written
+there only by ``run_all.py``; ``--out FILE`` writes it to a file too.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import duckdb
 import numpy as np
 from bench_accuracy import Case
 from bench_release import enum_table
-from results import cpu_model, peak_rss_mb
+from results import cpu_model, finish, peak_rss_mb
 
 from inftda_duckdb.core.provenance import NotPrivateWarning
 from inftda_duckdb.core.topdown import LevelProgress
@@ -47,6 +47,7 @@ from inftda_duckdb.duckdb.evaluation import evaluate
 from inftda_duckdb.duckdb.extension import load, release
 from inftda_duckdb.tools import workloads
 
+SECTION = "bench_least_squares.py"
 ESTIMATORS = ("inftda", "least_squares")
 RHO = 1
 BOOT = 2000
@@ -232,8 +233,9 @@ def main() -> None:
         child(*args.child, args.quick)
         return
     runs = args.runs or (5 if args.quick else 30)
-    lines = [f"## bench_least_squares.py ({time.strftime('%Y-%m-%d')}, {cpu_model()}, "
-             f"Python {platform.python_version()}, duckdb {duckdb.__version__})", ""]
+    started = time.time()
+    lines = [f"{time.strftime('%Y-%m-%d')}, {cpu_model()}, Python {platform.python_version()}, "
+             f"duckdb {duckdb.__version__}{', --quick' if args.quick else ''}.", ""]
     summaries, costs = [], {}
     release_lines = ["### Cost on bench_release.py's workloads: one release in a fresh process "
                      "(the least time and peak of 3)",
@@ -284,11 +286,10 @@ def main() -> None:
             f"{extra['inftda']:.0f} | {extra['least_squares']:.0f} |")
     if args.releases:
         lines += ["", *release_lines]
-    text = "\n".join(lines) + "\n"
-    print(text)
     if args.out:
         with open(args.out, "w") as f:
-            f.write(text)
+            f.write("\n".join(["## " + SECTION, "", *lines]) + "\n")
+    finish(SECTION, lines, started, write=True)
 
 
 if __name__ == "__main__":
