@@ -17,7 +17,8 @@
   into cells (level sensitivity ``sqrt(2) m``, as above) and changes the capped total
   ``n' = sum_u min(r_u, m)`` by at most ``m``: the root is noised with
   ``sigma_0**2 = m**2 / (2 rho_0)``, the budget split over ``d + 1`` parts.
-- :func:`error_bound`: Theorem 1, corrected to a two-sided tail (see its docstring).
+- :func:`error_bound`: Theorem 1, corrected to a two-sided tail (see its docstring), for either
+  estimator (:data:`ESTIMATORS`): ``'least_squares'`` adds its rounding term.
 """
 
 from __future__ import annotations
@@ -37,17 +38,21 @@ __all__ = [
     "ALIASES",
     "CONVERSION",
     "CONVERSIONS",
+    "ESTIMATORS",
+    "ETA",
     "NEIGHBOURS",
     "REPORT_DELTA",
     "BudgetPlan",
     "auto_level",
     "auto_shares",
+    "check_estimator",
     "epsilon_from_rho",
     "error_bound",
     "joint_bounds",
     "level_table",
     "plan_budget",
     "rho_from_epsilon_delta",
+    "rounding",
     "total_rho",
 ]
 
@@ -58,6 +63,16 @@ AUTO = "auto"  #: level_weights that minimise Theorem 1's bound at a target (aut
 AUTO_TARGETS = ("leaves", "all")  #: besides a level number 1..d
 AUTO_BETA = 0.05  #: the beta of the bound auto weights minimise (it only enters through logs)
 _AUTO_DIGITS = 6  # significant digits of each auto share but the largest
+INFTDA = "inftda"
+LEAST_SQUARES = "least_squares"
+ESTIMATORS = (INFTDA, LEAST_SQUARES)
+"""What the integer pass fits to each parent: the noisy children (``'inftda'``, the paper's
+Algorithm 1) or the rounded least-squares estimates from every level's full noisy histogram
+(``'least_squares'``, :mod:`~inftda_duckdb.core.leastsquares`)."""
+ETA = 2.0 ** -12
+"""The largest arithmetic error of a least-squares estimate a release may have (certified from
+public numbers before the charge: :mod:`~inftda_duckdb.core.leastsquares.arithmetic`); it enters
+the bound's rounding term."""
 REPORT_DELTA = Fraction(1, 10**6)
 """The delta at which the epsilon of a rho budget is reported (previews, provenance, ledger
 tables) when the caller gives none; it never changes what a release spends."""
@@ -353,7 +368,7 @@ def _terms(cells: list[int], plan: BudgetPlan, beta: float, k: int, paper: bool)
 
 
 def joint_bounds(cells: Sequence[int], plan: BudgetPlan, beta: float, upto: int | None = None,
-                 *, paper: bool = False) -> list[float]:
+                 *, paper: bool = False, estimator: str = INFTDA) -> list[float]:
     """THE bound function (every bound of the package is computed here): ``[B_0, B_1, ...,
     B_K]`` under ONE event of probability at least ``1 - beta``, ``K = upto`` (default: the
     leaves), on which, simultaneously for every ``j <= K``, every j-prefix's released count is
@@ -368,7 +383,8 @@ def joint_bounds(cells: Sequence[int], plan: BudgetPlan, beta: float, upto: int 
     ``joint_bounds(..., upto=k)[k]`` is Theorem 1's bound at level k (:func:`error_bound`); the
     levels ``j < k`` of the same call are wider than their own Theorem 1 bound (their logs count
     ``k`` events) and hold on the same event; ``upto=0``: the root's own bound (one event).
-    ``cells``: ``N_1..N_d``.
+    ``cells``: ``N_1..N_d``. ``estimator='least_squares'`` adds :func:`rounding` to each
+    ``B_j`` (deterministic, so the event is the same).
     """
     cells = list(cells)
     upto = len(cells) if upto is None else upto
@@ -380,7 +396,7 @@ def joint_bounds(cells: Sequence[int], plan: BudgetPlan, beta: float, upto: int 
     out = [parts[0] if root else 0.0]
     for part in parts[root:root + upto]:
         out.append(out[-1] + part)
-    return out
+    return [b + rounding(j, plan, estimator) for j, b in enumerate(out)]
 
 
 def error_bound(
@@ -391,10 +407,12 @@ def error_bound(
     nodes: Sequence[int] | None = None,
     plan: BudgetPlan | None = None,
     paper: bool = False,
+    estimator: str = INFTDA,
 ) -> list[float]:
     """Theorem 1: for each level ``k = 1..d``, w.p. ``>= 1 - beta`` the max error over level k is
     at most ``bound[k-1]`` (each ``k`` separately, not all levels at once: for several levels
-    on one event see :func:`joint_bounds`).
+    on one event see :func:`joint_bounds`), for the release's ``estimator``
+    (:data:`ESTIMATORS`).
 
     Substitute: ``sum_{l<=k} sqrt(8 sigma_l**2 ln(2 k N_l / beta))``, ``N_l = prod_{i<=l} |X_i|``
     (or ``nodes[l-1]``, the cells at level l of a nested hierarchy), ``sigma_l**2`` from ``plan``
@@ -408,11 +426,18 @@ def error_bound(
     bound over ``k + 1`` events, each failing w.p. ``beta / (k + 1)``:
     ``sqrt(2 sigma_0**2 ln(2 (k+1) / beta)) + sum_{l<=k} sqrt(8 sigma_l**2 ln(2 (k+1) N_l / beta))``
     (``paper=True`` drops the 2s inside the logs).
+
+    ``'least_squares'``: the same terms, with ``sigma_l**2`` bounding the variance proxy of each
+    least-squares estimate's error (never more than a cell's own count's), plus the rounding
+    term ``k (1 + 2 eta)`` (each level's rounded estimates are within ``1/2 + eta`` of the
+    exact ones, and Theorem 1's recursion counts a level's input error twice; ``eta`` =
+    :data:`ETA`), and ``1/2 + eta`` more for a noised root (released rounded). The proof is in
+    docs/explanation/least-squares.md.
     """
     cells = _cells(domain_sizes, nodes)
     _check_beta(beta)
     resolved = _resolve_plan(len(cells), rho, plan)
-    return [joint_bounds(cells, resolved, beta, k, paper=paper)[k]
+    return [joint_bounds(cells, resolved, beta, k, paper=paper, estimator=estimator)[k]
             for k in range(1, len(cells) + 1)]
 
 
@@ -421,6 +446,25 @@ def _check_beta(beta: object) -> float:
     if isinstance(beta, bool) or not (isinstance(beta, int | float) and 0 < beta < 1):
         raise bad_argument("beta", beta, "must be strictly between 0 and 1", "pass e.g. beta=0.05")
     return float(beta)
+
+
+def check_estimator(estimator: object) -> str:
+    """``estimator`` if it is one of :data:`ESTIMATORS`, else an InputError."""
+    if estimator not in ESTIMATORS:
+        raise bad_argument("estimator", estimator, f"must be one of {', '.join(ESTIMATORS)}",
+                           f"pass {opt('estimator', LEAST_SQUARES)}, or leave it out (the "
+                           f"default is {INFTDA!r}, the paper's)")
+    return str(estimator)
+
+
+def rounding(k: int, plan: BudgetPlan, estimator: str) -> float:
+    """The bound's rounding term at level ``k`` (0: a noised root's own term): none for
+    ``'inftda'``; ``k (1 + 2 eta)``, plus ``1/2 + eta`` for a noised root, for
+    ``'least_squares'``. Deterministic: it adds to every bound of one event alike."""
+    if check_estimator(estimator) == INFTDA:
+        return 0.0
+    root = 0.5 + ETA if plan.root_sigma2 is not None else 0.0
+    return k * (1 + 2 * ETA) + root
 
 
 def _contributions(
@@ -503,6 +547,7 @@ def level_table(
     *,
     nodes: Sequence[int] | None = None,
     paper: bool = False,
+    estimator: str = INFTDA,
 ) -> list[dict[str, Any]]:
     """One row per noised level for a preview: ``level``, ``cells`` (N_l), ``rho_k`` (exact),
     ``epsilon_k`` (that level alone at ``delta``), ``sigma2_k`` (exact), ``sigma_k``, ``noise_k``
@@ -513,16 +558,17 @@ def level_table(
     Beside them: ``split`` (:attr:`BudgetPlan.split_label`), ``uniform_bound`` (the bound under
     the uniform split), ``auto_rho_k`` and ``auto_bound`` (under ``level_weights='auto'`` for the
     plan's own target, else the leaves); None where that split is refused (noise too large).
+    Every bound is ``estimator``'s (:func:`error_bound`).
     """
     cells = _cells(domain_sizes, nodes)
     d = len(cells)
     root = plan.root_sigma2 is not None
     terms = _terms(cells, plan, beta, d, paper)
     target = plan.auto_target if plan.split == AUTO else "leaves"
-    uniform = _level_bounds(cells, _replan(plan, None, None, cells), beta, paper)
-    auto = _level_bounds(cells, _replan(plan, AUTO, target, cells), beta, paper)
+    uniform = _level_bounds(cells, _replan(plan, None, None, cells), beta, paper, estimator)
+    auto = _level_bounds(cells, _replan(plan, AUTO, target, cells), beta, paper, estimator)
     rows = []
-    for i, (rho_k, bound) in enumerate(_level_bounds(cells, plan, beta, paper)):
+    for i, (rho_k, bound) in enumerate(_level_bounds(cells, plan, beta, paper, estimator)):
         level = i + 1 - root
         sigma2 = plan.root_sigma2 if level == 0 else plan.level_sigma2[level - 1]
         assert rho_k is not None and sigma2 is not None
@@ -544,16 +590,17 @@ def level_table(
 
 
 def _level_bounds(
-    cells: list[int], plan: BudgetPlan | None, beta: float, paper: bool
+    cells: list[int], plan: BudgetPlan | None, beta: float, paper: bool, estimator: str
 ) -> list[tuple[Fraction | None, float | None]]:
     """(rho_k, bound) per noised level (a noised root first: its noise term)."""
     d = len(cells)
     if plan is None:
         return [(None, None)] * (d + 1)
-    bounds: list[float] = error_bound(None, None, beta, nodes=cells, plan=plan, paper=paper)
+    bounds: list[float] = error_bound(None, None, beta, nodes=cells, plan=plan, paper=paper,
+                                      estimator=estimator)
     if plan.root_sigma2 is None:
         return list(zip(plan.level_rho, bounds, strict=True))
-    root_term = joint_bounds(cells, plan, beta, d, paper=paper)[0]
+    root_term = joint_bounds(cells, plan, beta, d, paper=paper, estimator=estimator)[0]
     return [(plan.root_rho, root_term), *zip(plan.level_rho, bounds, strict=True)]
 
 

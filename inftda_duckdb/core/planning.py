@@ -16,7 +16,14 @@ from typing import Any
 import pyarrow as pa
 
 from . import limits
-from .accounting import REPORT_DELTA, BudgetPlan, epsilon_from_rho, level_table, plan_budget
+from .accounting import (
+    LEAST_SQUARES,
+    REPORT_DELTA,
+    BudgetPlan,
+    epsilon_from_rho,
+    level_table,
+    plan_budget,
+)
 from .domains import DomainPlan
 from .errors import bad_argument, opt
 from .request import ReleaseRequest
@@ -27,9 +34,13 @@ PREVIEW_SCHEMA = pa.schema([
     ("sigma_k", pa.float64()), ("bound", pa.float64()), ("split", pa.string()),
     ("uniform_bound", pa.float64()), ("auto_rho_k", pa.string()), ("auto_bound", pa.float64()),
     ("beta", pa.float64()), ("epsilon", pa.float64()), ("delta", pa.float64()),
-    ("private", pa.bool_()), ("max_cells", pa.int64()),
+    ("private", pa.bool_()), ("max_cells", pa.int64()), ("estimator", pa.string()),
+    ("noised_cells", pa.int64()),
 ])
-"""One row per noised level of a preview (level 0: the noised root), on every engine."""
+"""One row per noised level of a preview (level 0: the noised root), on every engine.
+``noised_cells``: the cells the release will noise at that level, where public (every public
+cell with ``estimator := 'least_squares'``; NULL for InfTDA: the children of the released
+parents, at most ``nodes``)."""
 
 
 def level_cells(domains: DomainPlan, checks: Mapping[str, Any]) -> tuple[list[int], list[int]]:
@@ -109,15 +120,17 @@ def report_delta(options: dict[str, Any]) -> float:
 def preview_rows(request: ReleaseRequest, domains: DomainPlan, checks: Mapping[str, Any],
                  beta: float, delta: float) -> list[dict[str, Any]]:
     """The preview of a release (rows of :data:`PREVIEW_SCHEMA`): per noised level its domain
-    size, cells, rho_k and sigma_k (exact and decimal), the Theorem 1 bound at ``beta`` under
-    the split in force, under the uniform split and under ``level_weights='auto'``, and the
-    total epsilon at ``delta``."""
+    size, cells, rho_k and sigma_k (exact and decimal), the bound at ``beta`` of the release's
+    estimator (:func:`~inftda_duckdb.core.accounting.error_bound`) under the split in force,
+    under the uniform split and under ``level_weights='auto'``, the total epsilon at ``delta``,
+    and the cells the estimator noises."""
     plan = budget_plan(request, domains, checks)
     sizes, cells = level_cells(domains, checks)
     total_eps = epsilon_from_rho(plan.rho, delta)
     cap = limits.max_cells()
     rows = []
-    for row in level_table(None, plan, beta, delta, nodes=cells):
+    every = request.estimator == LEAST_SQUARES
+    for row in level_table(None, plan, beta, delta, nodes=cells, estimator=request.estimator):
         level = int(row["level"])
         rows.append({
             "level": level,
@@ -137,6 +150,8 @@ def preview_rows(request: ReleaseRequest, domains: DomainPlan, checks: Mapping[s
             "delta": delta,
             "private": request.private,
             "max_cells": cap,
+            "estimator": request.estimator,
+            "noised_cells": int(row["cells"]) if every or level == 0 else None,
         })
     return rows
 

@@ -62,6 +62,7 @@ def provenance(
     ledger_id: int | None = None,
     engine: str = "duckdb",
     plan: str | None = None,
+    estimator: str = "inftda",
 ) -> dict[str, str]:
     """The provenance record of one release, every value a string (metadata formats want text).
 
@@ -95,6 +96,7 @@ def provenance(
         "seed": "" if seed is None else str(seed),
         "domain_from_data": str(domain_from_data).lower(),
         "mechanism": "InfTDA",
+        "estimator": estimator,
         "engine": engine,
         "package": f"inftda-duckdb {__version__}",
         "plan": plan or "",
@@ -122,6 +124,7 @@ def of_release(request: ReleaseRequest, *, rho: Fraction, source: str,
         max_rows_per_unit=request.max_rows_per_unit,
         rows_per_unit_public=request.rows_per_unit_public, ledger_id=ledger_id, engine=engine,
         plan=plan,
+        estimator=request.estimator,
     )
 
 

@@ -183,7 +183,8 @@ def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
                        auto_target=target.lower() if isinstance(target, str) else target,
                        nodes=[math.prod(sizes[:k]) for k in range(1, len(sizes) + 1)])
     delta = float(budget.get("delta") or Fraction(1, 10**6))
-    rows = level_table(sizes, plan, float(args.beta), delta)
+    rows = level_table(sizes, plan, float(args.beta), delta,
+                       estimator=options.get("estimator") or "inftda")
     shown = [{key: str(value) if isinstance(value, Fraction) else value
               for key, value in row.items()} for row in rows]
     return pa.Table.from_pylist(shown)
