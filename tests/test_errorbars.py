@@ -155,6 +155,22 @@ def test_intervals_of_a_release_from_python_and_sql_agree(small) -> None:
         assert [tuple(r.values())[:k + 1] for r in arrow.to_pylist()] == sums
 
 
+def test_intervals_of_a_least_squares_release_carry_its_rounding_term(small) -> None:
+    """The plan records the estimator and the intervals use its bound: Theorem 1 plus
+    k (1 + 2 eta) at level k (docs/explanation/least-squares.md), wider than InfTDA's."""
+    plan = plan_budget(3, rho=Fraction(1, 2))
+    for estimator in ("inftda", "least_squares"):
+        table = released(small, estimator=estimator)
+        assert json.loads(meta(table)["plan"])["estimator"] == estimator
+        for k in (1, 3):
+            info = meta(inftda_duckdb.intervals(small, table, level=k, beta=0.1))
+            want = error_bound(None, nodes=[3, 12, 60], plan=plan, beta=0.1,
+                               estimator=estimator)[k - 1]
+            assert float(info["bound"]) == pytest.approx(want)
+            plain = joint_bounds([3, 12, 60], plan, 0.1, k)[k]
+            assert (want > plain + k) if estimator == "least_squares" else want == plain
+
+
 def test_joint_intervals_use_the_one_event_of_levels_1_to_k(small) -> None:
     table = released(small)
     one = inftda_duckdb.intervals(small, table, level=1, beta=0.05)
