@@ -19,7 +19,7 @@ import inftda_duckdb
 from inftda_duckdb import InputError, LedgerError
 from inftda_duckdb.core import errorbars as eb
 from inftda_duckdb.core.accounting import error_bound, joint_bounds, plan_budget
-from inftda_duckdb.core.provenance import comment, from_comment, provenance
+from inftda_duckdb.core.provenance import KEYS, comment, from_comment, provenance
 from inftda_duckdb.core.targets import plan_target, targets_of
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
@@ -89,6 +89,7 @@ def test_the_comment_the_cli_writes_parses_back() -> None:
                         output="counts", source="main.t; rho=9", seed=4, plan='{"k": [1, 2]}')
     back = from_comment(comment(record))
     assert back == {k: v for k, v in record.items() if v != ""}
+    assert tuple(record) == KEYS  # every key the record writes, in its order
     assert from_comment("a table comment") is None
 
 

@@ -27,10 +27,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 from .conversion import CKS, CONVERSIONS, epsilon_upper, rho_lower
-from .errors import InputError, InternalError, bad_argument, opt
+from .errors import InternalError, bad_argument, opt
 from .exact import to_fraction, to_positive_fraction
 from .noise import MAX_SIGMA2
 
@@ -45,11 +44,12 @@ __all__ = [
     "BudgetPlan",
     "auto_level",
     "auto_shares",
+    "cells_of",
     "check_estimator",
     "epsilon_from_rho",
     "error_bound",
     "joint_bounds",
-    "level_table",
+    "noise_terms",
     "plan_budget",
     "rho_from_epsilon_delta",
     "rounding",
@@ -323,7 +323,7 @@ def _weights(level_weights: Sequence[object] | None, parts: int, root: bool) -> 
 # Theorem 1.
 
 
-def _cells(domain_sizes: Sequence[int] | None, nodes: Sequence[int] | None) -> list[int]:
+def cells_of(domain_sizes: Sequence[int] | None, nodes: Sequence[int] | None) -> list[int]:
     """N_l, the number of noised cells at level l = 1..d."""
     fix = "pass positive integers, one per hierarchy column"
     if nodes is not None:
@@ -354,7 +354,8 @@ def _resolve_plan(depth: int, rho: object, plan: BudgetPlan | None) -> BudgetPla
     return plan
 
 
-def _terms(cells: list[int], plan: BudgetPlan, beta: float, k: int, paper: bool) -> list[float]:
+def noise_terms(cells: list[int], plan: BudgetPlan, beta: float, k: int,
+                paper: bool) -> list[float]:
     """Max-|noise| bounds for levels 0 (a noised root) and 1..k, each failing w.p. beta/events."""
     events = k + (plan.root_sigma2 is not None)
     two = 1 if paper else 2  # Pr[|Z| >= t] <= 2 exp(-t^2 / (2 sigma^2)); the paper drops the 2.
@@ -377,7 +378,7 @@ def joint_bounds(cells: Sequence[int], plan: BudgetPlan, beta: float, upto: int 
     The proof of Theorem 1 (paper, Appendix A, Eq. (4)) gives, deterministically, ``E_j <= E_0
     + 2 sum_{l<=j} M_l`` where ``E_j`` is the largest error at level j and ``M_l`` the largest
     |noise| among level l's noised cells. The event bounds ``|Z_0|`` (a noised root) and each
-    ``M_l``, ``l <= K``, by the terms of :func:`_terms` (``e = K + 1`` events with a noised
+    ``M_l``, ``l <= K``, by the terms of :func:`noise_terms` (``e = K + 1`` events with a noised
     root, else ``K``, each failing w.p. at most ``beta / e``: a union over ``N_l`` cells of the
     two-sided tail ``2 exp(-t**2 / (2 sigma_l**2))``). So ``B_j = t_0 + 2 sum_{l<=j} t_l``, and
     ``joint_bounds(..., upto=k)[k]`` is Theorem 1's bound at level k (:func:`error_bound`); the
@@ -434,7 +435,7 @@ def error_bound(
     :data:`ETA`), and ``1/2 + eta`` more for a noised root (released rounded). The proof is in
     docs/explanation/least-squares.md.
     """
-    cells = _cells(domain_sizes, nodes)
+    cells = cells_of(domain_sizes, nodes)
     _check_beta(beta)
     resolved = _resolve_plan(len(cells), rho, plan)
     return [joint_bounds(cells, resolved, beta, k, paper=paper, estimator=estimator)[k]
@@ -472,7 +473,7 @@ def _contributions(
 ) -> list[float]:
     """Each part's share of the bound at level ``k`` (a noised root first; 0 for levels
     below ``k``): the root error enters the recursion once, each level's noise twice."""
-    terms = _terms(cells, plan, beta, k, paper)
+    terms = noise_terms(cells, plan, beta, k, paper)
     root = plan.root_sigma2 is not None
     out = [t if root and i == 0 else 2 * t for i, t in enumerate(terms)]
     return out + [0.0] * (plan.depth - k)
@@ -516,7 +517,7 @@ def auto_shares(
             "nodes", None, "is required with level_weights 'auto' (the public cells per level)",
             "pass the cells of each level (domain sizes' products, or nested node counts)",
         )
-    cells = _cells(None, nodes)
+    cells = cells_of(None, nodes)
     if len(cells) != unit.depth:
         raise bad_argument("nodes", cells, f"must have {unit.depth} entries", "one per level")
     d = unit.depth
@@ -537,82 +538,3 @@ def auto_shares(
     largest = max(range(len(shares)), key=weights.__getitem__)
     shares[largest] = total - sum(shares) + shares[largest]
     return tuple(shares)
-
-
-def level_table(
-    domain_sizes: Sequence[int] | None,
-    plan: BudgetPlan,
-    beta: float = 0.05,
-    delta: float = 1e-6,
-    *,
-    nodes: Sequence[int] | None = None,
-    paper: bool = False,
-    estimator: str = INFTDA,
-) -> list[dict[str, Any]]:
-    """One row per noised level for a preview: ``level``, ``cells`` (N_l), ``rho_k`` (exact),
-    ``epsilon_k`` (that level alone at ``delta``), ``sigma2_k`` (exact), ``sigma_k``, ``noise_k``
-    (max |noise| over the level's cells, exceeded w.p. ``<= beta / e``, ``e = d`` or ``d + 1``
-    events as for the deepest level) and ``bound`` (:func:`error_bound` at that level; for the
-    noised root, level 0, its noise term). With a noised root the first row is the root.
-
-    Beside them: ``split`` (:attr:`BudgetPlan.split_label`), ``uniform_bound`` (the bound under
-    the uniform split), ``auto_rho_k`` and ``auto_bound`` (under ``level_weights='auto'`` for the
-    plan's own target, else the leaves); None where that split is refused (noise too large).
-    Every bound is ``estimator``'s (:func:`error_bound`).
-    """
-    cells = _cells(domain_sizes, nodes)
-    d = len(cells)
-    root = plan.root_sigma2 is not None
-    terms = _terms(cells, plan, beta, d, paper)
-    target = plan.auto_target if plan.split == AUTO else "leaves"
-    uniform = _level_bounds(cells, _replan(plan, None, None, cells), beta, paper, estimator)
-    auto = _level_bounds(cells, _replan(plan, AUTO, target, cells), beta, paper, estimator)
-    rows = []
-    for i, (rho_k, bound) in enumerate(_level_bounds(cells, plan, beta, paper, estimator)):
-        level = i + 1 - root
-        sigma2 = plan.root_sigma2 if level == 0 else plan.level_sigma2[level - 1]
-        assert rho_k is not None and sigma2 is not None
-        rows.append({
-            "level": level,
-            "cells": 1 if level == 0 else cells[level - 1],
-            "rho_k": rho_k,
-            "epsilon_k": epsilon_from_rho(rho_k, delta),
-            "sigma2_k": sigma2,
-            "sigma_k": math.sqrt(sigma2),
-            "noise_k": terms[i],
-            "bound": bound,
-            "split": plan.split_label,
-            "uniform_bound": uniform[i][1],
-            "auto_rho_k": auto[i][0],
-            "auto_bound": auto[i][1],
-        })
-    return rows
-
-
-def _level_bounds(
-    cells: list[int], plan: BudgetPlan | None, beta: float, paper: bool, estimator: str
-) -> list[tuple[Fraction | None, float | None]]:
-    """(rho_k, bound) per noised level (a noised root first: its noise term)."""
-    d = len(cells)
-    if plan is None:
-        return [(None, None)] * (d + 1)
-    bounds: list[float] = error_bound(None, None, beta, nodes=cells, plan=plan, paper=paper,
-                                      estimator=estimator)
-    if plan.root_sigma2 is None:
-        return list(zip(plan.level_rho, bounds, strict=True))
-    root_term = joint_bounds(cells, plan, beta, d, paper=paper, estimator=estimator)[0]
-    return [(plan.root_rho, root_term), *zip(plan.level_rho, bounds, strict=True)]
-
-
-def _replan(
-    plan: BudgetPlan, weights: str | None, target: str | int | None, cells: list[int]
-) -> BudgetPlan | None:
-    """``plan``'s budget, relation and unit bound split another way (None: refused)."""
-    try:
-        return plan_budget(
-            plan.depth, rho=plan.rho, level_weights=weights, neighbours=plan.neighbours,
-            max_rows_per_unit=plan.max_rows_per_unit, auto_target=target, nodes=cells,
-            noised_root=plan.root_sigma2 is not None,
-        )
-    except InputError:
-        return None

@@ -9,6 +9,7 @@ not private) and a release's split is fixed before anything is charged.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -17,15 +18,20 @@ import pyarrow as pa
 
 from . import limits
 from .accounting import (
+    AUTO,
+    INFTDA,
     LEAST_SQUARES,
     REPORT_DELTA,
     BudgetPlan,
+    cells_of,
     epsilon_from_rho,
-    level_table,
+    error_bound,
+    joint_bounds,
+    noise_terms,
     plan_budget,
 )
 from .domains import DomainPlan
-from .errors import bad_argument, opt
+from .errors import InputError, bad_argument, opt
 from .request import ReleaseRequest
 
 PREVIEW_SCHEMA = pa.schema([
@@ -165,5 +171,84 @@ def _maybe(kind: Any, value: Any) -> Any:
     return None if value is None else kind(value)
 
 
-__all__ = ["PREVIEW_SCHEMA", "budget_plan", "check_beta", "level_cells", "preview_rows",
-           "preview_table", "report_delta"]
+def level_table(
+    domain_sizes: Sequence[int] | None,
+    plan: BudgetPlan,
+    beta: float = 0.05,
+    delta: float = 1e-6,
+    *,
+    nodes: Sequence[int] | None = None,
+    paper: bool = False,
+    estimator: str = INFTDA,
+) -> list[dict[str, Any]]:
+    """One row per noised level for a preview: ``level``, ``cells`` (N_l), ``rho_k`` (exact),
+    ``epsilon_k`` (that level alone at ``delta``), ``sigma2_k`` (exact), ``sigma_k``, ``noise_k``
+    (max |noise| over the level's cells, exceeded w.p. ``<= beta / e``, ``e = d`` or ``d + 1``
+    events as for the deepest level) and ``bound`` (:func:`error_bound` at that level; for the
+    noised root, level 0, its noise term). With a noised root the first row is the root.
+
+    Beside them: ``split`` (:attr:`BudgetPlan.split_label`), ``uniform_bound`` (the bound under
+    the uniform split), ``auto_rho_k`` and ``auto_bound`` (under ``level_weights='auto'`` for the
+    plan's own target, else the leaves); None where that split is refused (noise too large).
+    Every bound is ``estimator``'s (:func:`error_bound`).
+    """
+    cells = cells_of(domain_sizes, nodes)
+    d = len(cells)
+    root = plan.root_sigma2 is not None
+    terms = noise_terms(cells, plan, beta, d, paper)
+    target = plan.auto_target if plan.split == AUTO else "leaves"
+    uniform = _level_bounds(cells, _replan(plan, None, None, cells), beta, paper, estimator)
+    auto = _level_bounds(cells, _replan(plan, AUTO, target, cells), beta, paper, estimator)
+    rows = []
+    for i, (rho_k, bound) in enumerate(_level_bounds(cells, plan, beta, paper, estimator)):
+        level = i + 1 - root
+        sigma2 = plan.root_sigma2 if level == 0 else plan.level_sigma2[level - 1]
+        assert rho_k is not None and sigma2 is not None
+        rows.append({
+            "level": level,
+            "cells": 1 if level == 0 else cells[level - 1],
+            "rho_k": rho_k,
+            "epsilon_k": epsilon_from_rho(rho_k, delta),
+            "sigma2_k": sigma2,
+            "sigma_k": math.sqrt(sigma2),
+            "noise_k": terms[i],
+            "bound": bound,
+            "split": plan.split_label,
+            "uniform_bound": uniform[i][1],
+            "auto_rho_k": auto[i][0],
+            "auto_bound": auto[i][1],
+        })
+    return rows
+
+
+def _level_bounds(
+    cells: list[int], plan: BudgetPlan | None, beta: float, paper: bool, estimator: str
+) -> list[tuple[Fraction | None, float | None]]:
+    """(rho_k, bound) per noised level (a noised root first: its noise term)."""
+    d = len(cells)
+    if plan is None:
+        return [(None, None)] * (d + 1)
+    bounds: list[float] = error_bound(None, None, beta, nodes=cells, plan=plan, paper=paper,
+                                      estimator=estimator)
+    if plan.root_sigma2 is None:
+        return list(zip(plan.level_rho, bounds, strict=True))
+    root_term = joint_bounds(cells, plan, beta, d, paper=paper, estimator=estimator)[0]
+    return [(plan.root_rho, root_term), *zip(plan.level_rho, bounds, strict=True)]
+
+
+def _replan(
+    plan: BudgetPlan, weights: str | None, target: str | int | None, cells: list[int]
+) -> BudgetPlan | None:
+    """``plan``'s budget, relation and unit bound split another way (None: refused)."""
+    try:
+        return plan_budget(
+            plan.depth, rho=plan.rho, level_weights=weights, neighbours=plan.neighbours,
+            max_rows_per_unit=plan.max_rows_per_unit, auto_target=target, nodes=cells,
+            noised_root=plan.root_sigma2 is not None,
+        )
+    except InputError:
+        return None
+
+
+__all__ = ["PREVIEW_SCHEMA", "budget_plan", "check_beta", "level_cells", "level_table",
+           "preview_rows", "preview_table", "report_delta"]

@@ -159,8 +159,8 @@ def warn_not_private(request: ReleaseRequest, stacklevel: int = 3) -> None:
 
 KEYS = ("private", "why", "rho", "rho_decimal", "epsilon", "delta", "conversion", "neighbours",
         "privacy_unit", "max_rows_per_unit", "rows_per_unit_public", "columns", "output",
-        "source", "ledger_id", "seed", "domain_from_data", "mechanism", "engine", "package",
-        "plan")
+        "source", "ledger_id", "seed", "domain_from_data", "mechanism", "estimator", "engine",
+        "package", "plan")
 """The keys of a record, in the order :func:`provenance` writes them."""
 _HEADS = ("Differentially private release", "NOT PRIVATE release")
 _BY = " (inftda-duckdb): "

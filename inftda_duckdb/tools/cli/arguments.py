@@ -154,7 +154,7 @@ def release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) ->
         options["max_rows_per_unit"] = args.max_rows_per_unit
     if args.rows_per_unit_public:
         options["rows_per_unit_public"] = True
-    if args.estimator is not None:
+    if getattr(args, "estimator", None) is not None:  # not a plan's option
         options["estimator"] = args.estimator
     return options
 

@@ -167,7 +167,8 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
     """Per-level plan and bound from domain sizes alone (no data needed)."""
-    from ...core.accounting import level_table, plan_budget
+    from ...core.accounting import plan_budget
+    from ...core.planning import level_table
 
     sizes = []
     for text in name_list(args.domain_sizes, "--domain-sizes"):
