@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import secrets
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -53,8 +54,11 @@ from .catalog import Home, Where
 from .domain import DomainPlan, enum_labels
 
 MODES = ("curator", "public")
-MARKER = "inftda_public_mode"
-"""The instance-wide UDF whose existence means: every connection of this database is public."""
+MARKER = f"inftda_public_mode_{secrets.token_hex(8)}"
+"""The instance-wide UDF whose existence means: every connection of this database is public.
+Named afresh in each process (nobody can create a macro of that name before the mode is turned
+on, which would keep the UDF from being created) and always called as ``system.main.<name>``
+(DuckDB's system catalog, where only a Python UDF can be and no macro can shadow it)."""
 
 DATA_PROBLEM_TAG = "the data did not pass this release's checks"
 
@@ -85,31 +89,52 @@ def set_mode(con: Any, mode: str | None) -> None:
         global _EVER_PUBLIC
         _EVER_PUBLIC = True
         _PUBLIC.add(con)
-        if not _marked(con):
-            with contextlib.suppress(duckdb.Error):  # another connection made it meanwhile
-                con.create_function(MARKER, lambda: "public", [], "VARCHAR")
+        if _marked(con) is not True:
+            try:
+                con.create_function(MARKER, _public, [], "VARCHAR")
+            except duckdb.Error:  # made meanwhile, or a TEMP macro of con has the name
+                with con.cursor() as cur, contextlib.suppress(duckdb.Error):
+                    cur.create_function(MARKER, _public, [], "VARCHAR")
+            if _marked(con) is not True:  # fail closed: say so, never leave others curator
+                raise InputError(
+                    f"the public-facing mode could not be turned on for the whole database "
+                    f"instance: DuckDB refused to create its marker function {MARKER} (the "
+                    "name is taken, by a macro?). This connection is public; others of the "
+                    "instance would not be. Fix: drop what has that name, or open the database "
+                    "in a new process")
+
+
+def _public() -> str:
+    """The body of the :data:`MARKER` UDF (module-level: DuckDB keeps only a borrowed reference
+    to a UDF's function, which must outlive the connection that registered it)."""
+    return "public"
 
 
 _EVER_PUBLIC = False
 """Whether any connection of this process turned the mode on. Python UDFs exist only in the
 process that registered them, so until then no database instance here has :data:`MARKER`
-(checking costs a statement, ~1.5 ms, several times per release)."""
+(checking costs a statement, ~0.5 ms, several times per release)."""
 
 
-def _marked(con: Any) -> bool:
+def _marked(con: Any) -> bool | None:
+    """Whether the instance of ``con`` has :data:`MARKER` (True), surely not (False: DuckDB says
+    no such function exists), or whether something else answers to its name (None: counted as
+    public by :func:`is_public`, fail closed)."""
     if not _EVER_PUBLIC:
         return False
     with con.cursor() as cur:
         try:
-            cur.execute(f"SELECT {MARKER}()").fetchall()
+            rows = cur.execute(f"SELECT system.main.{MARKER}()").fetchall()
         except duckdb.CatalogException:
             return False
-    return True
+        except duckdb.Error:
+            return None
+    return True if rows == [("public",)] else None
 
 
 def is_public(con: Any) -> bool:
     """Whether ``con`` (or any connection of its database instance) is in public-facing mode."""
-    return con in _PUBLIC or _marked(con)
+    return con in _PUBLIC or _marked(con) is not False
 
 
 # ------------------------------------------------------------------------------ declarations
