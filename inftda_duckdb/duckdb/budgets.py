@@ -33,7 +33,7 @@ from ..ledger.sources import SourceId
 from ..ledger.store import DEFAULT_DELTA, REQUIRE_BUDGET, Charge, Ledger, exact_cap
 from . import catalog, disclosure
 from .catalog import Context, Where
-from .connections import create_macro, register_udfs
+from .connections import create_function, create_macro, register_udfs
 
 _VOUCHED: dict[str, bool] = {}  # live vouchers -> whether a transaction was open at the check
 _VOUCHER = "inftda_vouch"  # the connection's variable carrying its voucher to the setters
@@ -407,21 +407,21 @@ def register(con: Any) -> None:
         return f"require_budget is {'on' if on else 'off'}"
 
     def create(n: int) -> None:
-        con.create_function(
-            f"inftda_budget_sql_{n}", budget_text, ["DOUBLE"], "VARCHAR",
+        create_function(
+            con, f"inftda_budget_sql_{n}", budget_text, ["DOUBLE"], "VARCHAR",
             side_effects=False, null_handling="special",
         )  # fmt: skip
-        con.create_function(
-            f"inftda_set_budget_udf_{n}", set_text,
+        create_function(
+            con, f"inftda_set_budget_udf_{n}", set_text,
             ["VARCHAR"] * 5 + ["BOOLEAN"] + ["VARCHAR"] * 3 + ["VARCHAR[]", "VARCHAR"],
             "VARCHAR", side_effects=True, null_handling="special",
         )  # fmt: skip
-        con.create_function(
-            f"inftda_require_budget_udf_{n}", require_text, ["BOOLEAN", "VARCHAR"], "VARCHAR",
-            side_effects=True, null_handling="special",
+        create_function(
+            con, f"inftda_require_budget_udf_{n}", require_text, ["BOOLEAN", "VARCHAR"],
+            "VARCHAR", side_effects=True, null_handling="special",
         )  # fmt: skip
-        con.create_function(
-            f"inftda_releases_sql_{n}", releases_text, ["VARCHAR"] * 4, "VARCHAR",
+        create_function(
+            con, f"inftda_releases_sql_{n}", releases_text, ["VARCHAR"] * 4, "VARCHAR",
             side_effects=False, null_handling="special",
         )  # fmt: skip
 

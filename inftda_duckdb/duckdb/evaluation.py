@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from ..core.accounting import BudgetPlan, error_bound, total_rho
 from ..core.errors import InputError, bad_argument, opt, speaks
 from ..core.identifiers import literal, parse_qualified, quote, quote_qualified
 from . import disclosure
-from .connections import create_macro, register_udfs
+from .connections import create_function, create_macro, register_udfs
 
 #: Columns of the result, in order.
 RESULT_COLUMNS = (
@@ -387,17 +387,15 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
                 live, true_table, released_table, columns, opts, f"inftda_evaluate_bound_{n}"
             )
 
-        udfs = [
+        udfs: list[tuple[str, Callable[..., Any], list[str], str]] = [
             (f"inftda_evaluate_sql_{n}", sql_from_json,
              ["VARCHAR", "VARCHAR", "VARCHAR[]", "VARCHAR"], "VARCHAR"),
             (f"inftda_evaluate_bound_{n}", _bound_udf, ["BIGINT[]", "VARCHAR", "DOUBLE"],
              "DOUBLE[]"),
         ]  # fmt: skip
         for name, fn, params, ret in udfs:
-            con.create_function(
-                name, fn, params, ret, null_handling="special",
-                side_effects=False,  # type: ignore[call-overload]
-            )
+            create_function(con, name, fn, params, ret, null_handling="special",
+                            side_effects=False)
 
     n = register_udfs(con, "evaluation", create)
     create_macro(
