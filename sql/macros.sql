@@ -9,6 +9,11 @@
 -- connection) from the arguments passed as JSON. Rendering is cheap, deterministic and draws no
 -- noise; DESCRIBE / EXPLAIN cost nothing. current_query_id() binds the capability token of the
 -- rendered statement to the statement being run (see inftda_duckdb/duckdb/capabilities.py).
+-- 'session': the statement being bound (current_query(): the public-facing mode refuses EXPLAIN
+-- of the functions, read with DuckDB's parser), profiling and logging. A relation of DuckDB's
+-- Python API is bound first outside any statement (current_query_id() is then 2**64 - 1 and
+-- current_query() would fail with an internal error: NULL instead); whatever runs it, or
+-- explains it, binds it again under its own statement.
 -- Cost of inftda_release: one full release per EXECUTION (fresh noise, charged to the ledger);
 -- use CREATE TABLE ... AS SELECT * FROM inftda_release(...) and query the table.
 -- Cost of inftda_preview: nothing (no budget; reads only public domains, except with
@@ -22,7 +27,10 @@ inftda_release(
     'current_database': current_database(), 'current_schema': current_schema(),
     'search_path': current_setting('search_path'), 'query_id': current_query_id(),
     'memory_limit': current_setting('memory_limit'),
-    'session': {'profiling': current_setting('enable_profiling')}
+    'session': {'query': CASE WHEN current_query_id() = 18446744073709551615 THEN NULL
+                         ELSE current_query() END, 'profiling': current_setting('enable_profiling'),
+                'logging': {'on': current_setting('enable_logging'),
+                            'level': current_setting('logging_level')}}
 })::VARCHAR))
 
 -- @preview_macro
@@ -32,5 +40,8 @@ inftda_preview(
     'source': source, 'columns': columns, $fields,
     'current_database': current_database(), 'current_schema': current_schema(),
     'search_path': current_setting('search_path'), 'query_id': current_query_id(),
-    'session': {'profiling': current_setting('enable_profiling')}
+    'session': {'query': CASE WHEN current_query_id() = 18446744073709551615 THEN NULL
+                         ELSE current_query() END, 'profiling': current_setting('enable_profiling'),
+                'logging': {'on': current_setting('enable_logging'),
+                            'level': current_setting('logging_level')}}
 })::VARCHAR))

@@ -168,12 +168,14 @@ leaf_coded AS (SELECT *, $oks FROM leaf_hit WHERE $hit UNION ALL SELECT * FROM l
 
 -- @checks
 -- the public/data checks inftda_begin turns into errors BEFORE charging anything; 'session':
--- the statement and profiling setting of the caller (the public-facing mode refuses EXPLAIN
--- ANALYZE and profiling: they would print the data's row counts). One row: the typed row (the
+-- the statement, the profiling and the logging settings of the caller (the public-facing mode
+-- refuses EXPLAIN, profiling and DuckDB's operator logs: they show the data's row counts). One row: the typed row (the
 -- ENUM columns' checks read it) and, for a release, the data stats (s) in its FROM, not as
 -- scalar subqueries (~0.25 ms less to plan)
 checks AS (SELECT to_json({$totals
-    'session': {'query': current_query(), 'profiling': current_setting('enable_profiling')},
+    'session': {'query': current_query(), 'profiling': current_setting('enable_profiling'),
+                'logging': {'on': current_setting('enable_logging'),
+                            'level': current_setting('logging_level')}},
     'columns': [$column_checks],
     'nestings': [$nest_checks]
 })::VARCHAR AS j FROM typed$stats)

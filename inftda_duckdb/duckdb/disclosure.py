@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import secrets
+import threading
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -261,21 +261,73 @@ def admit(con: Any, request: ReleaseRequest, plan: DomainPlan,
                          f"the values with {opt('domains')}")
 
 
-_PROFILED = re.compile(r"^\s*EXPLAIN\s+ANALY[SZ]E\b", re.I)
+ADMITTED = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "MERGE_INTO", "CREATE", "COPY",
+                      "MULTI", "PREPARE", "EXECUTE", "SET"})
+"""The kinds of statement (DuckDB's parser's ``StatementType``) a release or preview may be
+part of in public-facing mode: every kind that runs or stores it, none that prints its plan.
+``EXPLAIN`` (with or without ``ANALYZE``, any options, after any comment) is refused: its plan
+shows DuckDB's cardinality estimates of the private tables (their exact row counts), its
+analysis every operator's exact row count. A kind DuckDB adds later is refused until added
+here. (DuckDB cannot ``PREPARE`` an ``EXPLAIN``, and ``EXECUTE`` binds the statement again,
+under its own text.)"""
+
+QUIET_LOG_LEVELS = frozenset({"INFO", "WARNING", "WARN", "ERROR", "FATAL"})
+"""DuckDB's log levels at which no operator logs (DuckDB logs its operators, with their row
+counts, at DEBUG): a release or preview runs while logging is off or at one of these."""
+
+_PARSER: list[Any] = []  # a private in-memory DuckDB, for its parser only
+_PARSER_LOCK = threading.Lock()
+
+
+def statement_kinds(text: str) -> list[str] | None:
+    """The kinds of the statements in ``text`` as DuckDB's own parser reads them (comments,
+    case and spacing as DuckDB takes them: no text matching), or None if it cannot parse it."""
+    with _PARSER_LOCK:
+        if not _PARSER:
+            _PARSER.append(duckdb.connect())
+        try:
+            return [s.type.name for s in _PARSER[0].extract_statements(text)]
+        except duckdb.Error:
+            return None
 
 
 def _check_session(session: Any) -> None:
-    """EXPLAIN ANALYZE and DuckDB's profiling show every operator's exact row count: refused
-    (profiling when the statement is bound, before any data is read, and both when it runs:
-    the statement then fails and returns no profile). A session missing from the arguments (a
-    UDF called by hand, not through the table macros) is refused too."""
-    if not isinstance(session, dict) or "profiling" not in session:
+    """The statement a release or preview is part of, and the caller's profiling and logging,
+    as the macro (when it is bound) and the check row (when it runs) read them with
+    ``current_query()`` and ``current_setting``: the statement must be of an :data:`ADMITTED`
+    kind (``EXPLAIN`` in any spelling is refused when it is bound, before any data is read: the
+    generator runs for EXPLAIN too), profiling must be off (DuckDB's profiles show every
+    operator's exact row count; the statement then fails and leaves no profile), and logging off
+    or at a :data:`QUIET_LOG_LEVELS` level. A session missing from the arguments (a UDF
+    called by hand, not through the table macros) is refused too."""
+    if not isinstance(session, dict) or "profiling" not in session or "query" not in session:
         raise refuse("a release or preview statement not made by inftda_release or "
                      "inftda_preview", "call the table macros")
-    query = session.get("query")
-    if session["profiling"] is not None or (isinstance(query, str) and _PROFILED.match(query)):
-        raise refuse("profiling (EXPLAIN ANALYZE, enable_profiling), which shows the row "
-                     "counts of the private data,", "run the statement without it")
+    if session["profiling"] is not None:
+        raise refuse("profiling (enable_profiling, profiling_mode, PRAGMA enable_profiling), "
+                     "which shows the row counts of the private data,",
+                     "turn it off (PRAGMA disable_profiling) and run the statement again")
+    logging = session.get("logging")
+    if not isinstance(logging, dict) or (logging.get("on") and str(
+            logging.get("level")).upper() not in QUIET_LOG_LEVELS):
+        raise refuse("DuckDB's logging at DEBUG or TRACE level (CALL enable_logging), whose "
+                     "operator logs record row counts of the private data,",
+                     "log at level INFO or above (CALL enable_logging(level := 'info')), or "
+                     "CALL disable_logging()")
+    query = session["query"]
+    if query is None:  # a relation bound outside any statement: nothing runs or prints here;
+        return  # what runs or explains it binds it again, under its own statement
+    kinds = statement_kinds(query) if isinstance(query, str) else None
+    if kinds is not None and "EXPLAIN" in kinds:
+        raise refuse("EXPLAIN of a release or preview (in any spelling: its plan shows "
+                     "DuckDB's estimates of the private row counts, EXPLAIN ANALYZE every "
+                     "exact one)", "run the statement without EXPLAIN")
+    if not kinds or not set(kinds) <= ADMITTED:
+        what = ("a statement DuckDB does not show (e.g. a relation's create() or explain() "
+                "on DuckDB 1.5)" if not kinds else
+                f"a statement of kind {', '.join(sorted(set(kinds) - ADMITTED))}")
+        raise refuse(f"a release or preview inside {what}",
+                     "call it from a SELECT, CREATE TABLE ... AS, INSERT or COPY statement")
 
 
 def check_evaluate(con: Any, *tables: str) -> None:
