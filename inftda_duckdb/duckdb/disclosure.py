@@ -44,7 +44,14 @@ from typing import Any
 
 import duckdb
 
-from ..core.errors import BudgetExceededError, InftdaError, InputError, bad_argument, opt
+from ..core.errors import (
+    BudgetExceededError,
+    InftdaError,
+    InputError,
+    ReleaseAbortedError,
+    bad_argument,
+    opt,
+)
 from ..core.identifiers import parse_qualified, quote_qualified
 from ..core.request import ReleaseRequest
 from ..ledger.sources import SourceId
@@ -369,7 +376,8 @@ def check_budget(con: Any, where: Where, charge: dict[str, Any]) -> tuple[Source
 
 @contextlib.contextmanager
 def hidden(charged: str) -> Iterator[None]:
-    """Public-facing mode: any error of the data checks inside becomes one fixed message (the
+    """Public-facing mode: any error of the data checks inside, or of the cell limit decided
+    from the noised total, becomes one fixed message, a :class:`ReleaseAbortedError` (the
     release stays charged, as ``charged`` says). The reason goes to the
     ``inftda_duckdb.disclosure`` logger at DEBUG level only (silent unless the curator
     configures logging)."""
@@ -377,7 +385,7 @@ def hidden(charged: str) -> Iterator[None]:
         yield
     except InftdaError as exc:
         _LOG.debug("public-facing mode hid this data problem: %s", exc)
-        raise InputError(
+        raise ReleaseAbortedError(
             f"this release was charged ({charged}) and stopped: {DATA_PROBLEM_TAG} (a NULL, a "
             "value outside the declared domains or domain tables, a NULL privacy unit, or more "
             "cells than the limit). The public-facing mode does not say which, or how often: "

@@ -18,6 +18,7 @@ preview's rows (no data read but the checks).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -157,7 +158,8 @@ def _claim(state: Release) -> None:
         with disclosure.hidden(charged):  # charged: one fixed message, whatever failed
             raise checked.hidden
     RELEASES.keep_ledger_id(state.token, ledger_id)
-    source, state.root = draw(checked, charged)
+    with disclosure.hidden(charged) if disclosure.is_public(con) else contextlib.nullcontext():
+        source, state.root = draw(checked, charged)  # the cell limit from the noised total
     state.levels = [(source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]),
                      checked.sizes[k], p.nests[k]) for k in range(request.depth)]
     state.nodes = Nodes.root(state.root)
