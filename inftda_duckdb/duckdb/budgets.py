@@ -31,7 +31,7 @@ from ..core.identifiers import fold, literal, parse_qualified, quote
 from ..ledger.report import budget_table, no_charges
 from ..ledger.sources import SourceId
 from ..ledger.store import DEFAULT_DELTA, REQUIRE_BUDGET, Charge, Ledger, exact_cap
-from . import catalog, disclosure
+from . import arguments, catalog, disclosure
 from .catalog import Context, Where
 from .connections import create_function, create_macro, register_udfs
 
@@ -357,9 +357,7 @@ def register(con: Any) -> None:
     def set_text(source: str, rho: str | None, epsilon: str | None, delta: str | None,
                  name: str | None, missing_ok: bool | None, db: str, schema: str, path: str,
                  temp: list[str] | None, voucher: str | None) -> str:
-        import json
-
-        spec = json.loads(source)
+        spec = arguments.json_value(source, "inftda_set_budget", "source")
         context = (db, schema, path)
         con = live()
         disclosure.refuse_if_public(con, "inftda_set_budget from SQL (it would let callers "
@@ -377,14 +375,12 @@ def register(con: Any) -> None:
 
     @speaks("sql")
     def releases_text(source: str | None, db: str, schema: str, path: str) -> str:
-        import json
-
         con = live()
         rows = ledger_rows(con)
         if source is not None:
             import pyarrow.compute as pc  # here: its import is ~0.15 s of every process's start
 
-            spec = json.loads(source)
+            spec = arguments.json_value(source, "inftda_releases", "source")
             with con.cursor() as cur:
                 wheres = catalog.parse_sources(cur, spec, missing_ok=True,
                                                context=(db, schema, path))

@@ -16,7 +16,7 @@ from ..core import planning
 from ..core.errors import InputError, speaks
 from ..core.release import charge_fields
 from ..core.request import ReleaseRequest, from_json
-from . import allocator, capabilities, disclosure
+from . import allocator, arguments, capabilities, disclosure
 from .catalog import Where
 from .domain import DomainPlan, plan_domains
 from .sqlgen import UdfNames, preview_spec_json, render_preview, render_release, spec_json
@@ -74,7 +74,7 @@ def _cursor(con_ref: Any) -> Any:
 def release_sql(con_ref: Any, names: UdfNames, options: str) -> str:
     """The release statement for the macro's ``options`` (a JSON object of the request and the
     caller's context), on the connection ``con_ref()`` whose UDFs are ``names``."""
-    data = json.loads(options)
+    data = arguments.json_object(options, "inftda_release_sql", "options")
     context, session = _context(data), data.pop("session", None)
     query_id = data.pop("query_id", None)
     setting = data.pop("memory_limit", None)  # the macro read it: no query here
@@ -90,7 +90,7 @@ def release_sql(con_ref: Any, names: UdfNames, options: str) -> str:
 @speaks("sql")
 def preview_sql(con_ref: Any, names: UdfNames, options: str) -> str:
     """The preview statement for the macro's ``options``, as :func:`release_sql`."""
-    data = json.loads(options)
+    data = arguments.json_object(options, "inftda_preview_sql", "options")
     context, session = _context(data), data.pop("session", None)
     data.pop("query_id", None)
     data.pop("memory_limit", None)
