@@ -51,7 +51,7 @@ from .domain import DomainPlan, plan_domains
 from .registration import load
 from .registry import RELEASES, Progress
 from .sqlgen import UdfNames
-from .statements import preview_rendered, rendered
+from .statements import preview_rendered, public_first, rendered
 from .stopping import is_interrupt, planning_interrupts, stop
 
 _KINDS: dict[str, type[InftdaError]] = {
@@ -191,6 +191,7 @@ def run_release(
         with planning_interrupts():
             request, plan, names = prepare(con, name, columns, options)
             plan.check_sizes()
+        public_first(con, request, plan, origin, charge=charge)
         where = charge or Where.of(plan.source)
         sql, token = rendered(request, plan, names, origin, None, where,
                               allocator.memory_limit(con))

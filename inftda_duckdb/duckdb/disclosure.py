@@ -77,6 +77,7 @@ _LOG = logging.getLogger("inftda_duckdb.disclosure")
 _PUBLIC: weakref.WeakSet[Any] = weakref.WeakSet()
 _TABLES: weakref.WeakKeyDictionary[Any, set[tuple[str, ...]]] = weakref.WeakKeyDictionary()
 _ENUMS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], str]] = weakref.WeakKeyDictionary()
+_SOURCES: weakref.WeakKeyDictionary[Any, set[tuple[str, ...]]] = weakref.WeakKeyDictionary()
 
 
 # ---------------------------------------------------------------------------------- the mode
@@ -180,6 +181,22 @@ def declare_public_enum(con: Any, type_name: str) -> None:
     _ENUMS.setdefault(con, {})[labels] = type_name
 
 
+def declare_failsafe_source(con: Any, name: str) -> None:
+    """The curator vouches that reading the view (or other source) ``name`` cannot fail on its
+    rows: no CAST, arithmetic, ``error()``, parsing of a file or scan of another kind of
+    database in it that one row could make fail. In public-facing mode a release reads only
+    tables of DuckDB databases, the sources declared here and those declared public
+    (:func:`declare_public_table`): whether a release fails, and what it says, must not depend
+    on the data, and DuckDB's own error (raised before the charge, quoting the row's value)
+    cannot be replaced there. Resolved now on ``con`` itself (its TEMP objects and registered
+    DataFrames included); kept for ``con``, in this process."""
+    found = catalog.resolve(con, name, _context(con))
+    if found is None:
+        raise bad_argument("name", name, "names no table or view this connection can see",
+                           "create it first, or check the name")
+    _SOURCES.setdefault(con, set()).add(_low(found))
+
+
 def _column_enum(con: Any, parts: tuple[str, ...]) -> tuple[str, ...]:
     """The labels of the ENUM column ``table.column`` (from the catalog; () if not one)."""
     with con.cursor() as cur:
@@ -230,13 +247,17 @@ def defaults(con: Any, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def admit(con: Any, request: ReleaseRequest, plan: DomainPlan,
-          checks: dict[str, Any] | None = None, session: Any = None) -> None:
+          checks: dict[str, Any] | None = None, session: Any = None, *,
+          statement: bool = True) -> None:
     """The public-facing mode's refusals of a release or preview, from the request, the
     caller's session and the catalog only (``checks``: the check row, whose column types name
-    each ENUM's labels and which carries the session; else ``session`` from the macro)."""
+    each ENUM's labels and which carries the session; else ``session`` from the macro; not
+    ``statement``: the Python API before it runs its statement, whose session its check row
+    carries)."""
     if not is_public(con):
         return
-    _check_session(checks.get("session") if checks is not None else session)
+    if statement:
+        _check_session(checks.get("session") if checks is not None else session)
     ask = "ask the curator"
     if request.seed is not None:
         raise refuse(f"{opt('seed', request.seed)} (reproducible noise: not private)",
@@ -335,6 +356,31 @@ def _check_session(session: Any) -> None:
                 f"a statement of kind {', '.join(sorted(set(kinds) - ADMITTED))}")
         raise refuse(f"a release or preview inside {what}",
                      "call it from a SELECT, CREATE TABLE ... AS, INSERT or COPY statement")
+
+
+def check_source(con: Any, reader: Any, source: tuple[str, str, str]) -> None:
+    """Public-facing mode, before a release is run: refuse a ``source`` whose reading could
+    fail on one of its rows (DuckDB's error would come before the charge and quote the value:
+    whether a release fails, and what it says, would depend on the data). Admitted: a table of
+    a DuckDB database (a scan of stored values cannot fail on them), and what the curator
+    declared (:func:`declare_failsafe_source`, :func:`declare_public_table`). ``reader``: a
+    connection that sees the catalog as the release will (an idle one; a fresh cursor cannot
+    see the caller's TEMP objects, which are then refused unless declared)."""
+    if not is_public(con) or _low(source) in _SOURCES.get(con, set()) or public_table(
+            con, source):
+        return
+    rows = reader.execute(
+        "SELECT d.type FROM duckdb_tables() AS t JOIN duckdb_databases() AS d "
+        "ON d.database_name = t.database_name WHERE t.database_name = ? AND "
+        "t.schema_name = ? AND t.table_name = ?", list(source)).fetchall()
+    if rows and str(rows[0][0]).lower() == "duckdb":
+        return
+    raise refuse(
+        f"a release of {'.'.join(source)}, which is not a table of a DuckDB database (a view, "
+        "a file or DataFrame read through one, a TEMP object, or a table of another kind of "
+        "database), so reading it could fail on one of its rows and quote it,",
+        f"ask the curator to copy it into a table (CREATE TABLE ... AS), or to vouch that "
+        f"reading it cannot fail: declare_failsafe_source(con, {'.'.join(source)!r})")
 
 
 def check_evaluate(con: Any, *tables: str) -> None:
