@@ -109,7 +109,8 @@ def charge(con: Any, where: Where, fields: dict[str, Any],
             source, h = catalog.source_id(cur, where, fallback, owner=con)
         ledger = catalog.ledger_for(con, h, cursor=cur)
         rid, ledger_id = ledger.charge(Charge(source=source, **fields),
-                                       expect=catalog.expectation(h))
+                                       expect=catalog.expectation(h),
+                                       identity=catalog.claim(where, h, ledger))
     catalog.bind(con, h, ledger, ledger_id)
     return rid
 
@@ -179,7 +180,8 @@ def set_budget(
                                    temp=temp)
     ledger, sources, homes = _ledger_of(con, wheres)
     ledger_id = _check_bindings(con, ledger, homes)
-    ledger.set_budget(sources, cap, name)
+    ledger.set_budget(sources, cap, name, identities=tuple(
+        catalog.claim(w, h, ledger) for w, h in zip(wheres, homes, strict=True)))
     for h in homes:
         catalog.bind(con, h, ledger, ledger_id)
     return name.strip() if name else sources[0].label
@@ -221,9 +223,18 @@ def budget(con: Any, delta: object = DEFAULT_DELTA) -> pa.Table:
 
 
 def verify_ledger(con: Any) -> pa.Table:
-    """Check every ledger of ``con`` now, whole (rows, digests, hashes, links, head): one row
-    per ledger with ``ok`` and, when broken, the ``problem``."""
-    reports = [ledger.verify() for ledger in catalog.ledgers(con)]
+    """Check every ledger of ``con`` now, whole (rows, digests, hashes, links, head, and the
+    identities of the attached databases it recorded): one row per ledger with ``ok`` and,
+    when broken, the ``problem``."""
+    reports = []
+    for ledger in catalog.ledgers(con):
+        try:  # and the identity of every database it keeps budgets for, as the chain has it
+            claims = catalog.identity_claims(con, ledger)
+        except LedgerError as exc:  # an identity table emptied or doubled
+            reports.append({"location": ledger.location, "ok": False, "rows": None,
+                            "ledger_id": None, "keyed": ledger.key.keyed, "problem": str(exc)})
+            continue
+        reports.append(ledger.verify(claims))
     return pa.Table.from_pylist(reports, schema=pa.schema([
         ("location", pa.string()), ("ok", pa.bool_()), ("rows", pa.int64()),
         ("ledger_id", pa.string()), ("keyed", pa.bool_()), ("problem", pa.string())]))

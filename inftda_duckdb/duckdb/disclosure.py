@@ -410,7 +410,8 @@ def check_budget(con: Any, where: Where, charge: dict[str, Any]) -> tuple[Source
     with con.cursor() as cur:  # (an in-database ledger works through this cursor)
         source, home = catalog.source_id(cur, where, catalog.default_database(con), owner=con)
         ledger = catalog.ledger_for(con, home, cursor=cur)
-        ledger.check(Charge(source=source, **charge))
+        ledger.check(Charge(source=source, **charge),
+                     identity=catalog.claim(where, home, ledger))
         uncovered = is_public(con) and ledger.remaining(source) is None
     if uncovered:
         raise BudgetExceededError(
