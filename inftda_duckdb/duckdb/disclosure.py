@@ -370,7 +370,8 @@ def check_source(con: Any, reader: Any, source: tuple[str, str, str]) -> None:
             con, source):
         return
     rows = reader.execute(
-        "SELECT d.type FROM duckdb_tables() AS t JOIN duckdb_databases() AS d "
+        "SELECT d.type FROM system.main.duckdb_tables() AS t JOIN "
+        "system.main.duckdb_databases() AS d "
         "ON d.database_name = t.database_name WHERE t.database_name = ? AND "
         "t.schema_name = ? AND t.table_name = ?", list(source)).fetchall()
     if rows and str(rows[0][0]).lower() == "duckdb":
