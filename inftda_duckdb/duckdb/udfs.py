@@ -44,7 +44,7 @@ from ..core.identifiers import quote
 from ..core.interrupts import stopped
 from ..core.noise import DiscreteGaussian
 from ..core.provenance import not_private_texts
-from ..core.release import charge_fields, charged_text, check, draw
+from ..core.release import charge_fields, charged_text, check, draw, public_plan
 from ..core.request import ReleaseRequest, from_json
 from ..core.topdown import Cancelled, LevelProgress, check_total, release_below
 from ..core.tree import Nodes, mixed_radix
@@ -158,7 +158,9 @@ def _claim(state: Release) -> None:
     request, plan = checked.request, checked.plan
     try:
         # refusal raises BudgetExceededError: nothing drawn
-        ledger_id = budgets.charge(con, p.where, charge_fields(request, plan.rho, p.origin),
+        public = public_plan(checked)
+        ledger_id = budgets.charge(con, p.where,
+                                   charge_fields(request, plan.rho, p.origin, public),
                                    checked.found)
     except KeyboardInterrupt:  # while the charge was being written
         raise stopped(None, recording=True) from None
@@ -166,7 +168,7 @@ def _claim(state: Release) -> None:
     if checked.hidden is not None:
         with disclosure.hidden(charged):  # charged: one fixed message, whatever failed
             raise checked.hidden
-    RELEASES.keep_ledger_id(state.token, ledger_id)
+    RELEASES.keep_ledger_id(state.token, ledger_id, public)
     with disclosure.hidden(charged) if disclosure.is_public(con) else contextlib.nullcontext():
         source, state.root = draw(checked, charged)  # the cell limit from the noised total
     state.levels = [(source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]),

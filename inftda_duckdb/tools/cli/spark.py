@@ -93,7 +93,7 @@ def spark_release(args: argparse.Namespace) -> int:
                            f"pass --ledger budget.duckdb, or set {LEDGER_VARIABLE}")
     budget = budget_of(args)
     columns = name_list(args.columns)
-    kind = output_kind(args) if args.output is not None else ""
+    kind = output_kind(args, folder_ok=True) if args.output is not None else ""
     options = _options(args)
     if args.seed is not None:
         sys.stderr.write(
