@@ -168,12 +168,14 @@ leaf_coded AS (SELECT *, $oks FROM leaf_hit WHERE $hit UNION ALL SELECT * FROM l
 
 -- @checks
 -- the public/data checks inftda_begin turns into errors BEFORE charging anything; 'session':
--- the statement and profiling setting of the caller (the public-facing mode refuses EXPLAIN
--- ANALYZE and profiling: they would print the data's row counts). One row: the typed row (the
+-- the statement, the profiling and the logging settings of the caller (the public-facing mode
+-- refuses EXPLAIN, profiling and DuckDB's operator logs: they show the data's row counts). One row: the typed row (the
 -- ENUM columns' checks read it) and, for a release, the data stats (s) in its FROM, not as
 -- scalar subqueries (~0.25 ms less to plan)
 checks AS (SELECT to_json({$totals
-    'session': {'query': current_query(), 'profiling': current_setting('enable_profiling')},
+    'session': {'query': system.main.current_query(), 'profiling': system.main.current_setting('enable_profiling'),
+                'logging': {'on': system.main.current_setting('enable_logging'),
+                            'level': system.main.current_setting('logging_level')}},
     'columns': [$column_checks],
     'nestings': [$nest_checks]
 })::VARCHAR AS j FROM typed$stats)
@@ -184,7 +186,7 @@ checks AS (SELECT to_json({$totals
 -- folded, as DuckDB's binder compares names). duckdb_columns() lists the columns of tables and
 -- views alike (each has one at least); database_name = 'temp', DuckDB's TEMP catalog, makes it
 -- read that catalog only: ~0.2 ms less than duckdb_tables() and duckdb_views() together
-'shadow': (SELECT count(*) FROM duckdb_columns()
+'shadow': (SELECT count(*) FROM system.main.duckdb_columns()
            WHERE database_name = 'temp' AND NOT internal
              AND translate(table_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name),
 
@@ -192,7 +194,7 @@ checks AS (SELECT to_json({$totals
 -- the source is a TEMP view over a registered pandas DataFrame (catalog only): its ENUM columns
 -- are Categoricals, whose categories pandas may have taken from the data (a warning); DuckDB
 -- 1.5.0 gives such a view an empty SQL text (no CREATE VIEW can)
-'frame': (SELECT count(*) FROM duckdb_views()
+'frame': (SELECT count(*) FROM system.main.duckdb_views()
           WHERE temporary
             AND translate(view_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name
             AND (sql LIKE '%pandas_scan(%' OR trim(coalesce(sql, '')) = '')),
@@ -275,7 +277,7 @@ coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
 -- ONE call per execution (MATERIALIZED, so every call of the statement is done before the
 -- levels step): accepts the spec only with the capability token minted for this statement
 -- (current_query_id()), turns the checks into errors; nothing is charged or drawn yet.
-inftda_b AS MATERIALIZED (SELECT $begin($spec, j, current_query_id()) AS b FROM checks)
+inftda_b AS MATERIALIZED (SELECT $begin($spec, j, system.main.current_query_id()) AS b FROM checks)
 
 -- @leaf
 -- true leaf counts on codes (one row per leaf: values and codes correspond one to one; rows
@@ -320,7 +322,7 @@ leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 -- so DuckDB evaluates it once per execution (tested on several query shapes); a second call
 -- would find its release gone and raise, never return rows.
 inftda_e AS (SELECT $levels(b.b.rid, 0, $leaf, [$allowed]::$ptype[],
-                            current_setting('threads')::BIGINT, 0, 0) AS e
+                            system.main.current_setting('threads')::BIGINT, 0, 0) AS e
              FROM inftda_b AS b),
 -- each column's public values in code order: decoding is a list lookup
 inftda_dl AS MATERIALIZED (SELECT $lists FROM typed),
@@ -340,11 +342,11 @@ inftda_t AS MATERIALIZED (
     SELECT $levels(b.b.rid, -1, (SELECT {'k': NULL::INTEGER[], 'key': list(p), 'n': list(n)}
                                  FROM (SELECT key // $cut_radix AS p, sum(n)::BIGINT AS n
                                        FROM inftda_k GROUP BY ALL)),
-                   [$allowed]::$ptype[], current_setting('threads')::BIGINT, $cut, $parts) AS t
+                   [$allowed]::$ptype[], system.main.current_setting('threads')::BIGINT, $cut, $parts) AS t
     FROM inftda_b AS b),
 $part_lists,
 inftda_e AS (SELECT $levels(t.t.rid, $part, {'k': NULL::INTEGER[], 'key': g.k, 'n': g.n},
-                            NULL::$ptype[], current_setting('threads')::BIGINT, $cut, $parts) AS e
+                            NULL::$ptype[], system.main.current_setting('threads')::BIGINT, $cut, $parts) AS e
              $part_rows),
 -- each column's public values in code order: decoding is a list lookup
 inftda_dl AS MATERIALIZED (SELECT $lists FROM typed),

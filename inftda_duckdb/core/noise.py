@@ -246,12 +246,15 @@ class DiscreteGaussian:
         u = (w0 >> np.uint64(63 - self._bits)) & np.uint64((1 << self._bits) - 1)
         a = np.searchsorted(table, u, side="left")  # < table.size: table[-1] = 2**bits - 1 >= u
         for i in np.flatnonzero(table[a] == u):  # probability table.size / 2**bits per sample
-            a[i] = self._refine(source, int(ids[i]), int(u[i]), int(a[i]))
+            # a 64-bit address is an int; a wide one stays its row of limbs
+            id_ = ids[i] if ids.ndim == 2 else int(ids[i])
+            a[i] = self._refine(source, id_, int(u[i]), int(a[i]))
         return a
 
-    def _refine(self, source: RandomSource, id_: int, u: int, a: int) -> int:
+    def _refine(self, source: RandomSource, id_: int | np.ndarray, u: int, a: int) -> int:
         """``A`` for a first word ``u == T_a``: the first ``a' >= a`` with ``U < F(a')``, each
-        comparison decided on as many further words of ``U`` as it takes."""
+        comparison decided on as many further words of ``U`` as it takes (``id_``: the sample's
+        address, an int or a wide address's row of limbs)."""
         bits, table = self._bits, self._tab.cdf
         prefix, depth = u, 1  # U's first bits * depth bits
         while True:

@@ -57,7 +57,7 @@ from .progress import TextProgress, in_notebook, watching
 from .registration import load
 from .registry import RELEASES, Progress
 from .sqlgen import UdfNames
-from .statements import preview_rendered, rendered
+from .statements import preview_rendered, public_first, rendered
 from .stopping import is_interrupt, planning_interrupts, stop
 
 _KINDS: dict[str, type[InftdaError]] = {
@@ -226,6 +226,7 @@ def run_release(
         with planning_interrupts():
             request, plan, names = prepare(con, name, columns, options)
             plan.check_sizes()
+        public_first(con, request, plan, origin, charge=charge)
         where = charge or Where.of(plan.source)
         sql, token = rendered(request, plan, names, origin, None, where,
                               allocator.memory_limit(con))

@@ -31,9 +31,9 @@ from ..core.identifiers import fold, literal, parse_qualified, quote
 from ..ledger.report import budget_table, no_charges
 from ..ledger.sources import SourceId
 from ..ledger.store import DEFAULT_DELTA, REQUIRE_BUDGET, Charge, Ledger, exact_cap
-from . import catalog, disclosure
+from . import arguments, catalog, disclosure
 from .catalog import Context, Where
-from .connections import create_macro, register_udfs
+from .connections import create_function, create_macro, register_udfs
 
 _VOUCHED: dict[str, bool] = {}  # live vouchers -> whether a transaction was open at the check
 _VOUCHER = "inftda_vouch"  # the connection's variable carrying its voucher to the setters
@@ -109,7 +109,8 @@ def charge(con: Any, where: Where, fields: dict[str, Any],
             source, h = catalog.source_id(cur, where, fallback, owner=con)
         ledger = catalog.ledger_for(con, h, cursor=cur)
         rid, ledger_id = ledger.charge(Charge(source=source, **fields),
-                                       expect=catalog.expectation(h))
+                                       expect=catalog.expectation(h),
+                                       identity=catalog.claim(where, h, ledger))
     catalog.bind(con, h, ledger, ledger_id)
     return rid
 
@@ -179,7 +180,8 @@ def set_budget(
                                    temp=temp)
     ledger, sources, homes = _ledger_of(con, wheres)
     ledger_id = _check_bindings(con, ledger, homes)
-    ledger.set_budget(sources, cap, name)
+    ledger.set_budget(sources, cap, name, identities=tuple(
+        catalog.claim(w, h, ledger) for w, h in zip(wheres, homes, strict=True)))
     for h in homes:
         catalog.bind(con, h, ledger, ledger_id)
     return name.strip() if name else sources[0].label
@@ -221,9 +223,18 @@ def budget(con: Any, delta: object = DEFAULT_DELTA) -> pa.Table:
 
 
 def verify_ledger(con: Any) -> pa.Table:
-    """Check every ledger of ``con`` now, whole (rows, digests, hashes, links, head): one row
-    per ledger with ``ok`` and, when broken, the ``problem``."""
-    reports = [ledger.verify() for ledger in catalog.ledgers(con)]
+    """Check every ledger of ``con`` now, whole (rows, digests, hashes, links, head, and the
+    identities of the attached databases it recorded): one row per ledger with ``ok`` and,
+    when broken, the ``problem``."""
+    reports = []
+    for ledger in catalog.ledgers(con):
+        try:  # and the identity of every database it keeps budgets for, as the chain has it
+            claims = catalog.identity_claims(con, ledger)
+        except LedgerError as exc:  # an identity table emptied or doubled
+            reports.append({"location": ledger.location, "ok": False, "rows": None,
+                            "ledger_id": None, "keyed": ledger.key.keyed, "problem": str(exc)})
+            continue
+        reports.append(ledger.verify(claims))
     return pa.Table.from_pylist(reports, schema=pa.schema([
         ("location", pa.string()), ("ok", pa.bool_()), ("rows", pa.int64()),
         ("ledger_id", pa.string()), ("keyed", pa.bool_()), ("problem", pa.string())]))
@@ -357,9 +368,7 @@ def register(con: Any) -> None:
     def set_text(source: str, rho: str | None, epsilon: str | None, delta: str | None,
                  name: str | None, missing_ok: bool | None, db: str, schema: str, path: str,
                  temp: list[str] | None, voucher: str | None) -> str:
-        import json
-
-        spec = json.loads(source)
+        spec = arguments.json_value(source, "inftda_set_budget", "source")
         context = (db, schema, path)
         con = live()
         disclosure.refuse_if_public(con, "inftda_set_budget from SQL (it would let callers "
@@ -377,14 +386,12 @@ def register(con: Any) -> None:
 
     @speaks("sql")
     def releases_text(source: str | None, db: str, schema: str, path: str) -> str:
-        import json
-
         con = live()
         rows = ledger_rows(con)
         if source is not None:
             import pyarrow.compute as pc  # here: its import is ~0.15 s of every process's start
 
-            spec = json.loads(source)
+            spec = arguments.json_value(source, "inftda_releases", "source")
             with con.cursor() as cur:
                 wheres = catalog.parse_sources(cur, spec, missing_ok=True,
                                                context=(db, schema, path))
@@ -407,21 +414,21 @@ def register(con: Any) -> None:
         return f"require_budget is {'on' if on else 'off'}"
 
     def create(n: int) -> None:
-        con.create_function(
-            f"inftda_budget_sql_{n}", budget_text, ["DOUBLE"], "VARCHAR",
+        create_function(
+            con, f"inftda_budget_sql_{n}", budget_text, ["DOUBLE"], "VARCHAR",
             side_effects=False, null_handling="special",
         )  # fmt: skip
-        con.create_function(
-            f"inftda_set_budget_udf_{n}", set_text,
+        create_function(
+            con, f"inftda_set_budget_udf_{n}", set_text,
             ["VARCHAR"] * 5 + ["BOOLEAN"] + ["VARCHAR"] * 3 + ["VARCHAR[]", "VARCHAR"],
             "VARCHAR", side_effects=True, null_handling="special",
         )  # fmt: skip
-        con.create_function(
-            f"inftda_require_budget_udf_{n}", require_text, ["BOOLEAN", "VARCHAR"], "VARCHAR",
-            side_effects=True, null_handling="special",
+        create_function(
+            con, f"inftda_require_budget_udf_{n}", require_text, ["BOOLEAN", "VARCHAR"],
+            "VARCHAR", side_effects=True, null_handling="special",
         )  # fmt: skip
-        con.create_function(
-            f"inftda_releases_sql_{n}", releases_text, ["VARCHAR"] * 4, "VARCHAR",
+        create_function(
+            con, f"inftda_releases_sql_{n}", releases_text, ["VARCHAR"] * 4, "VARCHAR",
             side_effects=False, null_handling="special",
         )  # fmt: skip
 

@@ -32,6 +32,7 @@ from ..core.identifiers import fold, label, parse_qualified, quote
 from ..ledger.locate import LEDGER_VARIABLE, register
 from ..ledger.sources import FILE, NAME, SourceId
 from ..ledger.store import LOCK, Ledger
+from ..ledger.verify import Claim
 
 IDENTITY = "inftda_identity"
 Context = tuple[str, str, str]  # the caller's current database, current schema, search_path
@@ -206,12 +207,14 @@ def _read_home(cur: Any, database: str, path: str | None, read_only: bool, creat
     try:
         rows = cur.execute(f"SELECT id, ledger_id, ledger FROM {table}").fetchall()
     except duckdb.CatalogException:
-        rows = []
-    if len(rows) > 1:
-        raise LedgerError(f"{table} holds {len(rows)} rows, not 1 (edited by hand?): the "
-                          "database's identity is unclear, nothing was charged. Fix: restore "
-                          "the database from a backup")
-    if rows:
+        pass  # none yet (or dropped: the ledger that recorded it refuses the new one)
+    else:
+        if len(rows) != 1:  # made with its one row in one transaction: never empty, never two
+            raise LedgerError(
+                f"{table} holds {len(rows)} rows, not 1 (edited by hand?): the database's "
+                "identity is unclear, so its budgets cannot be found; nothing was charged. "
+                "Fix: restore the database from a backup (`inftda-duckdb ledger --verify` "
+                "names the identity its ledger recorded)")
         return Home(database, path, read_only, *rows[0])
     if read_only or not create:
         return Home(database, path, read_only, None, None, None)
@@ -228,6 +231,38 @@ def _read_home(cur: Any, database: str, path: str | None, read_only: bool, creat
                 cur.execute("ROLLBACK")
             raise
     return _read_home(cur, database, path, read_only, create=False)
+
+
+def claim(where: Where, h: Home, ledger: Ledger) -> Claim | None:
+    """The identity ``ledger`` must have recorded for the database of the source at ``where``
+    (home ``h``; :func:`inftda_duckdb.ledger.verify.identity`), or None where the budget key
+    holds no identity (a TEMP object, a file, an in-memory object)."""
+    if where.kind != "table" or fold(where.parts[0]) == "temp":
+        return None
+    return database_claim(h, ledger)
+
+
+def database_claim(h: Home, ledger: Ledger) -> Claim | None:
+    """(where, identity) of ``h``'s database for ``ledger``: ``""`` (the ledger's own database)
+    for the ledger kept inside it, else the database file's real path; None for an in-memory
+    database charged to a ledger outside it (a new one in every process)."""
+    if not ledger.explicit and ledger.database == h.database:
+        return ("", h.id)
+    if h.path is None:
+        return None
+    return (os.path.realpath(h.path), h.id)
+
+
+def identity_claims(con: Any, ledger: Ledger) -> tuple[Claim, ...]:
+    """The identities of the databases attached to ``con`` whose sources ``ledger`` may keep
+    (its own database, for a ledger inside one; every attached file, for a ledger chosen
+    explicitly), read afresh, created nowhere (:func:`home` raises on a defaced table)."""
+    with con.cursor() as cur:
+        names = [r[0] for r in cur.execute(
+            "SELECT database_name FROM duckdb_databases() WHERE NOT internal").fetchall()]
+        homes = [home(cur, n, create=False) for n in names
+                 if ledger.explicit or n == ledger.database]
+    return tuple(c for h in homes if (c := database_claim(h, ledger)) is not None)
 
 
 def bind(con: Any, h: Home, ledger: Ledger, ledger_id: str, again: bool = False) -> None:
@@ -307,6 +342,11 @@ def ledger_for(con: Any, h: Home, cursor: Any = None) -> Ledger:
     if choice is None:
         return Ledger.in_database(con, h.database, path=h.path, read_only=h.read_only,
                                   cursor=cursor)
+    return _through_instance(con, choice)
+
+
+def _through_instance(con: Any, choice: Ledger) -> Ledger:
+    """The chosen ledger, through the instance of ``con`` when it has that file attached."""
     if choice.where != "process-memory":
         with con.cursor() as cur:
             for name, path, read_only in cur.execute(
@@ -333,9 +373,9 @@ register(duckdb.DuckDBPyConnection, connection_ledger)
 
 def ledgers(con: Any) -> list[Ledger]:
     """Every ledger a connection can show: the chosen one, else each attached database's."""
-    if chosen(con) is not None:
-        with con.cursor() as cur:
-            return [ledger_for(con, home(cur, default_database(con), create=False))]
+    choice = chosen(con)
+    if choice is not None:  # (no identity read: a defaced one is for verify to report)
+        return [_through_instance(con, choice)]
     with con.cursor() as cur:
         rows = cur.execute(
             "SELECT d.database_name, d.path, d.readonly FROM duckdb_databases() d WHERE NOT "

@@ -40,6 +40,21 @@ def register_udfs(con: Any, group: str, create: Callable[[int], None]) -> int:
         return n
 
 
+def create_function(con: Any, name: str, function: Callable[..., Any], *args: Any,
+                    **kwargs: Any) -> None:
+    """``con.create_function(name, function, ...)``, the function kept alive for the life of
+    the process: DuckDB holds only a borrowed reference to it, but the UDF's name is
+    instance-wide, so once the connection that made it is closed and collected any connection
+    calling the UDF (by name, or through the macros of the default database) would call freed
+    memory and crash the process (SIGSEGV). Kept, the call finds the connection gone and says
+    so. (A few closures per loaded connection, each holding the connection weakly.)"""
+    _KEPT.append(function)  # (atomic; register_udfs may hold _LOCK here)
+    con.create_function(name, function, *args, **kwargs)
+
+
+_KEPT: list[Callable[..., Any]] = []
+
+
 def registered(con: Any, group: str) -> int | None:
     """The UDF suffix of (connection, group), or None if it was never registered."""
     with _LOCK:

@@ -36,14 +36,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
+import secrets
+import threading
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import duckdb
 
-from ..core.errors import BudgetExceededError, InftdaError, InputError, bad_argument, opt
+from ..core.errors import (
+    BudgetExceededError,
+    InftdaError,
+    InputError,
+    ReleaseAbortedError,
+    bad_argument,
+    opt,
+)
 from ..core.identifiers import parse_qualified, quote_qualified
 from ..core.request import ReleaseRequest
 from ..ledger.sources import SourceId
@@ -53,8 +61,11 @@ from .catalog import Home, Where
 from .domain import DomainPlan, enum_labels
 
 MODES = ("curator", "public")
-MARKER = "inftda_public_mode"
-"""The instance-wide UDF whose existence means: every connection of this database is public."""
+MARKER = f"inftda_public_mode_{secrets.token_hex(8)}"
+"""The instance-wide UDF whose existence means: every connection of this database is public.
+Named afresh in each process (nobody can create a macro of that name before the mode is turned
+on, which would keep the UDF from being created) and always called as ``system.main.<name>``
+(DuckDB's system catalog, where only a Python UDF can be and no macro can shadow it)."""
 
 DATA_PROBLEM_TAG = "the data did not pass this release's checks"
 
@@ -66,6 +77,7 @@ _LOG = logging.getLogger("inftda_duckdb.disclosure")
 _PUBLIC: weakref.WeakSet[Any] = weakref.WeakSet()
 _TABLES: weakref.WeakKeyDictionary[Any, set[tuple[str, ...]]] = weakref.WeakKeyDictionary()
 _ENUMS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], str]] = weakref.WeakKeyDictionary()
+_SOURCES: weakref.WeakKeyDictionary[Any, set[tuple[str, ...]]] = weakref.WeakKeyDictionary()
 
 
 # ---------------------------------------------------------------------------------- the mode
@@ -85,31 +97,52 @@ def set_mode(con: Any, mode: str | None) -> None:
         global _EVER_PUBLIC
         _EVER_PUBLIC = True
         _PUBLIC.add(con)
-        if not _marked(con):
-            with contextlib.suppress(duckdb.Error):  # another connection made it meanwhile
-                con.create_function(MARKER, lambda: "public", [], "VARCHAR")
+        if _marked(con) is not True:
+            try:
+                con.create_function(MARKER, _public, [], "VARCHAR")
+            except duckdb.Error:  # made meanwhile, or a TEMP macro of con has the name
+                with con.cursor() as cur, contextlib.suppress(duckdb.Error):
+                    cur.create_function(MARKER, _public, [], "VARCHAR")
+            if _marked(con) is not True:  # fail closed: say so, never leave others curator
+                raise InputError(
+                    f"the public-facing mode could not be turned on for the whole database "
+                    f"instance: DuckDB refused to create its marker function {MARKER} (the "
+                    "name is taken, by a macro?). This connection is public; others of the "
+                    "instance would not be. Fix: drop what has that name, or open the database "
+                    "in a new process")
+
+
+def _public() -> str:
+    """The body of the :data:`MARKER` UDF (module-level: DuckDB keeps only a borrowed reference
+    to a UDF's function, which must outlive the connection that registered it)."""
+    return "public"
 
 
 _EVER_PUBLIC = False
 """Whether any connection of this process turned the mode on. Python UDFs exist only in the
 process that registered them, so until then no database instance here has :data:`MARKER`
-(checking costs a statement, ~1.5 ms, several times per release)."""
+(checking costs a statement, ~0.5 ms, several times per release)."""
 
 
-def _marked(con: Any) -> bool:
+def _marked(con: Any) -> bool | None:
+    """Whether the instance of ``con`` has :data:`MARKER` (True), surely not (False: DuckDB says
+    no such function exists), or whether something else answers to its name (None: counted as
+    public by :func:`is_public`, fail closed)."""
     if not _EVER_PUBLIC:
         return False
     with con.cursor() as cur:
         try:
-            cur.execute(f"SELECT {MARKER}()").fetchall()
+            rows = cur.execute(f"SELECT system.main.{MARKER}()").fetchall()
         except duckdb.CatalogException:
             return False
-    return True
+        except duckdb.Error:
+            return None
+    return True if rows == [("public",)] else None
 
 
 def is_public(con: Any) -> bool:
     """Whether ``con`` (or any connection of its database instance) is in public-facing mode."""
-    return con in _PUBLIC or _marked(con)
+    return con in _PUBLIC or _marked(con) is not False
 
 
 # ------------------------------------------------------------------------------ declarations
@@ -146,6 +179,22 @@ def declare_public_enum(con: Any, type_name: str) -> None:
                            "database", "create it with CREATE TYPE name AS ENUM (...public "
                            "values...), or name a column as 'table.column'")
     _ENUMS.setdefault(con, {})[labels] = type_name
+
+
+def declare_failsafe_source(con: Any, name: str) -> None:
+    """The curator vouches that reading the view (or other source) ``name`` cannot fail on its
+    rows: no CAST, arithmetic, ``error()``, parsing of a file or scan of another kind of
+    database in it that one row could make fail. In public-facing mode a release reads only
+    tables of DuckDB databases, the sources declared here and those declared public
+    (:func:`declare_public_table`): whether a release fails, and what it says, must not depend
+    on the data, and DuckDB's own error (raised before the charge, quoting the row's value)
+    cannot be replaced there. Resolved now on ``con`` itself (its TEMP objects and registered
+    DataFrames included); kept for ``con``, in this process."""
+    found = catalog.resolve(con, name, _context(con))
+    if found is None:
+        raise bad_argument("name", name, "names no table or view this connection can see",
+                           "create it first, or check the name")
+    _SOURCES.setdefault(con, set()).add(_low(found))
 
 
 def _column_enum(con: Any, parts: tuple[str, ...]) -> tuple[str, ...]:
@@ -198,13 +247,17 @@ def defaults(con: Any, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def admit(con: Any, request: ReleaseRequest, plan: DomainPlan,
-          checks: dict[str, Any] | None = None, session: Any = None) -> None:
+          checks: dict[str, Any] | None = None, session: Any = None, *,
+          statement: bool = True) -> None:
     """The public-facing mode's refusals of a release or preview, from the request, the
     caller's session and the catalog only (``checks``: the check row, whose column types name
-    each ENUM's labels and which carries the session; else ``session`` from the macro)."""
+    each ENUM's labels and which carries the session; else ``session`` from the macro; not
+    ``statement``: the Python API before it runs its statement, whose session its check row
+    carries)."""
     if not is_public(con):
         return
-    _check_session(checks.get("session") if checks is not None else session)
+    if statement:
+        _check_session(checks.get("session") if checks is not None else session)
     ask = "ask the curator"
     if request.seed is not None:
         raise refuse(f"{opt('seed', request.seed)} (reproducible noise: not private)",
@@ -236,21 +289,99 @@ def admit(con: Any, request: ReleaseRequest, plan: DomainPlan,
                          f"the values with {opt('domains')}")
 
 
-_PROFILED = re.compile(r"^\s*EXPLAIN\s+ANALY[SZ]E\b", re.I)
+ADMITTED = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "MERGE_INTO", "CREATE", "COPY",
+                      "MULTI", "PREPARE", "EXECUTE", "SET"})
+"""The kinds of statement (DuckDB's parser's ``StatementType``) a release or preview may be
+part of in public-facing mode: every kind that runs or stores it, none that prints its plan.
+``EXPLAIN`` (with or without ``ANALYZE``, any options, after any comment) is refused: its plan
+shows DuckDB's cardinality estimates of the private tables (their exact row counts), its
+analysis every operator's exact row count. A kind DuckDB adds later is refused until added
+here. (DuckDB cannot ``PREPARE`` an ``EXPLAIN``, and ``EXECUTE`` binds the statement again,
+under its own text.)"""
+
+QUIET_LOG_LEVELS = frozenset({"INFO", "WARNING", "WARN", "ERROR", "FATAL"})
+"""DuckDB's log levels at which no operator logs (DuckDB logs its operators, with their row
+counts, at DEBUG): a release or preview runs while logging is off or at one of these."""
+
+_PARSER: list[Any] = []  # a private in-memory DuckDB, for its parser only
+_PARSER_LOCK = threading.Lock()
+
+
+def statement_kinds(text: str) -> list[str] | None:
+    """The kinds of the statements in ``text`` as DuckDB's own parser reads them (comments,
+    case and spacing as DuckDB takes them: no text matching), or None if it cannot parse it."""
+    with _PARSER_LOCK:
+        if not _PARSER:
+            _PARSER.append(duckdb.connect())
+        try:
+            return [s.type.name for s in _PARSER[0].extract_statements(text)]
+        except duckdb.Error:
+            return None
 
 
 def _check_session(session: Any) -> None:
-    """EXPLAIN ANALYZE and DuckDB's profiling show every operator's exact row count: refused
-    (profiling when the statement is bound, before any data is read, and both when it runs:
-    the statement then fails and returns no profile). A session missing from the arguments (a
-    UDF called by hand, not through the table macros) is refused too."""
-    if not isinstance(session, dict) or "profiling" not in session:
+    """The statement a release or preview is part of, and the caller's profiling and logging,
+    as the macro (when it is bound) and the check row (when it runs) read them with
+    ``current_query()`` and ``current_setting``: the statement must be of an :data:`ADMITTED`
+    kind (``EXPLAIN`` in any spelling is refused when it is bound, before any data is read: the
+    generator runs for EXPLAIN too), profiling must be off (DuckDB's profiles show every
+    operator's exact row count; the statement then fails and leaves no profile), and logging off
+    or at a :data:`QUIET_LOG_LEVELS` level. A session missing from the arguments (a UDF
+    called by hand, not through the table macros) is refused too."""
+    if not isinstance(session, dict) or "profiling" not in session or "query" not in session:
         raise refuse("a release or preview statement not made by inftda_release or "
                      "inftda_preview", "call the table macros")
-    query = session.get("query")
-    if session["profiling"] is not None or (isinstance(query, str) and _PROFILED.match(query)):
-        raise refuse("profiling (EXPLAIN ANALYZE, enable_profiling), which shows the row "
-                     "counts of the private data,", "run the statement without it")
+    if session["profiling"] is not None:
+        raise refuse("profiling (enable_profiling, profiling_mode, PRAGMA enable_profiling), "
+                     "which shows the row counts of the private data,",
+                     "turn it off (PRAGMA disable_profiling) and run the statement again")
+    logging = session.get("logging")
+    if not isinstance(logging, dict) or (logging.get("on") and str(
+            logging.get("level")).upper() not in QUIET_LOG_LEVELS):
+        raise refuse("DuckDB's logging at DEBUG or TRACE level (CALL enable_logging), whose "
+                     "operator logs record row counts of the private data,",
+                     "log at level INFO or above (CALL enable_logging(level := 'info')), or "
+                     "CALL disable_logging()")
+    query = session["query"]
+    if query is None:  # a relation bound outside any statement: nothing runs or prints here;
+        return  # what runs or explains it binds it again, under its own statement
+    kinds = statement_kinds(query) if isinstance(query, str) else None
+    if kinds is not None and "EXPLAIN" in kinds:
+        raise refuse("EXPLAIN of a release or preview (in any spelling: its plan shows "
+                     "DuckDB's estimates of the private row counts, EXPLAIN ANALYZE every "
+                     "exact one)", "run the statement without EXPLAIN")
+    if not kinds or not set(kinds) <= ADMITTED:
+        what = ("a statement DuckDB does not show (e.g. a relation's create() or explain() "
+                "on DuckDB 1.5)" if not kinds else
+                f"a statement of kind {', '.join(sorted(set(kinds) - ADMITTED))}")
+        raise refuse(f"a release or preview inside {what}",
+                     "call it from a SELECT, CREATE TABLE ... AS, INSERT or COPY statement")
+
+
+def check_source(con: Any, reader: Any, source: tuple[str, str, str]) -> None:
+    """Public-facing mode, before a release is run: refuse a ``source`` whose reading could
+    fail on one of its rows (DuckDB's error would come before the charge and quote the value:
+    whether a release fails, and what it says, would depend on the data). Admitted: a table of
+    a DuckDB database (a scan of stored values cannot fail on them), and what the curator
+    declared (:func:`declare_failsafe_source`, :func:`declare_public_table`). ``reader``: a
+    connection that sees the catalog as the release will (an idle one; a fresh cursor cannot
+    see the caller's TEMP objects, which are then refused unless declared)."""
+    if not is_public(con) or _low(source) in _SOURCES.get(con, set()) or public_table(
+            con, source):
+        return
+    rows = reader.execute(
+        "SELECT d.type FROM system.main.duckdb_tables() AS t JOIN "
+        "system.main.duckdb_databases() AS d "
+        "ON d.database_name = t.database_name WHERE t.database_name = ? AND "
+        "t.schema_name = ? AND t.table_name = ?", list(source)).fetchall()
+    if rows and str(rows[0][0]).lower() == "duckdb":
+        return
+    raise refuse(
+        f"a release of {'.'.join(source)}, which is not a table of a DuckDB database (a view, "
+        "a file or DataFrame read through one, a TEMP object, or a table of another kind of "
+        "database), so reading it could fail on one of its rows and quote it,",
+        f"ask the curator to copy it into a table (CREATE TABLE ... AS), or to vouch that "
+        f"reading it cannot fail: declare_failsafe_source(con, {'.'.join(source)!r})")
 
 
 def check_evaluate(con: Any, *tables: str) -> None:
@@ -280,7 +411,8 @@ def check_budget(con: Any, where: Where, charge: dict[str, Any]) -> tuple[Source
     with con.cursor() as cur:  # (an in-database ledger works through this cursor)
         source, home = catalog.source_id(cur, where, catalog.default_database(con), owner=con)
         ledger = catalog.ledger_for(con, home, cursor=cur)
-        ledger.check(Charge(source=source, **charge))
+        ledger.check(Charge(source=source, **charge),
+                     identity=catalog.claim(where, home, ledger))
         uncovered = is_public(con) and ledger.remaining(source) is None
     if uncovered:
         raise BudgetExceededError(
@@ -292,7 +424,8 @@ def check_budget(con: Any, where: Where, charge: dict[str, Any]) -> tuple[Source
 
 @contextlib.contextmanager
 def hidden(charged: str) -> Iterator[None]:
-    """Public-facing mode: any error of the data checks inside becomes one fixed message (the
+    """Public-facing mode: any error of the data checks inside, or of the cell limit decided
+    from the noised total, becomes one fixed message, a :class:`ReleaseAbortedError` (the
     release stays charged, as ``charged`` says). The reason goes to the
     ``inftda_duckdb.disclosure`` logger at DEBUG level only (silent unless the curator
     configures logging)."""
@@ -300,7 +433,7 @@ def hidden(charged: str) -> Iterator[None]:
         yield
     except InftdaError as exc:
         _LOG.debug("public-facing mode hid this data problem: %s", exc)
-        raise InputError(
+        raise ReleaseAbortedError(
             f"this release was charged ({charged}) and stopped: {DATA_PROBLEM_TAG} (a NULL, a "
             "value outside the declared domains or domain tables, a NULL privacy unit, or more "
             "cells than the limit). The public-facing mode does not say which, or how often: "

@@ -39,9 +39,9 @@ from ..core import errorbars as eb
 from ..core.errors import InputError, bad_argument, opt, speaking, speaks
 from ..core.identifiers import fold, label, literal, parse_qualified, quote, quote_qualified
 from ..core.provenance import MARKER, SIDECAR, from_comment
-from . import catalog, disclosure
+from . import arguments, catalog, disclosure
 from .budgets import table_sql
-from .connections import create_macro, register_udfs
+from .connections import create_function, create_macro, register_udfs
 
 FILES = (".parquet", ".pq", ".csv")
 SPARK_SCHEMA = "org.apache.spark.sql.parquet.row.metadata"  # Spark's schema in its Parquet files
@@ -472,8 +472,9 @@ def _context(data: dict[str, Any]) -> catalog.Context | None:
     return db, schema, str(data.get("search_path") or "")
 
 
-_CONTEXT = ("'current_database': current_database(), 'current_schema': current_schema(), "
-            "'search_path': current_setting('search_path')")
+_CONTEXT = ("'current_database': system.main.current_database(), "
+            "'current_schema': system.main.current_schema(), "
+            "'search_path': system.main.current_setting('search_path')")
 
 
 def register(con: Any) -> None:
@@ -482,7 +483,8 @@ def register(con: Any) -> None:
     ref = weakref.ref(con)
 
     def located(options: str) -> tuple[Located, dict[str, Any]]:
-        data = json.loads(options)
+        data = arguments.json_object(options, "inftda_intervals_sql (or _bounds_, _sum_)",
+                                     "options")
         with live().cursor() as cur:
             return locate(cur, live(), data.get("released"), data.get("release"),
                           _context(data)), data
@@ -519,8 +521,8 @@ def register(con: Any) -> None:
     def create(n: int) -> None:
         for name, body in (("intervals", intervals_text), ("bounds", bounds_text),
                            ("sum", sum_text)):
-            con.create_function(f"inftda_{name}_sql_{n}", body, ["VARCHAR"], "VARCHAR",
-                                side_effects=False)
+            create_function(con, f"inftda_{name}_sql_{n}", body, ["VARCHAR"], "VARCHAR",
+                            side_effects=False)
 
     n = register_udfs(con, "errorbars", create)
     for name, params, fields in (
@@ -533,7 +535,7 @@ def register(con: Any) -> None:
          "release := NULL", "'released': released, 'cells': cells, 'level': level, "
          "'per': per, 'beta': beta, 'joint': joint, 'release': release"),
     ):
-        create_macro(con, f"inftda_{name}({params}) AS TABLE SELECT * FROM query("
+        create_macro(con, f"inftda_{name}({params}) AS TABLE SELECT * FROM system.main.query("
                      f"inftda_{name}_sql_{n}(to_json({{{fields}, {_CONTEXT}}})::VARCHAR))")
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -40,8 +40,8 @@ import pyarrow as pa
 from ..core.accounting import BudgetPlan, error_bound, total_rho
 from ..core.errors import InputError, bad_argument, opt, speaks
 from ..core.identifiers import literal, parse_qualified, quote, quote_qualified
-from . import disclosure
-from .connections import create_macro, register_udfs
+from . import arguments, disclosure
+from .connections import create_function, create_macro, register_udfs
 
 #: Columns of the result, in order.
 RESULT_COLUMNS = (
@@ -334,7 +334,7 @@ def _sql_from_json(
     options: str,
     bound_udf: str,
 ) -> str:
-    opts = json.loads(options) if options else {}
+    opts = arguments.json_object(options, "inftda_evaluate_sql", "options") if options else {}
     tables = opts.get("domain_tables")
     disclosure.check_evaluate(con, true_table, released_table, *_table_names(tables))
     if tables is not None and not isinstance(tables, Mapping):  # named tables: read the catalog
@@ -362,7 +362,21 @@ FROM ({body})) ORDER BY level"""
 
 
 def _bound_udf(cells: list[int | None], rho: str | None, beta: float) -> list[float | None]:
-    return bounds(cells, None if rho is None else Fraction(rho), beta)
+    """Each level's Theorem 1 bound for the statement of :func:`_sql_from_json` (which passes
+    the levels' cell counts, the exact rho or NULL, and beta in (0, 1))."""
+    udf = "inftda_evaluate_bound"
+    if not isinstance(cells, list) or not all(
+            c is None or (isinstance(c, int) and c >= 0) for c in cells):
+        raise arguments.malformed(udf, "cells", cells)
+    if not isinstance(beta, float) or not 0 < beta < 1:
+        raise arguments.malformed(udf, "beta", beta)
+    try:
+        exact = None if rho is None else Fraction(rho)
+    except (ValueError, ZeroDivisionError):
+        raise arguments.malformed(udf, "rho", rho) from None
+    if exact is not None and exact <= 0:
+        raise arguments.malformed(udf, "rho", rho)
+    return bounds(cells, exact, beta)
 
 
 def register(con: duckdb.DuckDBPyConnection) -> None:
@@ -387,17 +401,15 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
                 live, true_table, released_table, columns, opts, f"inftda_evaluate_bound_{n}"
             )
 
-        udfs = [
+        udfs: list[tuple[str, Callable[..., Any], list[str], str]] = [
             (f"inftda_evaluate_sql_{n}", sql_from_json,
              ["VARCHAR", "VARCHAR", "VARCHAR[]", "VARCHAR"], "VARCHAR"),
             (f"inftda_evaluate_bound_{n}", _bound_udf, ["BIGINT[]", "VARCHAR", "DOUBLE"],
              "DOUBLE[]"),
         ]  # fmt: skip
         for name, fn, params, ret in udfs:
-            con.create_function(
-                name, fn, params, ret, null_handling="special",
-                side_effects=False,  # type: ignore[call-overload]
-            )
+            create_function(con, name, fn, params, ret, null_handling="special",
+                            side_effects=False)
 
     n = register_udfs(con, "evaluation", create)
     create_macro(

@@ -22,8 +22,8 @@ from ..core import planning, targets
 from ..core.errors import InputError, speaks
 from ..core.identifiers import literal, quote
 from ..core.request import PrivacyBudget, ReleaseRequest, from_json, parse_request
-from . import disclosure
-from .connections import create_macro, register_udfs
+from . import arguments, disclosure
+from .connections import create_function, create_macro, register_udfs
 from .domain import DomainPlan, plan_domains
 from .sqlgen import UdfNames
 from .statements import preview_rendered
@@ -62,15 +62,19 @@ def rendered(request: ReleaseRequest, plan: DomainPlan, names: UdfNames, n: int,
 
 def plan_rows(spec_text: str, preview: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The plan's rows (:data:`~inftda_duckdb.core.targets.SCHEMA`) from the preview's."""
-    spec = json.loads(spec_text)
-    request = from_json(spec["request"])
-    levels = sorted((r for r in preview if r["level"] >= 1), key=lambda r: r["level"])
-    cells = [int(r["nodes"]) for r in levels]
-    sizes = [int(r["domain_size"]) for r in levels]
-    planned = targets.plan_request(
-        request, cells, {int(k): float(x) for k, x in spec["targets"].items()},
-        float(spec["beta"]))
-    return targets.rows(planned, request.columns, sizes, cells, float(spec["delta"]))
+    udf = "inftda_plan_rows"
+    spec = arguments.json_object(spec_text, udf, "spec")
+    try:
+        request = from_json(spec["request"])
+        levels = sorted((r for r in preview if r["level"] >= 1), key=lambda r: r["level"])
+        cells = [int(r["nodes"]) for r in levels]
+        sizes = [int(r["domain_size"]) for r in levels]
+        goals = {int(k): float(x) for k, x in spec["targets"].items()}
+        beta, delta = float(spec["beta"]), float(spec["delta"])
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError):
+        raise arguments.malformed(udf, "spec or preview", spec_text) from None
+    planned = targets.plan_request(request, cells, goals, beta)
+    return targets.rows(planned, request.columns, sizes, cells, delta)
 
 
 def register(con: Any, names: UdfNames) -> None:
@@ -80,14 +84,17 @@ def register(con: Any, names: UdfNames) -> None:
 
     @speaks("sql")
     def generate(options: str) -> str:
-        data = json.loads(options)
-        context = (data.pop("current_database"), data.pop("current_schema"),
-                   str(data.pop("search_path") or ""))
-        session = data.pop("session", None)
+        data = arguments.json_object(options, "inftda_plan_sql", "options")
+        try:
+            context = (data.pop("current_database"), data.pop("current_schema"),
+                       str(data.pop("search_path") or ""))
+            session = data.pop("session", None)
+            source, columns = data.pop("source"), data.pop("columns")
+        except KeyError:
+            raise arguments.malformed("inftda_plan_sql", "options", options) from None
         live = ref()
         if live is None:
             raise InputError("the connection that loaded inftda_duckdb is closed")
-        source, columns = data.pop("source"), data.pop("columns")
         request, goals, beta, delta = request_of(live, source, columns, data)
         with live.cursor() as cur:
             plan = plan_domains(request, cur, strict=False, context=context)
@@ -95,20 +102,25 @@ def register(con: Any, names: UdfNames) -> None:
         return rendered(request, plan, names, n, goals, beta, delta, "sql")
 
     def create(k: int) -> None:
-        con.create_function(f"inftda_plan_sql_{k}", generate, ["VARCHAR"], "VARCHAR",
-                            side_effects=False)
-        con.create_function(f"inftda_plan_rows_{k}", plan_rows, ["VARCHAR", PREVIEW_TYPE],
-                            PLAN_TYPE, side_effects=False)
+        create_function(con, f"inftda_plan_sql_{k}", generate, ["VARCHAR"], "VARCHAR",
+                        side_effects=False)
+        create_function(con, f"inftda_plan_rows_{k}", plan_rows, ["VARCHAR", PREVIEW_TYPE],
+                        PLAN_TYPE, side_effects=False)
 
     n = register_udfs(con, "plan", create)
     plan = option_table.PLAN
     create_macro(con, f"""inftda_plan(
     source, columns, {option_table.macro_parameters(plan)}
-) AS TABLE SELECT * FROM query(inftda_plan_sql_{n}(to_json({{
+) AS TABLE SELECT * FROM system.main.query(inftda_plan_sql_{n}(to_json({{
     'source': source, 'columns': columns, {option_table.macro_fields(plan)},
-    'current_database': current_database(), 'current_schema': current_schema(),
-    'search_path': current_setting('search_path'),
-    'session': {{'profiling': current_setting('enable_profiling')}}
+    'current_database': system.main.current_database(),
+    'current_schema': system.main.current_schema(),
+    'search_path': system.main.current_setting('search_path'),
+    'session': {{'query': CASE WHEN system.main.current_query_id() = 18446744073709551615
+                              THEN NULL ELSE system.main.current_query() END,
+                'profiling': system.main.current_setting('enable_profiling'),
+                'logging': {{'on': system.main.current_setting('enable_logging'),
+                            'level': system.main.current_setting('logging_level')}}}}
 }})::VARCHAR))""")
 
 

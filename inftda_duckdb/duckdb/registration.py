@@ -14,12 +14,13 @@ TEMP table macros rendered from the option table (:mod:`inftda_duckdb.core.optio
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from ..core import options, units
 from ..ledger.store import Ledger
 from . import budgets, catalog, disclosure, errorbars, evaluation, planner, statements, udfs
-from .connections import create_macro, register_udfs
+from .connections import create_function, create_macro, register_udfs
 from .sqlgen import PREFIXES, UdfNames, fragments
 
 
@@ -62,7 +63,10 @@ def _register(con: Any, n: int) -> None:
     """The release UDFs of ``con``, numbered ``n``; each holds ``con`` weakly."""
     names = UdfNames.numbered(n)
     ref = weakref.ref(con)
-    fn = con.create_function
+
+    def fn(name: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        create_function(con, name, function, *args, **kwargs)
+
     fn(f"inftda_release_sql_{n}", lambda options: statements.release_sql(ref, names, options),
        ["VARCHAR"], "VARCHAR", side_effects=False)
     fn(f"inftda_preview_sql_{n}", lambda options: statements.preview_sql(ref, names, options),

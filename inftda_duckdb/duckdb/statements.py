@@ -16,7 +16,7 @@ from ..core import planning
 from ..core.errors import InputError, speaks
 from ..core.release import charge_fields
 from ..core.request import ReleaseRequest, from_json
-from . import allocator, capabilities, disclosure
+from . import allocator, arguments, capabilities, disclosure
 from .catalog import Where
 from .domain import DomainPlan, plan_domains
 from .sqlgen import UdfNames, preview_spec_json, render_preview, render_release, spec_json
@@ -54,13 +54,25 @@ def _context(data: dict[str, Any]) -> tuple[str, str, str] | None:
     return db, schema, str(path or "")
 
 
-def _public_first(con: Any, request: ReleaseRequest, plan: DomainPlan, session: Any) -> None:
-    """Public-facing mode, when a release is bound: its refusals and the budget come before
-    DuckDB reads any data (a refused release does not scan the source)."""
-    if con is not None and disclosure.is_public(con):
-        disclosure.admit(con, request, plan, session=session)
-        disclosure.check_budget(con, Where.of(plan.source),
-                                charge_fields(request, request.budget.total, "sql"))
+def public_first(con: Any, request: ReleaseRequest, plan: DomainPlan, origin: str, *,
+                 session: Any = None, charge: Where | None = None) -> None:
+    """Public-facing mode, before DuckDB reads any data (a refused release does not scan its
+    source): the mode's refusals, the source (one whose reading could fail on its rows is
+    refused: :func:`.disclosure.check_source`) and the budget. From SQL (``origin`` 'sql')
+    when the statement is bound, with the macro's ``session``; from Python before the API runs
+    its statement (its session is checked when it runs). ``charge``: what an in-memory object
+    passed to the Python API is charged to (its caller holds the data: no source check)."""
+    if con is None or not disclosure.is_public(con):
+        return
+    disclosure.admit(con, request, plan, session=session, statement=origin == "sql")
+    if charge is None or charge.kind == "table":
+        if origin == "sql":
+            with con.cursor() as cur:
+                disclosure.check_source(con, cur, plan.source)
+        else:  # the caller's own connection, idle: it sees its TEMP objects
+            disclosure.check_source(con, con, plan.source)
+    disclosure.check_budget(con, charge or Where.of(plan.source),
+                            charge_fields(request, request.budget.total, origin))
 
 
 def _cursor(con_ref: Any) -> Any:
@@ -74,7 +86,7 @@ def _cursor(con_ref: Any) -> Any:
 def release_sql(con_ref: Any, names: UdfNames, options: str) -> str:
     """The release statement for the macro's ``options`` (a JSON object of the request and the
     caller's context), on the connection ``con_ref()`` whose UDFs are ``names``."""
-    data = json.loads(options)
+    data = arguments.json_object(options, "inftda_release_sql", "options")
     context, session = _context(data), data.pop("session", None)
     query_id = data.pop("query_id", None)
     setting = data.pop("memory_limit", None)  # the macro read it: no query here
@@ -82,7 +94,7 @@ def release_sql(con_ref: Any, names: UdfNames, options: str) -> str:
     with _cursor(con_ref) as cur:
         plan = plan_domains(request, cur, strict=False, context=context)
         limit = allocator.memory_limit(cur if setting is None else str(setting))
-    _public_first(con_ref(), request, plan, session)
+    public_first(con_ref(), request, plan, "sql", session=session)
     plan.check_sizes()
     return rendered(request, plan, names, "sql", query_id, limit=limit)[0]
 
@@ -90,7 +102,7 @@ def release_sql(con_ref: Any, names: UdfNames, options: str) -> str:
 @speaks("sql")
 def preview_sql(con_ref: Any, names: UdfNames, options: str) -> str:
     """The preview statement for the macro's ``options``, as :func:`release_sql`."""
-    data = json.loads(options)
+    data = arguments.json_object(options, "inftda_preview_sql", "options")
     context, session = _context(data), data.pop("session", None)
     data.pop("query_id", None)
     data.pop("memory_limit", None)

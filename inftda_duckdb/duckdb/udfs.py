@@ -18,6 +18,7 @@ preview's rows (no data read but the checks).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -48,7 +49,7 @@ from ..core.request import ReleaseRequest, from_json
 from ..core.topdown import Cancelled, LevelProgress, check_total, release_below
 from ..core.tree import Nodes, mixed_radix
 from ..ledger.sources import SourceId
-from . import budgets, capabilities, catalog, disclosure
+from . import arguments, budgets, capabilities, catalog, disclosure
 from .allocator import returning_memory
 from .arrow_io import levels_of, own_pairs, plain, prefix_counts, prefixes, rows
 from .catalog import Where
@@ -67,7 +68,7 @@ def _origin(con_ref: Any, step: str, spec_text: str, *rest: Any) -> str:
     """The interface a release was asked from (its errors speak its language)."""
     try:
         return _language(json.loads(spec_text).get("origin", "sql"))
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):  # a malformed hand call
         return "sql"
 
 
@@ -76,8 +77,8 @@ def begin(con_ref: Any, step: str, spec_text: str, checks: str,
           query_id: int | None = None) -> dict[str, Any]:
     """Once per execution: the statement's own spec (capability token), checks -> errors.
     Returns ``{'rid': release id}``; nothing is charged here."""
-    spec = json.loads(spec_text)
-    token = spec.get("token") if isinstance(spec, dict) else None
+    spec = arguments.json_object(spec_text, "inftda_begin", "spec")
+    token = spec.get("token")
     flag = threading.Event()
     con = con_ref()
     owner = id(con)
@@ -105,7 +106,7 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading
     the spec was rendered from (its token's; else parsed from the spec)."""
     request = request if request is not None else from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
-    data = load_checks(checks)
+    data = _checks(checks, "inftda_begin")
     where = Where.from_json(spec.get("charge") or Where.of(domains.source).to_json())
     con = con_ref()
     if con is None:
@@ -129,6 +130,15 @@ def _begin_spec(con_ref: Any, spec: dict[str, Any], checks: str, flag: threading
     state = Release([], 0, Nodes.root(0), token, RELEASES.progress_of(token), flag, id(con),
                     pending=pending, kept=checked.n)
     return {"rid": RELEASES.add(state)}
+
+
+def _checks(text: Any, udf: str) -> dict[str, Any]:
+    """The check row its statement computed (a spec its token vouched for came with it; a
+    malformed one is refused, before anything is charged)."""
+    try:
+        return load_checks(text)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError):
+        raise arguments.malformed(udf, "checks", text) from None
 
 
 def _claim(state: Release) -> None:
@@ -159,8 +169,9 @@ def _claim(state: Release) -> None:
         with disclosure.hidden(charged):  # charged: one fixed message, whatever failed
             raise checked.hidden
     RELEASES.keep_ledger_id(state.token, ledger_id, public)
-    source, state.root = draw(checked, charged)
-    state.lsq = least_squares(checked, source)
+    with disclosure.hidden(charged) if disclosure.is_public(con) else contextlib.nullcontext():
+        source, state.root = draw(checked, charged)  # the cell limit from the noised total
+        state.lsq = least_squares(checked, source)
     state.levels = [(source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]),
                      checked.sizes[k], p.nests[k]) for k in range(request.depth)]
     state.nodes = Nodes.root(state.root)
@@ -179,8 +190,9 @@ def _log_frame_enums(request: ReleaseRequest, plan: DomainPlan, checks: dict[str
 def _one(rid: Any) -> Release:
     """The release a one-row UDF call belongs to, removed from the registry (used once)."""
     rid = plain(rid)
-    if len(rid) != 1:
-        raise InternalError(f"a release step got {len(rid)} rows, not one")
+    if len(rid) != 1:  # the statement calls it on its one row
+        raise arguments.hand_call("inftda_levels", "rid", f"{len(rid)} rows",
+                                  "comes in one row per call")
     state = RELEASES.take(str(rid[0].as_py()))
     if state is None:
         raise _unknown_release()
@@ -212,9 +224,13 @@ def levels(rid: Any, part: Any, leaves: Any, allowed: Any, threads: Any, cut: An
     goes when all ``parts`` are done). A nested level's allowed children are ``allowed[k - 1]``.
     Returns one row per call row: the released leaves as column lists (and the release id).
     cancel(), interrupt(con) or Ctrl-C stop it between two blocks (ReleaseInterrupted)."""
-    workers = max(1, int(plain(threads)[0].as_py() or 1))
-    cut_level, n_parts = int(plain(cut)[0].as_py()), int(plain(parts)[0].as_py())
+    udf = "inftda_levels"
+    workers = max(1, arguments.integer(plain(threads)[0].as_py() or 1, udf, "threads", 1))
+    cut_level = arguments.integer(plain(cut)[0].as_py(), udf, "cut")
+    n_parts = arguments.integer(plain(parts)[0].as_py(), udf, "parts")
     part_ids = plain(part).to_pylist()
+    if not all(isinstance(p, int) for p in part_ids) or plain(rid).null_count:
+        raise arguments.malformed(udf, "part or rid")
     if cut_level and part_ids != [-1]:
         state = live(plain(rid)[0].as_py())
         return _stoppable(state, lambda: release_parts(plain(rid).to_pylist(), part_ids,
@@ -348,12 +364,11 @@ def release_parts(rids: list[Any], part_ids: list[Any], leaves: Any, workers: in
 def preview_rows(con_ref: Any, step: str, spec_text: str, checks: str) -> list[dict[str, Any]]:
     """The preview's rows (:func:`~inftda_duckdb.core.planning.preview_rows`) for the spec its
     statement was rendered with, after the same checks as a release; spends nothing."""
-    spec = json.loads(spec_text)
-    capabilities.redeem(step, spec.get("token") if isinstance(spec, dict) else None,
-                        spec_text, None, once=False)
+    spec = arguments.json_object(spec_text, "inftda_prev", "spec")
+    capabilities.redeem(step, spec.get("token"), spec_text, None, once=False)
     request = from_json(spec["request"])
     domains = DomainPlan.from_json(spec["domains"])
-    data = load_checks(checks)
+    data = _checks(checks, "inftda_prev")
     if (con := con_ref()) is not None:
         disclosure.admit(con, request, domains, data)
     raise_for_checks(request, domains, data)

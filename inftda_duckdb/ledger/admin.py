@@ -8,6 +8,7 @@ written to, so the chain they write verifies as any other; :meth:`~.store.Ledger
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, Protocol
@@ -54,6 +55,8 @@ def move_to(ledger: Movable, target: Movable) -> int:
             return 0
         for table, r in events:
             r.pop("seq")
+            if table == SETTINGS and r["name"] == verify.IDENTITY:  # the moved ledger's own
+                r["name"] = verify.IDENTITY + os.path.realpath(ledger.where)  # by its file
             if table == LEDGER:
                 r["id"] = after.next_id
                 after.next_id += 1

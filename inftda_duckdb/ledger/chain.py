@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import json
 import os
+import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,17 +146,45 @@ class Key:
         return self.mac("inftda-ledger-key-check") if self.keyed else None
 
 
+MAX_KEY_BYTES = 4096
+"""A key file holds at most this many bytes (a key needs 16; HMAC hashes any key over 64)."""
+
+
 def key_from_environment() -> Key:
-    """The key in the file named by ``INFTDA_LEDGER_KEY_FILE`` (trailing newline dropped)."""
+    """The key in the file named by ``INFTDA_LEDGER_KEY_FILE`` (trailing newline dropped).
+
+    Only a regular file (or a symlink to one) is a key file, and at most
+    :data:`MAX_KEY_BYTES` + 1 bytes are read: a FIFO, a device (``/dev/zero``), a socket or a
+    directory is refused at once, without waiting for a writer or reading without end (opened
+    non-blocking, then checked on the open file itself, so a file swapped in between is
+    caught)."""
     path = os.environ.get(KEY_FILE)
     if not path:
         return Key()
     try:
-        with open(path, "rb") as handle:
-            secret = handle.read().rstrip(b"\r\n")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
         raise InputError(f"{KEY_FILE}={path!r} cannot be read ({exc.strerror}). Fix: point it "
                          "at the ledger's key file, or unset it for an unkeyed ledger") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{KEY_FILE}={path!r} is not a regular file (a FIFO, a device, a "
+                         "socket or a directory): a ledger key is read from a regular file "
+                         "only. Fix: point it at the ledger's key file, e.g. made with "
+                         "head -c 32 /dev/urandom > ledger.key")
+    with os.fdopen(fd, "rb", buffering=0) as handle:
+        secret = b""
+        while len(secret) <= MAX_KEY_BYTES:
+            chunk = handle.read(MAX_KEY_BYTES + 1 - len(secret))
+            if not chunk:
+                break
+            secret += chunk
+    if len(secret) > MAX_KEY_BYTES:
+        raise InputError(f"the ledger key file {path} has more than {MAX_KEY_BYTES} bytes: a "
+                         f"key file holds at most {MAX_KEY_BYTES} (a key needs 16 to 64). Fix: "
+                         "point it at the ledger's key file, e.g. made with "
+                         "head -c 32 /dev/urandom > ledger.key")
+    secret = secret.rstrip(b"\r\n")
     if len(secret) < 16:
         raise InputError(f"the ledger key in {path} has {len(secret)} bytes; a key needs at "
                          "least 16. Fix: e.g. head -c 32 /dev/urandom > ledger.key")

@@ -268,13 +268,15 @@ class Ledger:
         return str(self.run(lambda cur: verify.verified(self, cur).ledger_id,
                              write=not self.read_only))
 
-    def charge(self, charge: Charge, *,
-               expect: tuple[str, str] | None = None) -> tuple[int, str]:
+    def charge(self, charge: Charge, *, expect: tuple[str, str] | None = None,
+               identity: verify.Claim | None = None) -> tuple[int, str]:
         """Record one executed release, or refuse it; returns (release id, ledger id).
 
         Atomic: verify, find the budgets covering ``charge.source``, compare exactly, append.
         A refusal raises :class:`BudgetExceededError` and writes nothing. ``expect``: the
         (ledger id, where) the source's database is bound to (another ledger is refused).
+        ``identity``: (where, identity) of the source's database, checked against the one the
+        chain recorded (another is refused), recorded on first use (:func:`.verify.identity`).
         """
         _validate(charge)
         if charge.source.durable and not self.durable and not self.explicit:
@@ -294,6 +296,7 @@ class Ledger:
                     f"the budgets kept in {self.location} were moved to the ledger "
                     f"{state.settings[MOVED_TO]}; nothing was charged. Fix: use that ledger "
                     "(load(con, ledger=...), --ledger or INFTDA_LEDGER)")
+            state = verify.identity(self, state, identity, cur)
             self._refuse(state, charge)
             rid = state.next_id
             after = verify.append(self, cur, state, LEDGER, chain.CHARGE_COLUMNS,
@@ -330,7 +333,7 @@ class Ledger:
             if charge.rho > remaining:
                 raise _refusal(charge, b, state.spent_by(b), remaining)
 
-    def check(self, charge: Charge) -> None:
+    def check(self, charge: Charge, identity: verify.Claim | None = None) -> None:
         """Raise what :meth:`charge` would raise for the budget, writing nothing: a release
         checks its budget before it reads its data (the charge checks again, atomically).
 
@@ -340,8 +343,13 @@ class Ledger:
         verified (a charge deleted by hand is still spent). The charge counts the rows and
         refuses such a ledger as broken, before it writes anything or any noise is drawn."""
         _validate(charge)
-        self._read(lambda state: None if state is None else self._refuse(state, charge),
-                   counts=False)
+
+        def use(state: State | None) -> None:
+            if state is not None:
+                verify.identity(self, state, identity)
+                self._refuse(state, charge)
+
+        self._read(use, counts=False)
 
     def _read(self, use: Callable[[State | None], T], counts: bool = True) -> T:
         """``use(state)`` on the verified state at the head (None: no ledger yet), writing
@@ -362,10 +370,12 @@ class Ledger:
         return cast(T, self.run(
             lambda cur: use(None if cur is None else verify.verified(self, cur)), write=False))
 
-    def set_budget(self, sources: list[SourceId], cap: Fraction, name: str | None = None) -> str:
+    def set_budget(self, sources: list[SourceId], cap: Fraction, name: str | None = None,
+                   identities: tuple[verify.Claim | None, ...] = ()) -> str:
         """Cap the total rho of all releases of any of ``sources`` at ``cap`` (exact; 0 freezes
         them). ``name`` identifies the budget (default: the one source's key); setting a budget
-        of that name again replaces its cap and sources. Returns the ledger id."""
+        of that name again replaces its cap and sources. ``identities``: those of the sources'
+        databases, as for :meth:`charge`. Returns the ledger id."""
         if not sources:
             raise bad_argument("source", [], "must name at least one source",
                                "pass e.g. 'trips' or ['trips', 'file:/data/trips.parquet']")
@@ -382,6 +392,8 @@ class Ledger:
 
         def body(cur: Any) -> State:
             state = verify.verified(self, cur)
+            for claim in identities:
+                state = verify.identity(self, state, claim, cur)
             verify.append(self, cur, state, BUDGETS, chain.BUDGET_COLUMNS, {
                 "name": budget_name, "label": label, "sources": keys, "labels": labels,
                 "rho": str(cap), "rho_approx": float(cap)})
@@ -449,9 +461,10 @@ class Ledger:
         table = self.run(body, write=False)
         return report.no_charges(self.location) if table is None else table
 
-    def verify(self) -> dict[str, Any]:
-        """Check the whole chain now (whatever this process saw before). Returns ``ok``,
-        ``rows``, ``ledger_id``, ``keyed``, ``location`` and ``problem`` (None when sound)."""
+    def verify(self, identities: tuple[verify.Claim | None, ...] = ()) -> dict[str, Any]:
+        """Check the whole chain now (whatever this process saw before), and the
+        ``identities`` of databases against those it recorded. Returns ``ok``, ``rows``,
+        ``ledger_id``, ``keyed``, ``location`` and ``problem`` (None when sound)."""
 
         result = {"ok": True, "rows": 0, "ledger_id": None, "keyed": self.key.keyed,
                   "location": self.location, "problem": None}
@@ -462,6 +475,8 @@ class Ledger:
             for stale in [k for k in verify.STATES if k[1] == self.where]:
                 del verify.STATES[stale]
             state = verify.verified(self, cur)
+            for claim in identities:
+                verify.identity(self, state, claim)
             return {**result, "rows": state.seq, "ledger_id": state.ledger_id}
 
         try:

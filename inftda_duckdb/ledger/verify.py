@@ -250,6 +250,51 @@ def _fold(site: Site, rows: tuple[Any, str], state: State) -> State:
 
 
 # ---------------------------------------------------------------------------------------------
+# the identities of the databases whose sources the ledger keeps
+
+IDENTITY = "identity:"
+"""Settings named ``identity:<where>`` record, in the chain, the identity of the database at
+``where`` (a database file's real path; ``""``: the ledger's own database, for a ledger kept
+inside it) when its sources were first charged or budgeted here. Budget keys contain the
+identity: a database whose identity changed (its ``inftda_identity`` row deleted, edited or
+dropped) would silently start fresh budgets, so it is refused instead."""
+
+Claim = tuple[str, str | None]  # (where, the identity that database has now; None: it has none)
+
+
+def identity(site: Site, state: State, claim: Claim | None, cur: Any = None) -> State:
+    """Check ``claim`` against the identity the chain recorded for its database (raise
+    :func:`changed_identity` if another), and record it when there is none yet and ``cur`` (a
+    write transaction) is given; returns the state after."""
+    if claim is None:
+        return state
+    where, now = claim
+    name = IDENTITY + where
+    known = state.settings.get(name)
+    if known is not None and known != now:
+        raise changed_identity(site, where, known, now)
+    if known is None and now is not None and cur is not None:
+        state = append(site, cur, state, SETTINGS, chain.SETTING_COLUMNS,
+                       {"name": name, "value": now})
+        state.settings[name] = now
+    return state
+
+
+def changed_identity(site: Site, where: str, known: str, now: str | None) -> LedgerError:
+    which = f"the database {where}" if where else "this database"
+    has = "has none (its inftda_identity row or table was deleted)" if now is None else \
+        f"now has {now} (its inftda_identity table was edited, emptied or dropped, or the " \
+        "file replaced by another database)"
+    return LedgerError(
+        f"the identity of {which} changed: the ledger in {site.location} recorded {known} when "
+        f"its sources were first charged or budgeted there, and it {has}. Budgets are kept "
+        "under the identity, so they would no longer apply: every release is refused and "
+        "nothing was charged. Fix: restore the database from a backup, or give it back its "
+        f"identity: DELETE FROM inftda_identity; INSERT INTO inftda_identity VALUES "
+        f"('{known}', now(), NULL, NULL)")
+
+
+# ---------------------------------------------------------------------------------------------
 # appending
 
 

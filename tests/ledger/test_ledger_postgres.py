@@ -406,7 +406,7 @@ def test_duckdb_the_cli_and_a_spark_charge_draw_from_one_server_ledger(
         assert budgets.ledger_rows(con).column("origin").to_pylist() == [
             "python", "cli", "spark"]
     listed = _cli("ledger", "--verify", "--ledger", url)
-    assert listed.returncode == 0 and "is intact: 4 rows" in listed.stdout, listed  # budget + 3
+    assert listed.returncode == 0 and "is intact: 5 rows" in listed.stdout, listed  # + identity
 
 
 @pytest.mark.spark
@@ -585,7 +585,7 @@ def test_a_database_s_own_ledger_moves_to_the_server(url: str, tmp_path: Path) -
         con.execute("CREATE TABLE trips AS SELECT (i % 3)::INTEGER AS x FROM range(30) t(i)")
         set_budget(con, "trips", rho=1)
         release(con, "trips", ["x"], rho="1/3", domains=DOM)
-        assert budgets.move_ledger(con, url) == 2
+        assert budgets.move_ledger(con, url) == 3  # the identity, the budget, the charge
         with pytest.raises(LedgerError, match="moved to"):  # the database's own ledger
             Ledger.in_database(con, "city", path=str(tmp_path / "city.duckdb"),
                                read_only=False).charge(mk("1/3"))
