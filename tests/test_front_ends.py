@@ -281,3 +281,51 @@ def test_progress_from_the_first_second(monkeypatch: pytest.MonkeyPatch,
     err = capsys.readouterr().err
     assert "] reading the data: " in err and "] level 2/2: " in err
     assert threading.active_count() < 50
+
+
+def test_misspelled_parameter_explained_wherever_duckdb_raises_it(tmp_path: Path) -> None:
+    # DuckDB's binder error listed the macro's candidates; no word of which name was wrong
+    import inftda_duckdb
+
+    con = duckdb.connect()
+    load(con)
+    con.execute("CREATE TABLE t AS SELECT 1 AS a")
+    for run in (con.sql, con.execute):
+        with pytest.raises(duckdb.BinderException) as info:
+            run("SELECT * FROM inftda_release('t', ['a'],\n rhoo := 2)")
+        assert (inftda_duckdb.explain(info.value) or "").startswith(
+            "inftda_release has no parameter rhoo (did you mean rho?)")  # found in the frame
+    assert inftda_duckdb.explain(ValueError("x")) is None
+    assert "DuckDB does not say which" in (duckdb_hint(str(info.value)) or "")
+    script = tmp_path / "s.py"  # uncaught in a script: a note under DuckDB's message
+    script.write_text("import duckdb, inftda_duckdb\ncon = duckdb.connect()\n"
+                      "inftda_duckdb.load(con)\ncon.execute('CREATE TABLE t AS SELECT 1 AS a')\n"
+                      "con.sql(\"SELECT * FROM inftda_preview('t', ['a'], \"\n"
+                      "        \"epsilonn := 1)\")\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 1
+    assert result.stderr.rstrip().endswith("\ninftda_duckdb: inftda_preview has no parameter "
+                                           "epsilonn (did you mean epsilon?). Valid parameters: "
+                                           "source, columns, rho, epsilon, delta, domains, "
+                                           "domain_tables, domain_from_data, level_weights, "
+                                           "auto_target, neighbours, privacy_unit, "
+                                           "max_rows_per_unit, rows_per_unit_public, beta. Fix: "
+                                           "spell the parameter as listed, e.g. "
+                                           "inftda_preview(..., rho := 0.5)"), result.stderr
+
+
+def test_misspelled_parameter_explained_in_ipython_and_jupysql() -> None:
+    pytest.importorskip("IPython")
+    pytest.importorskip("sql")  # jupysql
+    code = ("from IPython.testing.globalipapp import start_ipython\nip = start_ipython()\n"
+            "for cell in ('import duckdb, inftda_duckdb\\ncon = duckdb.connect()\\n"
+            "inftda_duckdb.load(con)\\ncon.execute(\"CREATE TABLE t AS SELECT 1 AS a\")', "
+            "'con.sql(\"SELECT * FROM inftda_release(\\'t\\', [\\'a\\'], rhoo := 2)\")', "
+            "'%load_ext sql', '%sql con', "
+            "'%sql SELECT * FROM inftda_release(\\'t\\', [\\'a\\'], rhoo := 2)'):\n"
+            "    ip.run_cell(cell, store_history=True)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300)
+    said = "inftda_duckdb: inftda_release has no parameter rhoo (did you mean rho?)"
+    assert (result.stdout + result.stderr).count(said) == 2, result.stdout + result.stderr

@@ -182,7 +182,8 @@ def test_refusal_reports_requested_remaining_and_difference(ledger: Ledger) -> N
         ledger.charge(mk("1/4"))
     msg = str(info.value)
     assert "requests rho 0.25" in msg
-    assert "only ~0.166667 of the budget of rho 0.5 remains" in msg and "at most rho=0.166666," in msg
+    assert "only ~0.166667 of the budget of rho 0.5 remains" in msg
+    assert "at most rho=0.166666," in msg
     assert "difference ~0.0833333" in msg and "Nothing was charged" in msg
     ledger.charge(mk("1/6"))  # exactly the remainder fits
 

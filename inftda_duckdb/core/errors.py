@@ -359,7 +359,11 @@ def duckdb_hint(text: str, sql: str | None = None) -> str | None:
                 f"loaded them (a restart loses them). Fix: {LOAD_FIX}")
     mismatch = _MISMATCH.search(text)
     if mismatch:
-        return unknown_parameters(mismatch[1], mismatch[2], sql)
+        return unknown_parameters(mismatch[1], mismatch[2], sql) or (
+            f"{mismatch[1]} does not accept these arguments: a misspelled parameter, or the "
+            "source or the columns missing (DuckDB does not say which). Valid parameters: "
+            f"{', '.join(parameters(mismatch[1], mismatch[2]))}. Fix: spell them as listed; "
+            "inftda_duckdb.explain(exc, sql) names a misspelled one")
     return None
 
 

@@ -159,7 +159,8 @@ def release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) ->
 
 def output_kind(args: argparse.Namespace, folder_ok: bool = False) -> str:
     """The kind of the --output file ('parquet' or 'csv'), once its folder exists and the file
-    does not (unless --overwrite); ``folder_ok`` for engines that write a folder of parts (Spark)."""
+    does not (unless --overwrite); ``folder_ok`` for engines that write a folder of parts
+    (Spark)."""
     kind = file_kind(args.output, "--output")
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
