@@ -21,6 +21,8 @@ from .._version import __version__
 from .accounting import CONVERSION, REPORT_DELTA, epsilon_from_rho
 from .request import ReleaseRequest
 
+SIDECAR = ".provenance.json"
+"""The suffix of a CSV release's provenance file: ``<file>.provenance.json``."""
 MARKER = "inftda_not_private"
 """The column a release that is not private carries (every row: the reason)."""
 
@@ -59,11 +61,14 @@ def provenance(
     rows_per_unit_public: bool = False,
     ledger_id: int | None = None,
     engine: str = "duckdb",
+    plan: str | None = None,
+    estimator: str = "inftda",
 ) -> dict[str, str]:
     """The provenance record of one release, every value a string (metadata formats want text).
 
     ``epsilon``/``delta``: the budget as the user gave it; without them the epsilon implied by
-    ``rho`` is stated at delta = 1e-6.
+    ``rho`` is stated at delta = 1e-6. ``plan``: the release's public plan (what its intervals
+    need, :mod:`.errorbars`), a JSON text.
     """
     reason = not_private_reason(seed, domain_from_data)
     if epsilon is None or delta is None:
@@ -91,8 +96,10 @@ def provenance(
         "seed": "" if seed is None else str(seed),
         "domain_from_data": str(domain_from_data).lower(),
         "mechanism": "InfTDA",
+        "estimator": estimator,
         "engine": engine,
         "package": f"inftda-duckdb {__version__}",
+        "plan": plan or "",
     }
 
 
@@ -107,15 +114,17 @@ def published(source: str) -> str:
 
 
 def of_release(request: ReleaseRequest, *, rho: Fraction, source: str,
-               ledger_id: int | None, engine: str) -> dict[str, str]:
+               ledger_id: int | None, engine: str, plan: str | None = None) -> dict[str, str]:
     """The provenance record of a release of ``request`` charged ``rho`` to ``source`` (a file
-    named by its name alone: :func:`published`)."""
+    named by its name alone: :func:`published`; ``plan``: its public plan)."""
     return provenance(
         rho=rho, columns=request.columns, neighbours=request.neighbours, output=request.output,
         source=published(source), seed=request.seed, domain_from_data=request.domain_from_data,
         epsilon=request.epsilon, delta=request.delta, privacy_unit=request.privacy_unit,
         max_rows_per_unit=request.max_rows_per_unit,
         rows_per_unit_public=request.rows_per_unit_public, ledger_id=ledger_id, engine=engine,
+        plan=plan,
+        estimator=request.estimator,
     )
 
 
@@ -148,6 +157,11 @@ def warn_not_private(request: ReleaseRequest, stacklevel: int = 3) -> None:
         warnings.warn(text, NotPrivateWarning, stacklevel=stacklevel + 1)
 
 
+KEYS = ("private", "why", "rho", "rho_decimal", "epsilon", "delta", "conversion", "neighbours",
+        "privacy_unit", "max_rows_per_unit", "rows_per_unit_public", "columns", "output",
+        "source", "ledger_id", "seed", "domain_from_data", "mechanism", "estimator", "engine",
+        "package", "plan")
+"""The keys of a record, in the order :func:`provenance` writes them."""
 _HEADS = ("Differentially private release", "NOT PRIVATE release")
 _BY = " (inftda-duckdb): "
 
@@ -164,6 +178,24 @@ def is_release_comment(text: object) -> bool:
     return isinstance(text, str) and any(text.startswith(head + _BY) for head in _HEADS)
 
 
-__all__ = ["FROM_DATA", "MARKER", "PREVIEW_FROM_DATA", "SEEDED", "NotPrivateWarning", "comment",
-           "decimal", "is_release_comment", "not_private_reason", "not_private_texts",
-           "of_release", "provenance", "published", "warn_not_private"]
+def from_comment(text: object) -> dict[str, str] | None:
+    """The record a :func:`comment` holds (None: not a release's comment). Values are split at
+    ``'; key='`` for the keys of :data:`KEYS` after the one being read, in their order."""
+    if not is_release_comment(text):
+        return None
+    assert isinstance(text, str)
+    body, record, at = text.split(_BY, 1)[1], {}, 0
+    keys = [k for k in KEYS if body.startswith(f"{k}=") or f"; {k}=" in body]
+    for i, key in enumerate(keys):
+        start = at + len(key) + 1 if i == 0 else body.find(f"; {key}=", at) + len(key) + 3
+        ends = [e for k in keys[i + 1:] if (e := body.find(f"; {k}=", start)) >= 0]
+        end = min(ends, default=len(body))
+        record[key] = body[start:end]
+        at = end
+    return record
+
+
+__all__ = ["FROM_DATA", "KEYS", "MARKER", "PREVIEW_FROM_DATA", "SEEDED", "SIDECAR",
+           "NotPrivateWarning", "comment", "decimal", "from_comment", "is_release_comment",
+           "not_private_reason", "not_private_texts", "of_release", "provenance", "published",
+           "warn_not_private"]

@@ -25,7 +25,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ..core import planning
+from ..core import planning, targets
 from ..core.accounting import REPORT_DELTA
 from ..core.errors import (
     BudgetExceededError,
@@ -48,7 +48,7 @@ from ..core.request import ReleaseRequest, parse_request
 from ..core.topdown import LevelProgress
 from ..ledger.sources import SourceId
 from ..ledger.sources import parse as parse_source
-from . import allocator, capabilities, disclosure, explain
+from . import allocator, capabilities, disclosure, explain, planner
 from .catalog import Where
 from .connections import registered
 from .domain import DomainPlan, plan_domains
@@ -240,7 +240,7 @@ def run_release(
                 hook(p)
 
         RELEASES.open(token, levels if hook is not None else None)
-        ledger_id = None
+        ledger_id = public = None
         spent = charged_text(request.budget.total, where.label)
 
         def interrupted() -> ReleaseInterrupted:  # DuckDB stopped it, or Ctrl-C here
@@ -264,6 +264,7 @@ def run_release(
                     result = interruptible(execute, lambda: stop(con, token=token), interrupted)
             finally:
                 capabilities.forget(token)
+                public = RELEASES.plan_of(token)
                 ledger_id = RELEASES.forget(token)  # and any release it began and never finished
         except BaseException as exc:  # an interrupt, say: tell the caller what was charged
             if ledger_id is not None:
@@ -271,7 +272,7 @@ def run_release(
                     exc.inftda_ledger_id = ledger_id  # type: ignore[attr-defined]
             raise
         record = of_release(request, rho=request.budget.total, source=where.label,
-                            ledger_id=ledger_id, engine="duckdb")
+                            ledger_id=ledger_id, engine="duckdb", plan=public)
     return Released(request, record, result)
 
 
@@ -295,6 +296,7 @@ def release(
     rows_per_unit_public: bool = False,
     unknown: str | None = None,
     seed: int | None = None,
+    estimator: str | None = None,
     source_name: str | None = None,
     progress: Progress | None = None,
     origin: str = "python",
@@ -321,7 +323,7 @@ def release(
         domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
         output=output, neighbours=neighbours, privacy_unit=privacy_unit,
         max_rows_per_unit=max_rows_per_unit, rows_per_unit_public=rows_per_unit_public,
-        unknown=unknown, seed=seed,
+        unknown=unknown, seed=seed, estimator=estimator,
     )
     with speaking("cli" if origin == "cli" else "python"):
         done = run_release(con, source, columns, options, source_name=source_name,
@@ -348,6 +350,7 @@ def preview(
     max_rows_per_unit: int | None = None,
     privacy_unit: str | None = None,
     rows_per_unit_public: bool = False,
+    estimator: str | None = None,
     beta: float = 0.05,
 ) -> pa.Table:
     """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
@@ -363,7 +366,7 @@ def preview(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
         domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
         neighbours=neighbours, max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
-        rows_per_unit_public=rows_per_unit_public,
+        rows_per_unit_public=rows_per_unit_public, estimator=estimator,
     )
     report = planning.report_delta(options)
     with _source(con, source, None if isinstance(source, str) else "preview",
@@ -379,6 +382,64 @@ def preview(
     if request.domain_from_data:
         warnings.warn(PREVIEW_FROM_DATA, UserWarning, stacklevel=2)
     return table
+
+
+def plan(
+    con: Any,
+    source: object,
+    columns: list[str] | tuple[str, ...],
+    *,
+    max_error: object = None,
+    level: object = None,
+    beta: float = 0.05,
+    delta: object = None,
+    domains: dict[str, Any] | None = None,
+    domain_tables: list[str] | None = None,
+    domain_from_data: bool = False,
+    level_weights: list[object] | str | None = None,
+    auto_target: str | int | None = None,
+    neighbours: str | None = None,
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
+    rows_per_unit_public: bool = False,
+) -> dict[str, Any]:
+    """The smallest rho (exact, to 6 significant digits: within 0.001% of the least) for which
+    the Theorem 1 bound at ``level`` (default: the leaves) is at most ``max_error`` with
+    probability ``1 - beta`` (or one target per level: ``max_error=[x1, None, x3]``), under the
+    best split considered: ``level_weights`` if given, else the uniform split and ``'auto'``.
+
+    Spends nothing and reads what :func:`preview` reads (public sizes; the public-facing mode's
+    rules included). Returns a mapping: ``rho``, ``epsilon`` at ``delta`` (default 1e-6),
+    ``level_weights`` (the split's exact parts, root first when the total is noised),
+    ``split``, ``bounds`` (per level, at that rho), ``max_error``, ``candidates`` (the rho
+    each split considered needs), ``release_options`` (``release(..., **release_options)``
+    spends exactly this plan) and ``rows`` (the table ``inftda_plan`` returns)."""
+    options = dict(
+        max_error=max_error, level=level, beta=beta, delta=delta, domains=domains,
+        domain_tables=domain_tables, domain_from_data=domain_from_data,
+        level_weights=level_weights, auto_target=auto_target, neighbours=neighbours,
+        privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
+        rows_per_unit_public=rows_per_unit_public,
+    )
+    if not isinstance(con, duckdb.DuckDBPyConnection):
+        raise bad_argument("con", con, "must be a duckdb connection", "pass duckdb.connect()")
+    with speaking("python"), \
+            _source(con, source, None if isinstance(source, str) else "plan") as (name, _):
+        request, goals, b, report = planner.request_of(con, name, list(columns), options)
+        domains_plan = plan_domains(request, con, strict=True)
+        if registered(con, "plan") is None:
+            load(con)
+        names = UdfNames.numbered(registered(con, "release") or 0)
+        sql = planner.rendered(request, domains_plan, names, registered(con, "plan") or 0,
+                               goals, b, report, "python")
+        try:
+            table = con.sql(sql).to_arrow_table()
+        except duckdb.Error as exc:
+            _reraise(exc)
+            raise  # pragma: no cover
+    if request.domain_from_data:
+        warnings.warn(PREVIEW_FROM_DATA, UserWarning, stacklevel=2)
+    return targets.as_mapping(table)
 
 
 if "IPython" in sys.modules:  # a notebook restarted without load(): still explained

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..core.interrupts import GRACE
+from ..core.leastsquares import LeastSquares
 from ..core.release import Checked
 from ..core.topdown import LevelProgress
 from ..core.tree import Levels, Nodes, mixed_radix
@@ -72,6 +73,8 @@ class Release:
     parts: Parts | None = None
     pending: Pending | None = None
     kept: int = 0  #: the rows kept (the checks): more than any leaf's count (@leaf_pairs)
+    lsq: LeastSquares | None = None  #: estimator 'least_squares' (holds the root's noise)
+    cut_e: np.ndarray | None = None  #: ... in parts: where each cut node's subtree continues
 
 
 class Parts:
@@ -107,6 +110,7 @@ class ReleaseRegistry:
         self._progress: dict[str, Progress | None] = {}
         self._errors: dict[str, BaseException] = {}
         self._ledger_ids: dict[str, int] = {}
+        self._plans: dict[str, str] = {}  # the public plans of those charges
         # releases inside inftda_begin, not charged yet (owner, token, cancel flag), and the
         # tokens of Python calls interrupted before their begin ran
         self._beginning: dict[int, tuple[int, str | None, threading.Event]] = {}
@@ -291,12 +295,20 @@ class ReleaseRegistry:
         with self._lock:
             return self._errors.pop(token, None) if token is not None else None
 
-    def keep_ledger_id(self, token: str | None, ledger_id: int) -> None:
-        """The ledger row the charge of the Python call ``token`` wrote (if one is open)."""
+    def keep_ledger_id(self, token: str | None, ledger_id: int, plan: str | None = None) -> None:
+        """The ledger row the charge of the Python call ``token`` wrote (if one is open), and
+        the public plan it recorded."""
         if token is not None:
             with self._lock:
                 if token in self._progress:
                     self._ledger_ids[token] = ledger_id
+                    if plan is not None:
+                        self._plans[token] = plan
+
+    def plan_of(self, token: str) -> str | None:
+        """The public plan the charge of the Python call ``token`` recorded (None: none)."""
+        with self._lock:
+            return self._plans.get(token)
 
     def charged(self, token: str) -> bool:
         """Whether the release of the call ``token`` was charged."""
@@ -311,6 +323,7 @@ class ReleaseRegistry:
             self._errors.pop(token, None)
             self._cancelled.discard(token)
             ledger_id = self._ledger_ids.pop(token, None)
+            self._plans.pop(token, None)
             for rid in [r for r, st in self._releases.items() if st.token == token]:
                 del self._releases[rid]
         return ledger_id

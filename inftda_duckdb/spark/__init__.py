@@ -17,12 +17,15 @@ Modules, in the order a release runs them:
 - ``driver``    ``release`` and ``preview``: request, checks, ledger charge, result DataFrame
 - ``jobs``      Spark work under a job tag of its own (``run_tagged``): Ctrl-C cancels it and
                 says whether the budget was spent (``Run``); also for writing a result
+- ``errorbars`` ``intervals`` of a released DataFrame and ``plan`` (the rho a target needs)
 
 A seeded Spark release equals the seeded DuckDB release and ``core.topdown.release_tree``.
 """
 
 from .driver import preview, release
+from .errorbars import intervals, plan
 from .jobs import Run, run_tagged
 from .transit import UnencryptedTransitWarning
 
-__all__ = ["Run", "UnencryptedTransitWarning", "preview", "release", "run_tagged"]
+__all__ = ["Run", "UnencryptedTransitWarning", "intervals", "plan", "preview", "release",
+           "run_tagged"]

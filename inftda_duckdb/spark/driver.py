@@ -38,6 +38,7 @@ from ..core import options as option_table
 from ..core import planning
 from ..core.checks import load_checks, raise_for_checks
 from ..core.errors import InputError, bad_argument, opt
+from ..core.leastsquares import Arithmetic, cut_cells
 from ..core.provenance import (
     MARKER,
     PREVIEW_FROM_DATA,
@@ -45,7 +46,7 @@ from ..core.provenance import (
     of_release,
     warn_not_private,
 )
-from ..core.release import ORIGINS, charged_text, check, draw
+from ..core.release import ORIGINS, charged_text, check, draw, least_squares, public_plan
 from ..core.request import ReleaseRequest, parse_request
 from ..core.topdown import check_total, release_below
 from ..core.tree import Levels, Nodes, mixed_radix
@@ -53,7 +54,7 @@ from . import domains as dom
 from . import leaves as lv
 from . import ledger as charges
 from .jobs import Run, run_tagged
-from .subtrees import CHUNK_CELLS, SubtreeJob, choose_cut, export_below
+from .subtrees import CHUNK_CELLS, MessageJob, SubtreeJob, choose_cut, decode, export_below
 from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
 
 T_ = TypeVar("T_")
@@ -165,25 +166,35 @@ def _release(
     checked = check(request, values.plan, public, budget=budget, data=data)
     plan, summary, leaves = checked.plan, read["summary"], read["leaves"]
     run.before_charge()  # cancelled meanwhile: nothing is charged
-    ledger_id = charges.charge(book, sid, request, plan.rho, origin)  # refused: no noise
+    plan_text = public_plan(checked)
+    ledger_id = charges.charge(book, sid, request, plan.rho, origin, plan_text)  # refused: no noise
     run.charged, run.ledger_id = charged_text(plan.rho, sid.label), ledger_id
     secret, root = draw(checked, run.charged)
+    lsq = least_squares(checked, secret)
     allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
-    levels = Levels.build(sizes, plan, secret, allowed)
+    levels = top_levels = Levels.build(sizes, plan, secret, allowed)
+    cut_e = None
+    if lsq is not None:  # every cell noised, estimated: the subtrees' sums, then the top
+        codes, t, vs = _messages(spark, levels, cut, lsq.arith, chunk)
+        top_levels, root, codes, e = lsq.top(levels, cut, codes, t, vs)
     cut_nodes = Nodes.root(root)
     if cut:  # levels 1..cut on the driver, from the true counts of the cut prefixes
-        cut_nodes = release_below(levels, cut_nodes, summary.prefix_keys,
+        cut_nodes = release_below(top_levels, cut_nodes, summary.prefix_keys,
                                   summary.prefix_counts, upto=cut)
         check_total(cut_nodes, root, cut)
+    if lsq is not None:  # where each released cut node's subtree continues
+        keys = mixed_radix(codes, sizes[:cut], np.int64)
+        cut_e = e[np.searchsorted(keys, mixed_radix(cut_nodes.codes, sizes[:cut], np.int64))]
     job = SubtreeJob(
         cut=cut, levels=export_below(levels, cut), values=values.values, names=request.columns,
         rows=request.output == "rows", keyed=lv.keyed(values), chunk_cells=chunk,
+        arith=None if lsq is None else lsq.arith,
     )
     result = _subtrees(spark, request, values, leaves, cut_nodes, job, summary.stats["leaves"],
-                       partitions, src.fields)
+                       partitions, src.fields, cut_e)
     warn_not_private(request)
     record = of_release(request, rho=plan.rho, source=sid.label, ledger_id=ledger_id,
-                        engine="spark")
+                        engine="spark", plan=plan_text)
     return _provenance(result, request, record)
 
 
@@ -272,24 +283,28 @@ def _subtrees(
     n_leaves: int,
     partitions: int | None,
     types: tuple[T.StructField, ...],
+    cut_e: np.ndarray | None = None,
 ) -> DataFrame:
-    """ONE shuffle by subtree, then levels c+1..d on the executors (lazy)."""
+    """ONE shuffle by subtree, then levels c+1..d on the executors (lazy); with
+    ``estimator := 'least_squares'`` each cut node carries its ``e`` (``cut_e``)."""
     cut = job.cut
     address = ["key"] if job.keyed else [f"k{j}" for j in range(1, request.depth + 1)]
+    extra = [] if cut_e is None else ["CAST(NULL AS BIGINT) AS e"]
     kept = leaves.where(lv.is_kept(values)).selectExpr(
-        f"{lv.subtree(values, cut)} AS s", "false AS node", *address, "n")
+        f"{lv.subtree(values, cut)} AS s", "false AS node", *address, "n", *extra)
     schema = T.StructType([
         T.StructField("s", T.LongType()), T.StructField("node", T.BooleanType()),
         *[T.StructField(a, T.LongType() if job.keyed else T.IntegerType()) for a in address],
         T.StructField("n", T.LongType()),
+        *([] if cut_e is None else [T.StructField("e", T.LongType())]),
     ])
     s = mixed_radix(cut_nodes.codes, values.sizes[:cut], np.int64)
     count = s.shape[0]
     node_table = pa.table(
         [pa.array(s), pa.array(np.ones(count, bool)),
          *[pa.nulls(count, pa.int64() if job.keyed else pa.int32()) for _ in address],
-         pa.array(cut_nodes.counts)],
-        names=["s", "node", *address, "n"],
+         pa.array(cut_nodes.counts), *([] if cut_e is None else [pa.array(cut_e, pa.int64())])],
+        names=["s", "node", *address, "n", *([] if cut_e is None else ["e"])],
     )
     nodes = spark.createDataFrame(node_table, schema=schema)
     if partitions is None:
@@ -302,6 +317,24 @@ def _subtrees(
     if request.output == "counts":
         fields.append(T.StructField("count", T.LongType(), nullable=False))
     return shuffled.mapInArrow(job, T.StructType(fields))
+
+
+def _messages(spark: SparkSession, levels: Levels, cut: int, arith: Arithmetic,
+              chunk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Estimator 'least_squares': the sums below every public cell of the cut level, from the
+    executors (:class:`.subtrees.MessageJob`; noise only, no data): the cells' codes, ``t``
+    and ``vs`` (at most :data:`.subtrees.CUT_CELLS` rows reach the driver)."""
+    sizes = levels.sizes[:cut]
+    keys = mixed_radix(cut_cells(levels, cut), sizes, np.int64)
+    frame = spark.createDataFrame(pa.table({"s": pa.array(keys, pa.int64())}))
+    parts = max(1, min(keys.shape[0], spark.sparkContext.defaultParallelism))
+    schema = T.StructType([T.StructField("s", T.LongType()), T.StructField("t", T.LongType()),
+                           T.StructField("vs", T.DoubleType())])
+    job = MessageJob(cut=cut, levels=export_below(levels, cut), arith=arith, chunk_cells=chunk)
+    rows = frame.repartition(parts, "s").mapInArrow(job, schema).collect()
+    s = np.array([r["s"] for r in rows], np.int64)
+    return (decode(s, sizes), np.array([r["t"] for r in rows], np.int64),
+            np.array([r["vs"] for r in rows], np.float64))
 
 
 def _provenance(result: DataFrame, request: ReleaseRequest, record: dict[str, str]

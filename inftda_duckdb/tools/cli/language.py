@@ -15,7 +15,8 @@ from ...core.errors import RENDERERS
 from ...ledger.locate import LEDGER_VARIABLE
 
 _FLAGS = {**{o.name: o.cli for o in table.OPTIONS if o.cli},  # --output-kind, --domain, ...
-          "source": "--table", "released_table": "RELEASED", "true_table": "TRUE",
+          "source": "--table", "released_table": "RELEASED", "released": "RELEASED",
+          "true_table": "TRUE",
           "directory": "--dir"}
 """The flag of an argument where it is not ``--`` and the name with dashes."""
 
