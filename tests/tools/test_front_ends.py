@@ -306,14 +306,10 @@ def test_misspelled_parameter_explained_wherever_duckdb_raises_it(tmp_path: Path
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 1
-    assert result.stderr.rstrip().endswith("\ninftda_duckdb: inftda_preview has no parameter "
-                                           "epsilonn (did you mean epsilon?). Valid parameters: "
-                                           "source, columns, rho, epsilon, delta, domains, "
-                                           "domain_tables, domain_from_data, level_weights, "
-                                           "auto_target, neighbours, privacy_unit, "
-                                           "max_rows_per_unit, rows_per_unit_public, beta. Fix: "
-                                           "spell the parameter as listed, e.g. "
-                                           "inftda_preview(..., rho := 0.5)"), result.stderr
+    assert "\ninftda_duckdb: inftda_preview has no parameter epsilonn (did you mean epsilon?). " \
+           "Valid parameters: source, columns, rho, epsilon, " in result.stderr, result.stderr
+    assert result.stderr.rstrip().endswith(
+        "Fix: spell the parameter as listed, e.g. inftda_preview(..., rho := 0.5)")
 
 
 def test_misspelled_parameter_explained_in_ipython_and_jupysql() -> None:
