@@ -14,6 +14,7 @@ Public API::
     verify_ledger(con)                         check the ledger's hash chain now
     evaluate(con, true, released, columns)     per-level errors vs the truth (curator only)
     interrupt(con)                             stop the releases running on con (another thread)
+    explain(exc)                               what DuckDB's error about our SQL means (rhoo := 2)
 
 Map of the package (the folder listing reads like the algorithm):
 
@@ -57,6 +58,7 @@ from .duckdb.budgets import (
     verify_ledger,
 )
 from .duckdb.evaluation import evaluate
+from .duckdb.explain import explain
 from .duckdb.extension import interrupt, intervals, load, plan, preview, release
 
 __all__ = [
@@ -71,6 +73,7 @@ __all__ = [
     "__version__",
     "budget",
     "evaluate",
+    "explain",
     "interrupt",
     "intervals",
     "load",

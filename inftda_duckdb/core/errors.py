@@ -168,7 +168,17 @@ def python_literal(value: Any) -> str:
     return repr(value)
 
 
+SETTERS = ("set_budget", "require_budget")
+"""Calls that commit in the ledger: from SQL they run only in the package's shell (a SQL
+function cannot tell whether a transaction is open; see ``duckdb/budgets.py``)."""
+
+
 class SqlRenderer:
+    """SQL. ``setters_run``: whether the SQL running now may call the :data:`SETTERS` (see
+    :func:`setters_run`); elsewhere (``con.sql``, jupysql) their fix is the Python call."""
+
+    setters_run = False
+
     def option(self, name: str, value: Any) -> str:
         return f"{name} := {sql_literal(value)}"
 
@@ -177,7 +187,11 @@ class SqlRenderer:
 
     def call(self, function: str, args: list[Any], options: dict[str, Any]) -> str:
         parts = [sql_literal(a) for a in args] + [self.option(k, v) for k, v in options.items()]
-        return f"SELECT inftda_{function}({', '.join(parts)})"
+        sql = f"SELECT inftda_{function}({', '.join(parts)})"
+        if function in SETTERS and not self.setters_run:
+            return (f"{PythonRenderer().call(function, args, options)} from Python (or {sql} "
+                    "in inftda-duckdb shell)")
+        return sql
 
 
 class PythonRenderer:
@@ -193,7 +207,20 @@ class PythonRenderer:
         return f"{function}({', '.join(parts)})"
 
 
-RENDERERS: dict[str, Renderer] = {"sql": SqlRenderer(), "python": PythonRenderer()}
+SQL = SqlRenderer()
+RENDERERS: dict[str, Renderer] = {"sql": SQL, "python": PythonRenderer()}
+
+
+@contextlib.contextmanager
+def setters_run() -> Iterator[None]:
+    """Inside the block, SQL fixes name the SQL setters (the package's shell vouches for the
+    statement it runs). Process-wide, not a context variable: DuckDB's threads render the
+    messages of the functions they run."""
+    before, SQL.setters_run = SQL.setters_run, True
+    try:
+        yield
+    finally:
+        SQL.setters_run = before
 """Renderers by interface; the command line adds its own (``tools/cli.py``)."""
 
 
@@ -359,7 +386,11 @@ def duckdb_hint(text: str, sql: str | None = None) -> str | None:
                 f"loaded them (a restart loses them). Fix: {LOAD_FIX}")
     mismatch = _MISMATCH.search(text)
     if mismatch:
-        return unknown_parameters(mismatch[1], mismatch[2], sql)
+        return unknown_parameters(mismatch[1], mismatch[2], sql) or (
+            f"{mismatch[1]} does not accept these arguments: a misspelled parameter, or the "
+            "source or the columns missing (DuckDB does not say which). Valid parameters: "
+            f"{', '.join(parameters(mismatch[1], mismatch[2]))}. Fix: spell them as listed; "
+            "inftda_duckdb.explain(exc, sql) names a misspelled one")
     return None
 
 

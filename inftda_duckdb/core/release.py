@@ -38,7 +38,7 @@ from .accounting import REPORT_DELTA, BudgetPlan
 from .checks import raise_for_data_checks, raise_for_public_checks
 from .domains import DomainPlan
 from .errorbars import plan_json
-from .errors import InftdaError
+from .errors import InftdaError, call, number
 from .planning import budget_plan, level_cells
 from .randomness import RandomSource
 from .request import ReleaseRequest
@@ -100,8 +100,27 @@ def check(request: ReleaseRequest, domains: DomainPlan, public: Mapping[str, Any
 
 
 def charged_text(rho: Fraction, source: str) -> str:
-    """What a charged release spent, as every message says it: ``'rho 1/2 on main.trips'``."""
-    return f"rho {rho} on {source}"
+    """What a charged release spent, as every message says it, decimal first:
+    ``'rho 0.5 on main.trips'`` (the ledger keeps it exact)."""
+    return f"rho {number(rho)} on {source}"
+
+
+def uncovered_text(rho: Fraction, label: str, spec: str) -> str:
+    """The notice of a release charged to a source no budget covers (a new copy or export of
+    data whose budget is kept under another name starts uncapped): said once per source."""
+    return (f"no budget covers {label}: rho {number(rho)} was charged to it without a cap (a "
+            "copy or an export of data is a new source, with its own account). Fix: cap it with "
+            f"{call('set_budget', spec, rho=...)}, or refuse every release no budget covers with "
+            f"{call('require_budget')}")
+
+
+def repeated_text(charged: str) -> str:
+    """The notice of a release statement executed again on one connection (a notebook's saved
+    query re-runs it wherever it is used): ``charged`` as :func:`charged_text` says it."""
+    return (f"this release statement ran before on this connection, and ran again: a new release "
+            f"with fresh noise, charged again ({charged}). A saved query (jupysql's %%sql "
+            "--save) runs it again wherever it is used. Fix: keep one result, CREATE TABLE name "
+            "AS SELECT * FROM inftda_release(...), and query the table")
 
 
 def public_plan(checked: Checked[Any]) -> str:
@@ -153,4 +172,4 @@ def least_squares(checked: Checked[Any], source: RandomSource) -> leastsquares.L
 
 
 __all__ = ["ORIGINS", "Checked", "charge_fields", "charged_text", "check", "draw",
-           "least_squares", "public_plan"]
+           "least_squares", "public_plan", "repeated_text", "uncovered_text"]

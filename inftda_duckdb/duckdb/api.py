@@ -37,7 +37,6 @@ from ..core.errors import (
     ReleaseInterrupted,
     bad_argument,
     call,
-    duckdb_hint,
     opt,
     shown,
     speaking,
@@ -49,7 +48,7 @@ from ..core.request import ReleaseRequest, parse_request
 from ..core.topdown import LevelProgress
 from ..ledger.sources import SourceId
 from ..ledger.sources import parse as parse_source
-from . import allocator, capabilities, disclosure, planner
+from . import allocator, capabilities, disclosure, explain, planner
 from .catalog import Where
 from .connections import registered
 from .domain import DomainPlan, plan_domains
@@ -447,27 +446,5 @@ def plan(
     return targets.as_mapping(table)
 
 
-def _notebook_hint(shell: Any, etype: type, value: BaseException, tb: Any,
-                   tb_offset: int | None = None) -> Any:
-    """IPython's handler of DuckDB errors: the traceback as usual, then what the error means
-    when it is about the package's SQL (a forgotten load(), a misspelled parameter, named
-    from the cell's source)."""
-    shown_tb = shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
-    cells = shell.user_ns.get("_ih") or [""]
-    hint = duckdb_hint(str(value), str(cells[-1]))
-    if hint:
-        print(f"inftda_duckdb: {hint}", file=sys.stderr)
-    return shown_tb
-
-
-def explain_in_notebooks() -> None:
-    """In a Jupyter kernel, DuckDB's errors about the package's SQL (from ``con.sql`` or
-    jupysql) are followed by what they mean (:func:`~inftda_duckdb.core.errors.duckdb_hint`).
-    Done when the package is imported; other errors are shown as before."""
-    if in_notebook():
-        with contextlib.suppress(Exception):
-            shell = sys.modules["IPython"].get_ipython()
-            shell.set_custom_exc((duckdb.Error,), _notebook_hint)
-
-
-explain_in_notebooks()
+if "IPython" in sys.modules:  # a notebook restarted without load(): still explained
+    explain.install()

@@ -16,6 +16,7 @@ Which ledger, and which identity a source has, is decided in :mod:`.catalog`; th
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import secrets
 import weakref
@@ -26,8 +27,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ..core.errors import InputError, LedgerError, bad_argument, speaks
+from ..core.errors import InftdaError, InputError, LedgerError, bad_argument, render, speaks
 from ..core.identifiers import fold, literal, parse_qualified, quote
+from ..core.release import uncovered_text
 from ..ledger.report import budget_table, no_charges
 from ..ledger.sources import SourceId
 from ..ledger.store import DEFAULT_DELTA, REQUIRE_BUDGET, Charge, Ledger, exact_cap
@@ -35,6 +37,8 @@ from . import arguments, catalog, disclosure
 from .catalog import Context, Where
 from .connections import create_function, create_macro, register_udfs
 
+_LOG = logging.getLogger("inftda_duckdb")
+_SAID: set[tuple[str, str]] = set()  # (ledger, source key) told that no budget covers it
 _VOUCHED: dict[str, bool] = {}  # live vouchers -> whether a transaction was open at the check
 _VOUCHER = "inftda_vouch"  # the connection's variable carrying its voucher to the setters
 
@@ -111,8 +115,25 @@ def charge(con: Any, where: Where, fields: dict[str, Any],
         rid, ledger_id = ledger.charge(Charge(source=source, **fields),
                                        expect=catalog.expectation(h),
                                        identity=catalog.claim(where, h, ledger))
+        uncovered = (ledger.where, source.key) not in _SAID and _uncovered(ledger, source)
     catalog.bind(con, h, ledger, ledger_id)
+    if uncovered:
+        _SAID.add((ledger.where, source.key))
+        text = render(uncovered_text(fields["rho"], source.label, source.spec),
+                      fields["origin"])
+        # logged (on stderr by default), never a Python warning: under -W error that would
+        # fail a release whose budget is already spent
+        _LOG.warning("%s%s", "WARNING: " if fields["origin"] == "cli" else "", text)
     return rid
+
+
+def _uncovered(ledger: Ledger, source: SourceId) -> bool:
+    """Whether no budget covers ``source`` (read after its charge: a failed read is no notice,
+    never a failed release)."""
+    try:
+        return ledger.remaining(source) is None
+    except (duckdb.Error, InftdaError):
+        return False
 
 
 def _ledger_of(con: Any, wheres: list[Where]) -> tuple[Ledger, list[SourceId], list[Any]]:

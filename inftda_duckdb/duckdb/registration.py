@@ -19,7 +19,17 @@ from typing import Any
 
 from ..core import options, units
 from ..ledger.store import Ledger
-from . import budgets, catalog, disclosure, errorbars, evaluation, planner, statements, udfs
+from . import (
+    budgets,
+    catalog,
+    disclosure,
+    errorbars,
+    evaluation,
+    explain,
+    planner,
+    statements,
+    udfs,
+)
 from .connections import create_function, create_macro, register_udfs
 from .sqlgen import PREFIXES, UdfNames, fragments
 
@@ -31,6 +41,9 @@ def load(con: Any, ledger: str | Ledger | None = None, mode: str | None = None) 
     call (see :mod:`.disclosure`): it holds for every connection of the database instance and
     cannot be turned off. Default: the mode in force (curator, the trusted data holder).
 
+    It also installs :func:`.explain.install`: DuckDB's errors about the package's SQL
+    (a misspelled parameter, a forgotten ``load``) are explained where they are shown.
+
     ``ledger``: where budgets and charges are kept: a ledger file any number of processes,
     tools and data files can share (``'budget.duckdb'``, created on first use), or ``':memory:'``
     for an in-memory ledger chosen on purpose. Default: the file named by ``INFTDA_LEDGER``,
@@ -38,6 +51,7 @@ def load(con: Any, ledger: str | Ledger | None = None, mode: str | None = None) 
     now, in another database the first time one of its tables is charged or budgeted).
     """
     disclosure.set_mode(con, mode)
+    explain.install()
     if ledger is not None:
         catalog.choose(con, ledger)
     chosen = catalog.chosen(con)

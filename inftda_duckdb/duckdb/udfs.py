@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import threading
+import weakref
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -44,7 +45,15 @@ from ..core.identifiers import quote
 from ..core.interrupts import stopped
 from ..core.noise import DiscreteGaussian
 from ..core.provenance import not_private_texts
-from ..core.release import charge_fields, charged_text, check, draw, least_squares, public_plan
+from ..core.release import (
+    charge_fields,
+    charged_text,
+    check,
+    draw,
+    least_squares,
+    public_plan,
+    repeated_text,
+)
 from ..core.request import ReleaseRequest, from_json
 from ..core.topdown import Cancelled, LevelProgress, check_total, release_below
 from ..core.tree import Nodes, mixed_radix
@@ -178,6 +187,22 @@ def _claim(state: Release) -> None:
     if p.origin == "sql" and not request.private:
         # on stderr, even under -W error
         _LOG.warning("%s", "; ".join(not_private_texts(request)))
+    if p.origin == "sql":
+        _say_repeated(con, request, charged)
+
+
+_RAN: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+"""Per connection, the release statements (their requests) executed from SQL."""
+
+
+def _say_repeated(con: Any, request: ReleaseRequest, charged: str) -> None:
+    """From SQL, a release statement executed again on one connection: said on stderr (a
+    notebook's saved query re-runs it, and charges it, wherever it is used)."""
+    ran = _RAN.setdefault(con, set())
+    key = request.to_json()
+    if key in ran:
+        _LOG.warning("%s", repeated_text(charged))
+    ran.add(key)
 
 
 def _log_frame_enums(request: ReleaseRequest, plan: DomainPlan, checks: dict[str, Any]) -> None:

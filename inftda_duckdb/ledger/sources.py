@@ -51,6 +51,12 @@ class SourceId:
         real = os.path.realpath(os.path.expanduser(path))
         return cls(FILE + real, real, True)
 
+    @property
+    def spec(self) -> str:
+        """The source as ``set_budget`` takes it: ``file:PATH``, ``name:NAME`` or the table."""
+        kind = self.key.split(":", 1)[0]
+        return {"file": "file:", "name": "name:"}.get(kind, "") + self.label
+
     @classmethod
     def named(cls, name: str) -> SourceId:
         """An in-memory object (DataFrame, Arrow table, Spark view) under a name the caller

@@ -326,7 +326,7 @@ class Ledger:
                 f"release of {charge.source.label} refused: no budget covers it, and this "
                 f"ledger ({self.location}) requires one (require_budget is on). Nothing was "
                 f"charged and no noise was drawn. Fix: "
-                f"{call('set_budget', _spec(charge.source), rho=...)}, or add it to a "
+                f"{call('set_budget', charge.source.spec, rho=...)}, or add it to a "
                 "budget's sources")
         tight = [(max(b.cap - state.spent_by(b), Fraction(0)), b) for b in covering]
         for remaining, b in sorted(tight, key=lambda t: t[0]):
@@ -532,11 +532,6 @@ def _charge_values(c: Charge, rid: int) -> dict[str, Any]:
     }
 
 
-def _spec(source: SourceId) -> str:
-    kind = source.key.split(":", 1)[0]
-    return {"file": "file:", "name": "name:"}.get(kind, "") + source.label
-
-
 def _refusal(c: Charge, b: Budget, spent: Fraction, remaining: Fraction) -> BudgetExceededError:
     short = c.rho - remaining
     most = number(remaining, "down")
@@ -549,7 +544,7 @@ def _refusal(c: Charge, b: Budget, spent: Fraction, remaining: Fraction) -> Budg
         f"release on {c.source.label} refused: it requests rho {_show(c.rho)} but only "
         f"{_show(remaining)} of {which} remains (spent {_show(spent)}); "
         f"difference {_show(short)}. Nothing was charged and no noise was drawn. Fix: {fix} "
-        f"the budget with {call('set_budget', _spec(c.source), rho=...)}")
+        f"the budget with {call('set_budget', c.source.spec, rho=...)}")
     err.source = c.source.label  # type: ignore[attr-defined]
     err.budget = b.label  # type: ignore[attr-defined]
     err.requested = c.rho  # type: ignore[attr-defined]

@@ -18,6 +18,7 @@ import datetime as dt
 import io
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,7 @@ from typing import Any, TextIO
 import duckdb
 import pyarrow as pa
 
+from ..core.errors import number
 from ..core.identifiers import literal, quote
 from ..core.provenance import SIDECAR
 
@@ -92,11 +94,31 @@ def emit(con: duckdb.DuckDBPyConnection, table: pa.Table, fmt: str = "table",
             writer.writerow(json.dumps(v) if isinstance(v, list | dict) else v
                             for v in row.values())
         return
-    for i, field in enumerate(table.schema):  # a box table for people: 6 significant digits
+    out.write(render(con, for_people(table), max_rows=1000))
+
+
+_FRACTION = re.compile(r"-?\d+(/\d+)?")
+
+
+def for_people(table: pa.Table) -> pa.Table:
+    """A box table's numbers for people, decimal first: 6 significant digits; an exact value
+    written ``p/q`` as its decimal (``~0.0121780``: :func:`~inftda_duckdb.core.errors.number`),
+    its ``X_exact`` twin and ``X_decimal`` copy left out (CSV and JSON keep every digit)."""
+    names = table.column_names
+    drop = {n for n in names if n.endswith("_exact") and n.removesuffix("_exact") in names}
+    drop |= {n for n in names if n.endswith("_decimal") and n.removesuffix("_decimal") in names}
+    table = table.drop_columns(sorted(drop))
+    for i, field in enumerate(table.schema):
+        values = table.column(i).to_pylist()
         if pa.types.is_floating(field.type):
-            values = [None if v is None else float(f"{v:.6g}") for v in table.column(i).to_pylist()]
-            table = table.set_column(i, field, pa.array(values, field.type))
-    out.write(render(con, table, max_rows=1000))
+            table = table.set_column(i, field, pa.array(
+                [None if v is None else float(f"{v:.6g}") for v in values], field.type))
+        elif pa.types.is_string(field.type) and any(isinstance(v, str) and "/" in v
+                                                    for v in values) and all(
+                v is None or _FRACTION.fullmatch(v) for v in values):
+            table = table.set_column(i, field.name, pa.array(
+                [None if v is None else number(Fraction(v)) for v in values], pa.string()))
+    return table
 
 
 def sidecar(path: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 import duckdb
 
-from ..core.errors import number, speaking
+from ..core.errors import number, setters_run, speaking
 from ..core.identifiers import literal, parse_qualified
 from ..duckdb.progress import ScanProgress, scan_text, watching
 from ..duckdb.registry import RELEASES
@@ -145,7 +145,8 @@ class Shell:
             if self.admission is not None and not own:
                 sql = self.admission.statement(sql)
             # vouched: the SQL budget setters run if no transaction is open now (one statement)
-            with speaking("sql"), outside_transaction(self.con, sql), self.progress():
+            with speaking("sql"), setters_run(), outside_transaction(self.con, sql), \
+                    self.progress():
                 # on a helper thread: Ctrl-C stops a release within a block (extension.statement)
                 table = statement(self.con, run)
             if self.admission is not None and not own:

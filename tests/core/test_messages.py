@@ -24,7 +24,8 @@ FIX = (f"pass {opt('domains', {'hour': range(24)})} with {opt('neighbours', 'add
 
 @pytest.mark.parametrize(("interface", "expected"), [
     ("sql", "pass domains := {'hour': range(24)} with neighbours := 'add_remove', "
-            "domain_from_data := true, then SELECT inftda_set_budget('trips', rho := ...)"),
+            "domain_from_data := true, then set_budget(con, 'trips', rho=...) from Python (or "
+            "SELECT inftda_set_budget('trips', rho := ...) in inftda-duckdb shell)"),
     ("python", "pass domains={'hour': range(24)} with neighbours='add_remove', "
                "domain_from_data=True, then set_budget(con, 'trips', rho=...)"),
     ("cli", "pass --domain hour=0..23 with --neighbours add_remove, --domain-from-data, then "

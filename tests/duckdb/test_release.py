@@ -862,13 +862,15 @@ def test_sql_not_private_release_says_so_once(trips, caplog, recwarn):
         trips.execute(
             "SELECT * FROM inftda_release('trips', ['origin'], rho := 1, seed := 3)"
         ).fetchall()
-    msgs = [r.getMessage() for r in caplog.records if r.name == "inftda_duckdb"]
+    msgs = [r.getMessage() for r in caplog.records if r.name == "inftda_duckdb"
+            and not r.getMessage().startswith("no budget covers")]  # said once, on its own
     assert len(msgs) == 1 and "seed := 3" in msgs[0] and "NOT private" in msgs[0]
     caplog.clear()
     trips.execute(
         "SELECT * FROM inftda_release('trips', ['dest'], rho := 1, domain_from_data := true)"
     ).fetchall()
-    msgs = [r.getMessage() for r in caplog.records if r.name == "inftda_duckdb"]
+    msgs = [r.getMessage() for r in caplog.records if r.name == "inftda_duckdb"
+            and not r.getMessage().startswith("no budget covers")]  # said once, on its own
     assert len(msgs) == 1 and "domain_from_data" in msgs[0]
     caplog.clear()
     trips.execute("SELECT * FROM inftda_release('trips', ['origin'], rho := 1)").fetchall()

@@ -231,7 +231,8 @@ def test_release_parquet_to_parquet_leaves_no_temporary_file(work: Path) -> None
                  "--rho", "1/2", "--domain", "hour=0..23", "--domain", ORIGINS, "--output", out,
                  "--quiet", "--ledger", ledger)
     assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
+    assert result.stderr.startswith("WARNING: no budget covers ")  # the only line
+    assert result.stderr.count("\n") == 1
     with duckdb.connect() as con:
         assert con.execute(f"SELECT sum(count) FROM '{out}'").fetchall()[0][0] == ROWS
     assert not [n for n in os.listdir(work) if n.endswith(".tmp")]
@@ -455,7 +456,7 @@ def test_ledger_and_budget(work: Path) -> None:
                "--into-table", "x").returncode == 0
     shown = cli("ledger", db)
     assert shown.returncode == 0, shown.stderr
-    assert "trips" in shown.stdout and "1/3" in shown.stdout
+    assert "trips" in shown.stdout and "~0.333333" in shown.stdout  # decimal for people
     set_eps = cli("budget", db, "--set", "trips", "--epsilon", "3", "--delta", "1e-6")
     assert set_eps.returncode == 0, set_eps.stderr
     assert "trips" in set_eps.stdout and "budget_rho" in set_eps.stdout
@@ -666,7 +667,7 @@ def test_fix_texts_speak_cli(work: Path) -> None:
     assert cli("budget", db, "--set", "trips", "--rho", "1/10").returncode == 0
     refused = cli(*[str(a).format(db=db) for a in RELEASE], "--rho", "1", "--into-table", "x")
     assert_error(refused, status=3)
-    assert "inftda-duckdb budget DATABASE --set" in refused.stderr
+    assert f"inftda-duckdb budget {db} --set" in refused.stderr  # was DATABASE
     assert "set_budget(con" not in refused.stderr and "--rho 0.1" in refused.stderr
 
 

@@ -115,8 +115,9 @@ def test_failure_after_the_charge_has_its_own_status(files: Path, tmp_path: Path
                    str(tmp_path / "out.parquet"), "--ledger", str(ledger), "--quiet"])
     err = capsys.readouterr().err
     assert status == 4, err
-    assert err.startswith("Error: rho 0.25 on trips.parquet was charged, ledger id 1 "
-                          "(that budget is spent) but nothing was written: "), err
+    assert err.splitlines()[-1].startswith(  # after the notice that no budget covers it
+        "Error: rho 0.25 on trips.parquet was charged, ledger id 1 (that budget is spent) but "
+        "nothing was written: "), err
     assert "No space left on device" in err and ledger_count(ledger) == 1
     assert not (tmp_path / "out.parquet").exists()
     assert "4    failed after the release was charged" in cli("release", "--help").stdout
@@ -281,3 +282,182 @@ def test_progress_from_the_first_second(monkeypatch: pytest.MonkeyPatch,
     err = capsys.readouterr().err
     assert "] reading the data: " in err and "] level 2/2: " in err
     assert threading.active_count() < 50
+
+
+def test_misspelled_parameter_explained_wherever_duckdb_raises_it(tmp_path: Path) -> None:
+    # DuckDB's binder error listed the macro's candidates; no word of which name was wrong
+    import inftda_duckdb
+
+    con = duckdb.connect()
+    load(con)
+    con.execute("CREATE TABLE t AS SELECT 1 AS a")
+    for run in (con.sql, con.execute):
+        with pytest.raises(duckdb.BinderException) as info:
+            run("SELECT * FROM inftda_release('t', ['a'],\n rhoo := 2)")
+        assert (inftda_duckdb.explain(info.value) or "").startswith(
+            "inftda_release has no parameter rhoo (did you mean rho?)")  # found in the frame
+    assert inftda_duckdb.explain(ValueError("x")) is None
+    assert "DuckDB does not say which" in (duckdb_hint(str(info.value)) or "")
+    script = tmp_path / "s.py"  # uncaught in a script: a note under DuckDB's message
+    script.write_text("import duckdb, inftda_duckdb\ncon = duckdb.connect()\n"
+                      "inftda_duckdb.load(con)\ncon.execute('CREATE TABLE t AS SELECT 1 AS a')\n"
+                      "con.sql(\"SELECT * FROM inftda_preview('t', ['a'], \"\n"
+                      "        \"epsilonn := 1)\")\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 1
+    assert "\ninftda_duckdb: inftda_preview has no parameter epsilonn (did you mean epsilon?). " \
+           "Valid parameters: source, columns, rho, epsilon, " in result.stderr, result.stderr
+    assert result.stderr.rstrip().endswith(
+        "Fix: spell the parameter as listed, e.g. inftda_preview(..., rho := 0.5)")
+
+
+def test_misspelled_parameter_explained_in_ipython_and_jupysql() -> None:
+    pytest.importorskip("IPython")
+    pytest.importorskip("sql")  # jupysql
+    code = ("from IPython.testing.globalipapp import start_ipython\nip = start_ipython()\n"
+            "for cell in ('import duckdb, inftda_duckdb\\ncon = duckdb.connect()\\n"
+            "inftda_duckdb.load(con)\\ncon.execute(\"CREATE TABLE t AS SELECT 1 AS a\")', "
+            "'con.sql(\"SELECT * FROM inftda_release(\\'t\\', [\\'a\\'], rhoo := 2)\")', "
+            "'%load_ext sql', '%sql con', "
+            "'%sql SELECT * FROM inftda_release(\\'t\\', [\\'a\\'], rhoo := 2)'):\n"
+            "    ip.run_cell(cell, store_history=True)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300)
+    said = "inftda_duckdb: inftda_release has no parameter rhoo (did you mean rho?)"
+    assert (result.stdout + result.stderr).count(said) == 2, result.stdout + result.stderr
+
+
+# ------------------------------------------------------------ budgets the user did not know
+
+
+def test_a_source_no_budget_covers_is_said_once(files: Path, tmp_path: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    # a copy of the data was charged to a new, uncapped key without a word
+    db = tmp_path / "t.duckdb"
+    db.write_bytes((files / "trips.duckdb").read_bytes())
+    con = duckdb.connect(str(db))
+    try:
+        load(con)
+        con.execute("CREATE TABLE copy AS SELECT * FROM trips")
+        with caplog.at_level("WARNING", logger="inftda_duckdb"):
+            release(con, "copy", ["hour"], rho=0.25, domains={"hour": range(24)})
+            release(con, "copy", ["hour"], rho=0.25, domains={"hour": range(24)})  # once
+        assert [r.getMessage() for r in caplog.records] == [
+            "no budget covers t.main.copy: rho 0.25 was charged to it without a cap (a copy or "
+            "an export of data is a new source, with its own account). Fix: cap it with "
+            "set_budget(con, 't.main.copy', rho=...), or refuse every release no budget covers "
+            "with require_budget(con)"]
+        con.execute("CREATE TABLE copy2 AS SELECT * FROM trips")
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="inftda_duckdb"):
+            con.sql("SELECT * FROM inftda_release('copy2', ['hour'], rho := 0.25, "
+                    "domains := {'hour': range(24)})").fetchall()
+            con.sql("SELECT * FROM inftda_release('trips', ['hour'], rho := 0.25, "
+                    "domains := {'hour': range(24)})").fetchall()  # covered: nothing said
+        assert [r.getMessage()[:57] for r in caplog.records] == [
+            "no budget covers t.main.copy2: rho 0.25 was charged to it"]
+        assert "require_budget(con) from Python (or SELECT inftda_require_budget() in " \
+               "inftda-duckdb shell)" in caplog.records[0].getMessage()
+    finally:
+        con.close()
+    ledger = tmp_path / "l.duckdb"
+    result = cli("release", "--input", "trips.parquet", "--columns", "hour", "--domain",
+                 "hour=0..23", "--rho", "0.25", "--output", tmp_path / "o.parquet", "--ledger",
+                 ledger, "--quiet", cwd=files)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith(f"WARNING: no budget covers {files / 'trips.parquet'}: rho "
+                                    "0.25 was charged to it without a cap")
+    assert result.stderr.rstrip().endswith(
+        f"Fix: cap it with inftda-duckdb budget --ledger {ledger} --set "
+        f"file:{files / 'trips.parquet'} --rho ..., or refuse every release no budget covers "
+        f"with inftda-duckdb budget --ledger {ledger} --require-budget on")
+
+
+def test_budget_hints_work_where_the_caller_stands(files: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "t.duckdb"
+    db.write_bytes((files / "trips.duckdb").read_bytes())
+    over = ("SELECT * FROM inftda_release('trips', ['hour'], rho := 50, "
+            "domains := {'hour': range(24)})")
+    con = duckdb.connect(str(db))
+    try:
+        load(con)
+        with pytest.raises(duckdb.Error) as info:
+            con.sql(over).fetchall()  # the hint was SELECT inftda_set_budget(...): refused
+    finally:
+        con.close()
+    assert str(info.value).endswith("raise the budget with set_budget(con, 't.main.trips', "
+                                    "rho=...) from Python (or SELECT inftda_set_budget("
+                                    "'t.main.trips', rho := ...) in inftda-duckdb shell)")
+    shell = cli("shell", db, "-c", over)
+    assert shell.returncode == 3
+    assert shell.stderr.rstrip().endswith(
+        "raise the budget with SELECT inftda_set_budget('t.main.trips', rho := ...)")
+    ledger = tmp_path / "l.duckdb"
+    release_args = ["release", "--input", "trips.parquet", "--columns", "hour", "--domain",
+                    "hour=0..23", "--output", tmp_path / "o.parquet", "--quiet"]
+    assert cli("budget", "--ledger", ledger, "--set", f"file:{files / 'trips.parquet'}",
+               "--rho", "1").returncode == 0
+    named = cli(*release_args, "--rho", "5", "--ledger", ledger, cwd=files)
+    monkeypatch.setenv("INFTDA_LEDGER", str(ledger))
+    from_env = cli(*release_args, "--rho", "5", cwd=files)
+    for refused in (named, from_env):  # was: inftda-duckdb budget DATABASE --set ...
+        assert refused.returncode == 3, refused.stderr
+        assert refused.stderr.rstrip().endswith(
+            f"raise the budget with inftda-duckdb budget --ledger {ledger} --set "
+            f"file:{files / 'trips.parquet'} --rho ..."), refused.stderr
+
+
+def test_spark_failure_after_the_charge_exits_4(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # Spark's command line said exit 2 (input error) for a write that failed after the charge
+    pytest.importorskip("pyspark")
+    import json
+    import types
+
+    from inftda_duckdb.tools.cli import spark as spark_command
+
+    record = {"rho": "1/4", "source": "file:/data/trips.parquet", "ledger_id": "7",
+              "private": "true"}
+    result = types.SimpleNamespace(schema=[types.SimpleNamespace(
+        metadata={"inftda": json.dumps(record)})], write=None)
+    fake = types.SimpleNamespace(sparkContext=types.SimpleNamespace(master="local[1]"))
+
+    def full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(spark_command, "session", lambda master: (fake, False))
+    monkeypatch.setattr(spark_command, "source", lambda spark, args: "trips")
+    monkeypatch.setattr(spark_command, "release", lambda *a, **k: result)
+    monkeypatch.setattr(spark_command, "run_tagged", full)
+    status = main(["release", "--engine", "spark", "--table", "trips", "--columns", "hour",
+                   "--rho", "1/4", "--domain", "hour=0..23", "--into-table", "out",
+                   "--ledger", str(tmp_path / "l.duckdb"), "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 4, err
+    assert err == ("Error: rho 0.25 on file:/data/trips.parquet was charged, ledger id 7 (that "
+                   "budget is spent) but nothing was written: [Errno 28] No space left on "
+                   "device. Fix: remove the cause and release again (a new release, charged "
+                   "again)\n")
+
+
+def test_a_release_statement_run_again_is_said(files: Path, tmp_path: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    # jupysql's %%sql --save re-ran (and re-charged) the release wherever it was used, silently
+    db = tmp_path / "t.duckdb"
+    db.write_bytes((files / "trips.duckdb").read_bytes())
+    q = ("SELECT * FROM inftda_release('trips', ['hour'], rho := 0.25, "
+         "domains := {'hour': range(24)})")
+    with duckdb.connect(str(db)) as con:
+        load(con)
+        with caplog.at_level("WARNING", logger="inftda_duckdb"):
+            con.sql(q).fetchall()
+            con.sql(q.replace("0.25", "0.5")).fetchall()  # another statement: nothing said
+            assert caplog.records == []
+            con.sql(f"WITH dp AS ({q}) SELECT count(*) FROM dp").fetchall()
+    assert [r.getMessage() for r in caplog.records] == [
+        "this release statement ran before on this connection, and ran again: a new release "
+        "with fresh noise, charged again (rho 0.25 on t.main.trips). A saved query (jupysql's "
+        "%%sql --save) runs it again wherever it is used. Fix: keep one result, CREATE TABLE "
+        "name AS SELECT * FROM inftda_release(...), and query the table"]

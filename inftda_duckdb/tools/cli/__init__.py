@@ -27,10 +27,10 @@ from collections.abc import Callable, Sequence
 
 from ...core.errors import speaking
 from ..status import error_text, exit_status
-from . import language  # noqa: F401  (registers the command line's renderer of fixes)
 from .errorbars import cmd_intervals, cmd_plan
 from .evaluate import cmd_evaluate
 from .grammar import build_parser
+from .language import stand  # (importing it registers the command line's renderer of fixes)
 from .ledger import cmd_budget, cmd_ledger
 from .misc import cmd_demo, cmd_sample, cmd_shell
 from .release import cmd_preview, cmd_release
@@ -48,10 +48,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         try:
             args = parser.parse_args(argv)
+            stand(args)
             return COMMANDS[args.command](args)
         except (Exception, KeyboardInterrupt) as error:
             sys.stderr.write(f"Error: {error_text(error)}\n")
             return exit_status(error)
+        finally:
+            stand(None)
 
 
 __all__ = ["COMMANDS", "build_parser", "main"]

@@ -4,12 +4,15 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
 import shlex
 from typing import Any
 
 from ...core import options as table
 from ...core.errors import RENDERERS
+from ...ledger.locate import LEDGER_VARIABLE
 
 _FLAGS = {**{o.name: o.cli for o in table.OPTIONS if o.cli},  # --output-kind, --domain, ...
           "source": "--table", "released_table": "RELEASED", "released": "RELEASED",
@@ -30,7 +33,11 @@ def _cli_value(value: Any) -> str:
 
 
 class CliRenderer:
-    """Fixes spelled as options of this command line (``--rho 0.5``, ``--domain hour=0..23``)."""
+    """Fixes spelled as options of this command line (``--rho 0.5``, ``--domain hour=0..23``).
+    ``place``: where the running command keeps its budgets, as the budget command takes it
+    (``--ledger FILE`` or the database file; see :func:`standing`)."""
+
+    place = "DATABASE"
 
     def argument(self, name: str) -> str:
         if name.startswith("-") or not re.fullmatch(r"[a-z_]+", name):
@@ -48,11 +55,25 @@ class CliRenderer:
     def call(self, function: str, args: list[Any], options: dict[str, Any]) -> str:
         rest = " ".join(self.option(k, v) for k, v in options.items())
         if function == "set_budget" and args:
-            return f"inftda-duckdb budget DATABASE --set {_cli_value(args[0])} {rest}".strip()
+            return f"inftda-duckdb budget {self.place} --set {_cli_value(args[0])} {rest}".strip()
+        if function == "require_budget":
+            return f"inftda-duckdb budget {self.place} --require-budget on"
         return f"inftda-duckdb {function.replace('_', '-')} {rest}".strip()
 
 
-RENDERERS["cli"] = CliRenderer()
+RENDERERS["cli"] = CLI = CliRenderer()
 
 
-__all__ = ["CliRenderer"]
+def stand(args: argparse.Namespace | None) -> None:
+    """Budget fixes name the database and the ledger the running command uses: its database file
+    and ``--ledger`` (else ``INFTDA_LEDGER``); ``DATABASE`` when it has neither. A process-wide
+    setting, not a context variable: DuckDB's threads render the messages of the releases they
+    run, and the error is rendered after the command returns. None: back to ``DATABASE``."""
+    ledger = getattr(args, "ledger", None) or os.environ.get(LEDGER_VARIABLE)
+    database = getattr(args, "db", None)
+    place = [shlex.quote(database)] if database else []
+    place += [f"--ledger {shlex.quote(ledger)}"] if ledger else []
+    CLI.place = " ".join(place) or "DATABASE"
+
+
+__all__ = ["CLI", "CliRenderer", "stand"]

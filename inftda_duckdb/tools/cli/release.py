@@ -23,6 +23,7 @@ import pyarrow as pa
 from ...core.errors import ReleaseAbortedError, bad_argument, number
 from ...core.identifiers import literal, parse_qualified, quote_qualified
 from ...core.provenance import comment
+from ...core.release import charged_text as spent_text
 from ..output import emit, write_release
 from ..status import EXIT_OK, Interrupted, charged_failure, charged_text, is_interrupt
 from .arguments import budget_of, name_list, output_kind, release_options
@@ -118,9 +119,8 @@ def cmd_release(args: argparse.Namespace) -> int:
             raise Interrupted(charged_text(error)) from None
         ledger_id = getattr(error, "inftda_ledger_id", None)
         if ledger_id is not None or isinstance(error, ReleaseAbortedError):
-            spent = None if done is None else (
-                f"rho {number(Fraction(done.provenance['rho']))} on "
-                f"{done.provenance['source']}")
+            spent = None if done is None else spent_text(Fraction(done.provenance["rho"]),
+                                                         done.provenance["source"])
             raise charged_failure(error, spent, ledger_id) from None
         raise
     con.close()

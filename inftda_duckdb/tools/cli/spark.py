@@ -18,17 +18,19 @@ import json
 import os
 import shutil
 import sys
+from fractions import Fraction
 from typing import Any
 
 import duckdb
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from ...core.errors import bad_argument
+from ...core.errors import bad_argument, number
+from ...core.release import charged_text
 from ...ledger.locate import LEDGER_VARIABLE
 from ...spark import Run, preview, release, run_tagged
 from ..output import emit, sidecar
-from ..status import EXIT_OK
+from ..status import EXIT_OK, charged_failure, is_interrupt
 from .arguments import FILE_KINDS, budget_of, name_list, output_kind, release_options
 from .progress import Progress, relay_warnings
 
@@ -110,33 +112,38 @@ def spark_release(args: argparse.Namespace) -> int:
             result = release(frame, columns, **budget, **options, output=args.output_kind,
                              unknown=args.unknown, ledger=ledger, origin="cli")
         record = json.loads(result.schema[0].metadata["inftda"])
-        progress.say(f"charged rho {record['rho']} (~{record['rho_decimal']}) to the ledger in "
+        progress.say(f"charged rho {number(Fraction(record['rho']))} to the ledger in "
                      f"{ledger} (id {record['ledger_id']}); releasing the subtrees")
         mode = "overwrite" if args.overwrite else "errorifexists"
         # the write runs the subtree job: Ctrl-C cancels it (the budget is spent: exit 130 says so)
-        charged = Run(charged=f"rho {record['rho']} on {record['source']}",
+        charged = Run(charged=charged_text(Fraction(record["rho"]), record["source"]),
                       ledger_id=int(record["ledger_id"]))
-        if args.into_table is not None:
-            run_tagged(spark,
-                       lambda _: result.write.mode(mode).saveAsTable(args.into_table), charged)
-            where = f"table {args.into_table} (provenance: its columns' metadata)"
-        else:
-            folder = os.path.abspath(args.output)
-            existed = os.path.exists(folder)
-            writer = result.write.mode(mode)
-            try:
-                if kind == "csv":
-                    run_tagged(spark,
-                               lambda _: writer.option("header", True).csv(folder), charged)
-                else:
-                    run_tagged(spark, lambda _: writer.parquet(folder), charged)
-            except BaseException:
-                if not existed and os.path.isdir(folder):  # what the failed write left
-                    shutil.rmtree(folder, ignore_errors=True)
+        try:
+            if args.into_table is not None:
+                run_tagged(spark,
+                           lambda _: result.write.mode(mode).saveAsTable(args.into_table), charged)
+                where = f"table {args.into_table} (provenance: its columns' metadata)"
+            else:
+                folder = os.path.abspath(args.output)
+                existed = os.path.exists(folder)
+                writer = result.write.mode(mode)
+                try:
+                    if kind == "csv":
+                        run_tagged(spark,
+                                   lambda _: writer.option("header", True).csv(folder), charged)
+                    else:
+                        run_tagged(spark, lambda _: writer.parquet(folder), charged)
+                except BaseException:
+                    if not existed and os.path.isdir(folder):  # what the failed write left
+                        shutil.rmtree(folder, ignore_errors=True)
+                    raise
+                with open(sidecar(args.output), "w") as f:
+                    json.dump(record, f, indent=1)
+                where = f"{args.output} and {sidecar(args.output)}"
+        except Exception as error:  # after the charge: its budget is spent, whatever failed
+            if is_interrupt(error):
                 raise
-            with open(sidecar(args.output), "w") as f:
-                json.dump(record, f, indent=1)
-            where = f"{args.output} and {sidecar(args.output)}"
+            raise charged_failure(error, charged.charged, charged.ledger_id) from None
     finally:
         if created:
             spark.stop()
