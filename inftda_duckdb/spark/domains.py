@@ -43,6 +43,7 @@ from ..core.errors import bad_argument, opt
 from ..core.planning import level_cells
 from ..core.request import Labels, ReleaseRequest
 from ..core.tree import Allowed
+from .ledger import datasets
 
 EXAMPLES = 5  #: values quoted in an error message, as in DuckDB's checks
 
@@ -141,9 +142,11 @@ def plan(
 
 
 def _refuse_private_table(source: Source, name: str, table: DataFrame) -> None:
-    """A domain table that is the source itself, or reads the source's files, is private."""
-    files = set(input_files(source.frame))
-    same = table.sameSemantics(source.frame) or bool(files & set(input_files(table)))
+    """A domain table that is the source itself, or reads every dataset the source reads, is
+    private (one that reads some of them is a public lookup the source joins:
+    :func:`.ledger.source_of`)."""
+    read = datasets(source.frame)
+    same = table.sameSemantics(source.frame) or (bool(read) and read <= datasets(table))
     if same:
         raise bad_argument(
             "domain_tables",
@@ -155,13 +158,6 @@ def _refuse_private_table(source: Source, name: str, table: DataFrame) -> None:
             f"{opt('domains')}; to read domains from the data explicitly (not private) pass "
             f"{opt('domain_from_data', True)}",
         )
-
-
-def input_files(frame: DataFrame) -> list[str]:
-    try:
-        return list(frame.inputFiles())
-    except Exception:  # a plan Spark cannot list files for: no files
-        return []
 
 
 def resolve(

@@ -135,9 +135,9 @@ def _release(
                                            options)
     chunk = _chunk_cells(spark)
     book = charges.ledger_of(ledger)
-    sid = charges.source_of(spark, source, source_name)
+    dplan, frames = dom.plan(request, src, tables)  # refuses a domain table of private data
+    sid = charges.source_of(spark, source, source_name, frames)
     _warn_transit(spark)
-    dplan, frames = dom.plan(request, src, tables)
     dplan.check_sizes()  # a declared domain above the cell limit: refused before any job
     raw = lv.raw_leaves(request, src)
     if request.domain_from_data:  # the domains are read from the (pinned) raw leaves
