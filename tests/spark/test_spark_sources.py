@@ -162,3 +162,20 @@ def test_the_command_lines_agree_with_the_api(spark: Any, tmp_path: Path) -> Non
     assert cli.main(["release", "--input", str(part), "--rho", "0.5", "--output",
                      str(tmp_path / "c.parquet"), *common]) == 3  # the budget of the folder
     assert keys(Ledger.open(book)) == [SourceId.file(str(folder)).key] * 2
+
+
+def test_the_spark_command_line_charges_the_dataset_its_inputs_name(tmp_path: Path) -> None:
+    from argparse import Namespace
+
+    from inftda_duckdb.tools.cli.spark import charged_as
+
+    (tmp_path / "t").mkdir()
+    folder = os.path.realpath(tmp_path / "t")
+    for given in ([f"{folder}/*.parquet"], [folder], [f"{folder}/2024-*/x.csv"],
+                  [f"{folder}/part-0.parquet", f"{folder}/part-1.parquet"]):
+        assert charged_as(Namespace(input=given)) == f"file:{folder}", given
+    assert charged_as(Namespace(input=[f"{folder}/a.parquet"])) == f"file:{folder}/a.parquet"
+    with pytest.raises(InputError, match=r"--input .* names 2 datasets .*: a release is "
+                                         "charged to one source"):
+        charged_as(Namespace(input=[f"{folder}/a.parquet", f"{folder}/b.parquet"]))
+    assert charged_as(Namespace(input=None)) is None

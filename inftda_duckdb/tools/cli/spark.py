@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ...core.errors import bad_argument
 from ...ledger.locate import LEDGER_VARIABLE
+from ...ledger.sources import dataset
 from ...spark import Run, preview, release, run_tagged
 from ..output import emit, sidecar
 from ..status import EXIT_OK
@@ -53,6 +54,28 @@ def _kind(path: str) -> str:
         raise bad_argument("--input", path, "must end in .parquet, .pq or .csv (or be a folder "
                            "of Parquet files)", "pass e.g. --input 'data/*.parquet'")
     return kind
+
+
+def charged_as(args: argparse.Namespace) -> str | None:
+    """The source ``--input`` is charged to: the one dataset its paths name
+    (:func:`inftda_duckdb.ledger.sources.dataset`; a glob names the folder it searches), as the
+    DuckDB path charges ``--input`` (None for ``--table``: Spark's catalog says)."""
+    if args.input is None:
+        return None
+    found = sorted({dataset(_searched(os.path.abspath(p))) for p in args.input})
+    if len(found) > 1:
+        raise bad_argument("--input", args.input, f"names {len(found)} datasets "
+                           f"({', '.join(found)}): a release is charged to one source",
+                           "release one dataset at a time: one file, or one folder "
+                           "(--input FOLDER, or a glob inside it)")
+    return "file:" + found[0]
+
+
+def _searched(path: str) -> str:
+    """A glob's folder (the path up to its first component with a wildcard); else the path."""
+    parts = path.split(os.sep)
+    magic = [i for i, part in enumerate(parts) if any(c in part for c in "*?[")]
+    return os.sep.join(parts[: magic[0]]) or os.sep if magic else path
 
 
 def source(spark: SparkSession, args: argparse.Namespace) -> DataFrame | str:
@@ -95,6 +118,7 @@ def spark_release(args: argparse.Namespace) -> int:
     columns = name_list(args.columns)
     kind = output_kind(args) if args.output is not None else ""
     options = _options(args)
+    charged = charged_as(args)
     if args.seed is not None:
         sys.stderr.write(
             "WARNING: --seed makes this release NOT PRIVATE: anyone who knows the seed can "
@@ -108,7 +132,8 @@ def spark_release(args: argparse.Namespace) -> int:
                      f"on Spark ({spark.sparkContext.master}) started")
         with relay_warnings(skip="seed"):
             result = release(frame, columns, **budget, **options, output=args.output_kind,
-                             unknown=args.unknown, ledger=ledger, origin="cli")
+                             unknown=args.unknown, ledger=ledger, origin="cli",
+                             source_name=charged)
         record = json.loads(result.schema[0].metadata["inftda"])
         progress.say(f"charged rho {record['rho']} (~{record['rho_decimal']}) to the ledger in "
                      f"{ledger} (id {record['ledger_id']}); releasing the subtrees")
