@@ -118,7 +118,7 @@ def spark_release(args: argparse.Namespace) -> int:
     columns = name_list(args.columns)
     kind = output_kind(args) if args.output is not None else ""
     options = _options(args)
-    charged = charged_as(args)
+    charged_to = charged_as(args)
     if args.seed is not None:
         sys.stderr.write(
             "WARNING: --seed makes this release NOT PRIVATE: anyone who knows the seed can "
@@ -133,7 +133,7 @@ def spark_release(args: argparse.Namespace) -> int:
         with relay_warnings(skip="seed"):
             result = release(frame, columns, **budget, **options, output=args.output_kind,
                              unknown=args.unknown, ledger=ledger, origin="cli",
-                             source_name=charged)
+                             source_name=charged_to)
         record = json.loads(result.schema[0].metadata["inftda"])
         progress.say(f"charged rho {record['rho']} (~{record['rho_decimal']}) to the ledger in "
                      f"{ledger} (id {record['ledger_id']}); releasing the subtrees")
