@@ -52,6 +52,7 @@ from ..core.tree import Levels, Nodes, mixed_radix
 from . import domains as dom
 from . import leaves as lv
 from . import ledger as charges
+from . import sessions
 from .jobs import Run, run_tagged
 from .subtrees import CHUNK_CELLS, SubtreeJob, choose_cut, export_below
 from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
@@ -91,8 +92,8 @@ def release(
     (:mod:`.jobs`).
     """
 
-    def work(run: Run) -> DataFrame:
-        return _release(run, source, columns, ledger=ledger, source_name=source_name,
+    def work(spark: SparkSession | None, run: Run) -> DataFrame:
+        return _release(spark, run, source, columns, ledger=ledger, source_name=source_name,
                         partitions=partitions, origin=origin, options=options)
 
     return _tagged(source, work)
@@ -102,16 +103,19 @@ release.__doc__ = (release.__doc__ or "") + option_table.docstring(
     option_table.of(option_table.RELEASE, "spark", request=True))
 
 
-def _tagged(source: object, work: Callable[[Run], T_]) -> T_:
-    """``work`` under a job tag of its own (:func:`.jobs.run_tagged`), when there is a session."""
+def _tagged(source: object, work: Callable[[SparkSession | None, Run], T_]) -> T_:
+    """``work(session, run)`` under a job tag of its own (:func:`.jobs.run_tagged`), when there
+    is a session: the source's, or the active one of the calling thread (a Spark Connect
+    session is active per thread, and the work runs on a helper thread)."""
     spark = source.sparkSession if isinstance(source, DataFrame) else \
         SparkSession.getActiveSession()
     if spark is None:  # a table name without a session: work() says so
-        return work(Run())
-    return run_tagged(spark, work)
+        return work(None, Run())
+    return run_tagged(spark, lambda run: work(spark, run))
 
 
 def _release(
+    session: SparkSession | None,
     run: Run,
     source: DataFrame | str,
     columns: Sequence[str],
@@ -131,7 +135,7 @@ def _release(
         raise bad_argument("partitions", partitions, "must be a positive integer",
                            f"leave it out, or pass e.g. {opt('partitions', 200)}")
     domain_tables = options.pop("domain_tables", None)
-    spark, request, src, tables = _prepare(source, columns, source_name, domain_tables,
+    spark, request, src, tables = _prepare(session, source, columns, source_name, domain_tables,
                                            options)
     chunk = _chunk_cells(spark)
     book = charges.ledger_of(ledger)
@@ -203,6 +207,7 @@ def _chunk_cells(spark: SparkSession) -> int:
 
 
 def _prepare(
+    session: SparkSession | None,
     source: object,
     columns: object,
     name: str | None,
@@ -214,7 +219,7 @@ def _prepare(
         spark, frame = source.sparkSession, source
         label = name or "DataFrame"
     elif isinstance(source, str):
-        spark = _session()
+        spark = _session(session)
         frame = _table(spark, source, "source")
         label = source
     else:
@@ -239,8 +244,7 @@ def _prepare(
     return spark, request, dom.Source.of(frame, label, request), tables
 
 
-def _session() -> SparkSession:
-    spark = SparkSession.getActiveSession()
+def _session(spark: SparkSession | None) -> SparkSession:
     if spark is None:
         raise InputError("no active SparkSession for a table name. Fix: create one with "
                          "SparkSession.builder.getOrCreate(), or pass a DataFrame")
@@ -256,7 +260,7 @@ def _table(spark: SparkSession, name: str, argument: str) -> DataFrame:
 
 
 def _warn_transit(spark: SparkSession) -> None:
-    master = str(spark.sparkContext.master)
+    master = sessions.master(spark)
     missing = unencrypted_settings(master, lambda key: spark.conf.get(key, None))
     if missing:
         warnings.warn(warning_text(master, missing), UnencryptedTransitWarning, stacklevel=3)
@@ -293,7 +297,7 @@ def _subtrees(
     )
     nodes = spark.createDataFrame(node_table, schema=schema)
     if partitions is None:
-        partitions = max(spark.sparkContext.defaultParallelism,
+        partitions = max(sessions.parallelism(spark),
                          -(-n_leaves // ROWS_PER_PARTITION))
     partitions = max(1, min(partitions, count))
     shuffled = kept.unionByName(nodes).repartition(partitions, "s").sortWithinPartitions("s")
@@ -328,15 +332,16 @@ def preview(
     total epsilon at ``delta`` (default 1e-6): the table :func:`inftda_duckdb.preview` returns,
     for the options of :func:`release`. Spends nothing and reads no private data, except with
     ``domain_from_data`` (then marked not private). Ctrl-C cancels its Spark jobs (:mod:`.jobs`)."""
-    return _tagged(source, lambda run: _preview(source, columns, beta, options))
+    return _tagged(source, lambda spark, _: _preview(spark, source, columns, beta, options))
 
 
-def _preview(source: DataFrame | str, columns: Sequence[str], beta: float,
-             options: dict[str, Any]) -> pa.Table:
+def _preview(session: SparkSession | None, source: DataFrame | str, columns: Sequence[str],
+             beta: float, options: dict[str, Any]) -> pa.Table:
     domain_tables = options.pop("domain_tables", None)
     report = planning.report_delta(options)
     beta = planning.check_beta(beta)
-    spark, request, src, tables = _prepare(source, columns, None, domain_tables, options)
+    spark, request, src, tables = _prepare(session, source, columns, None, domain_tables,
+                                           options)
     dplan, frames = dom.plan(request, src, tables)
     raw = lv.raw_leaves(request, src) if request.domain_from_data else None
     values = dom.resolve(spark, request, src, dplan, frames, raw, preview=True)

@@ -34,6 +34,7 @@ from ..core import units
 from ..core.request import ReleaseRequest
 from ..core.tree import MAX_KEY_SPAN
 from .domains import EXAMPLES, Domains, Source, col, key_span
+from .sessions import checkpoint_dir
 
 
 def raw_leaves(request: ReleaseRequest, source: Source) -> DataFrame:
@@ -227,7 +228,7 @@ def pin(frame: DataFrame) -> DataFrame:
     checkpoint writes the rows the caching job computed). Otherwise a local checkpoint,
     materialised by the next job (:func:`summary`): executor storage, and a lost executor then
     fails the job instead of re-reading data that may have changed."""
-    if frame.sparkSession.sparkContext.getCheckpointDir() is not None:
+    if checkpoint_dir(frame.sparkSession) is not None:
         cached = frame.persist()
         pinned = cached.checkpoint(eager=True)
         cached.unpersist()

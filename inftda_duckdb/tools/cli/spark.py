@@ -7,8 +7,9 @@ catalog, ``--ledger`` (else ``--db``, else ``INFTDA_LEDGER``) is the ledger file
 (required), and the result is written by Spark: ``--output x.parquet`` is a folder of part
 files (Spark's format; written by its commit protocol, so a failed job leaves no output) with
 the provenance record beside it (``x.parquet.provenance.json``; each column's metadata holds it
-too), ``--into-table`` a table in Spark's catalog. The CLI starts a session on ``--master``
-(stopped at the end) unless one is active.
+too), ``--into-table`` a table in Spark's catalog. The CLI uses the active session, else starts
+one (stopped at the end) on ``--master``, else on the master ``spark-submit`` gives (a cluster:
+``spark-submit --master yarn script.py release --engine spark ...``), else ``local[*]``.
 """
 
 from __future__ import annotations
@@ -27,22 +28,28 @@ from pyspark.sql import DataFrame, SparkSession
 from ...core.errors import bad_argument
 from ...ledger.locate import LEDGER_VARIABLE
 from ...ledger.sources import dataset
-from ...spark import Run, preview, release, run_tagged
+from ...spark import Run, preview, release, run_tagged, sessions
 from ..output import emit, sidecar
 from ..status import EXIT_OK
 from .arguments import FILE_KINDS, budget_of, name_list, output_kind, release_options
 from .progress import Progress, relay_warnings
 
 
-def session(master: str) -> tuple[SparkSession, bool]:
-    """The active session, or a new one on ``master`` (and whether this call created it)."""
+def session(master: str | None) -> tuple[SparkSession, bool]:
+    """The active session, or a new one (and whether this call created it): on ``master`` when
+    given, else on the master ``spark-submit`` (or ``spark-defaults.conf``) gives, which is
+    ``local[*]`` when nothing does."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors: this interpreter
-    spark = (SparkSession.builder.master(master).appName("inftda-duckdb")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    builder = SparkSession.builder.appName("inftda-duckdb") \
+        .config("spark.ui.showConsoleProgress", "false")
+    if master is not None:
+        builder = builder.master(master)
+    spark = builder.getOrCreate()
+    if not sessions.is_connect(spark):
+        spark.sparkContext.setLogLevel("ERROR")
     return spark, True
 
 
@@ -129,7 +136,7 @@ def spark_release(args: argparse.Namespace) -> int:
     try:
         frame = source(spark, args)
         progress.say(f"release of {args.table or ', '.join(args.input)} ({', '.join(columns)}) "
-                     f"on Spark ({spark.sparkContext.master}) started")
+                     f"on Spark ({sessions.master(spark)}) started")
         with relay_warnings(skip="seed"):
             result = release(frame, columns, **budget, **options, output=args.output_kind,
                              unknown=args.unknown, ledger=ledger, origin="cli",
