@@ -52,7 +52,7 @@ from ..core.tree import Levels, Nodes, mixed_radix
 from . import domains as dom
 from . import leaves as lv
 from . import ledger as charges
-from . import sessions
+from . import pins, sessions
 from .jobs import Run, run_tagged
 from .subtrees import CHUNK_CELLS, SubtreeJob, choose_cut, export_below
 from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
@@ -145,7 +145,7 @@ def _release(
     dplan.check_sizes()  # a declared domain above the cell limit: refused before any job
     raw = lv.raw_leaves(request, src)
     if request.domain_from_data:  # the domains are read from the (pinned) raw leaves
-        raw = lv.pin(raw)
+        raw = pins.pin(raw)
     values = dom.resolve(spark, request, src, dplan, frames,
                          raw if request.domain_from_data else None)
     public = load_checks(json.dumps(values.checks))
@@ -158,7 +158,7 @@ def _release(
         charges.check(book, sid, request, rho, origin)
 
     def data() -> Mapping[str, Any]:  # the one job over the data, after the public checks
-        leaves = read["leaves"] = lv.pin(lv.coded(request, values, raw))
+        leaves = read["leaves"] = pins.pin(lv.coded(request, values, raw))
         summary = read["summary"] = lv.summary(request, values, leaves, cut)
         stats = summary.stats
         failing = request.unknown == "error" and any(
@@ -188,7 +188,8 @@ def _release(
     warn_not_private(request)
     record = of_release(request, rho=plan.rho, source=sid.label, ledger_id=ledger_id,
                         engine="spark")
-    return _provenance(result, request, record)
+    pinned = [leaves, *([raw] if request.domain_from_data else [])]
+    return pins.attach(_provenance(result, request, record), pinned)
 
 
 CHUNK_SETTING = "inftda.spark.chunkCells"
@@ -319,6 +320,14 @@ def _provenance(result: DataFrame, request: ReleaseRequest, record: dict[str, st
     if reason is not None:
         columns.append(F.lit(reason).alias(MARKER, metadata=meta))
     return result.select(*columns)
+
+
+def unpin(result: DataFrame) -> int:
+    """Free the data a released DataFrame pins (its true leaves, in executor storage or
+    checkpoint files) once it has been written: it cannot be evaluated afterwards. Returns how
+    many pinned DataFrames were freed (0 for a DataFrame :func:`release` did not return, or the
+    second time). Also freed when the DataFrame is garbage collected (Spark's context cleaner)."""
+    return pins.unpin(result)
 
 
 def preview(

@@ -60,12 +60,18 @@ class Run:
 
 
 def active_jobs(sc: SparkContext, tag: str) -> list[int]:
-    """The ids of the jobs carrying ``tag`` that are still running."""
+    """The ids of the jobs carrying ``tag`` that are still running, or whose tasks still run (a
+    cancelled job ends at once, while its tasks are still being killed: a killed write task may
+    still add files to the output folder)."""
     tracker = sc._jsc.sc().statusTracker()
     running = []
     for job in tracker.getJobIdsForTag(tag):
         info = tracker.getJobInfo(job)
-        if info.isDefined() and str(info.get().status()) == "RUNNING":
+        if not info.isDefined():
+            continue
+        stages = [tracker.getStageInfo(s) for s in info.get().stageIds()]
+        if str(info.get().status()) == "RUNNING" or any(
+                s.isDefined() and s.get().numActiveTasks() > 0 for s in stages):
             running.append(int(job))
     return running
 

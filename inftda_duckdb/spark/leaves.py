@@ -4,10 +4,8 @@ Algorithm 1 needs the true count of every non-empty leaf (c1..cd). Spark compute
 GROUP BY over the source (a privacy unit adds a window that keeps at most ``m`` rows per unit,
 as DuckDB does); :func:`coded` codes each level's values against its public domain (broadcast
 hash joins with small local tables, in the JVM, in the stage of the GROUP BY's final aggregation:
-no Python worker, no extra job), and the result is **pinned**:
-``checkpoint`` (reliable, when the SparkContext has a checkpoint directory) or
-``localCheckpoint`` (executor storage; a lost executor then fails the job instead of re-reading
-data that may have changed). :func:`summary` is the one job that materialises the pinned leaves
+no Python worker, no extra job), and the result is **pinned** (:mod:`.pins`). :func:`summary`
+is the one job that materialises the pinned leaves
 and brings the driver the data checks and the true counts above the cut. Every later job of the
 release, and every re-evaluation of the released DataFrame, starts from the pinned leaves.
 
@@ -34,7 +32,6 @@ from ..core import units
 from ..core.request import ReleaseRequest
 from ..core.tree import MAX_KEY_SPAN
 from .domains import EXAMPLES, Domains, Source, col, key_span
-from .sessions import checkpoint_dir
 
 
 def raw_leaves(request: ReleaseRequest, source: Source) -> DataFrame:
@@ -219,21 +216,6 @@ def _key_sql(codes: list[str], sizes: list[int]) -> str:
 def is_kept(domains: Domains) -> str:
     """The condition of a kept leaf on the pinned layout (SQL)."""
     return "key IS NOT NULL" if keyed(domains) else "k1 IS NOT NULL"
-
-
-def pin(frame: DataFrame) -> DataFrame:
-    """Cut the lineage so that every later use reads one materialisation of ``frame``.
-
-    With a checkpoint directory: a reliable checkpoint, now (``frame`` is cached first, so the
-    checkpoint writes the rows the caching job computed). Otherwise a local checkpoint,
-    materialised by the next job (:func:`summary`): executor storage, and a lost executor then
-    fails the job instead of re-reading data that may have changed."""
-    if checkpoint_dir(frame.sparkSession) is not None:
-        cached = frame.persist()
-        pinned = cached.checkpoint(eager=True)
-        cached.unpersist()
-        return pinned
-    return frame.localCheckpoint(eager=False)
 
 
 def subtree(domains: Domains, cut: int) -> str:

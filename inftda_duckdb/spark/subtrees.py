@@ -159,13 +159,23 @@ class SubtreeJob:
         yield from self._decoded(out)
 
     def _decoded(self, out: Nodes) -> Iterator[pa.RecordBatch]:
-        index = np.arange(out.counts.shape[0])
-        if self.rows:
-            index = np.repeat(index, out.counts)
+        """The released nodes as batches of :attr:`batch_rows` rows: with ``count``, or each
+        node repeated ``count`` times (rows output; a batch's rows are found by a search of the
+        running counts, so no chunk's rows are ever built in one array)."""
         names = list(self.names) + ([] if self.rows else ["count"])
         step = self.batch_rows
-        for lo in range(0, index.shape[0], step):
-            part = index[lo: lo + step]
+        ends = np.cumsum(out.counts) if self.rows else np.arange(1, out.counts.shape[0] + 1)
+        total = int(ends[-1]) if ends.shape[0] else 0
+        for lo in range(0, total, step):
+            hi = min(lo + step, total)
+            if self.rows:
+                first = int(np.searchsorted(ends, lo, side="right"))
+                last = int(np.searchsorted(ends, hi - 1, side="right"))
+                nodes = np.arange(first, last + 1)
+                starts = np.maximum(ends[nodes] - out.counts[nodes], lo)
+                part = np.repeat(nodes, np.minimum(ends[nodes], hi) - starts)
+            else:
+                part = np.arange(lo, hi)
             columns = [values.take(pa.array(out.codes[j][part]))
                        for j, values in enumerate(self.values)]
             if not self.rows:

@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ...core.errors import bad_argument
 from ...ledger.locate import LEDGER_VARIABLE
 from ...ledger.sources import dataset
-from ...spark import Run, preview, release, run_tagged, sessions
+from ...spark import Run, preview, release, run_tagged, sessions, unpin
 from ..output import emit, sidecar
 from ..status import EXIT_OK
 from .arguments import FILE_KINDS, budget_of, name_list, output_kind, release_options
@@ -48,8 +48,8 @@ def session(master: str | None) -> tuple[SparkSession, bool]:
     if master is not None:
         builder = builder.master(master)
     spark = builder.getOrCreate()
-    if not sessions.is_connect(spark):
-        spark.sparkContext.setLogLevel("ERROR")
+    if not sessions.is_connect(spark):  # failures reach the user as exceptions (Error: lines);
+        spark.sparkContext.setLogLevel("OFF")  # a cancelled job's logs would print stack traces
     return spark, True
 
 
@@ -144,37 +144,43 @@ def spark_release(args: argparse.Namespace) -> int:
         record = json.loads(result.schema[0].metadata["inftda"])
         progress.say(f"charged rho {record['rho']} (~{record['rho_decimal']}) to the ledger in "
                      f"{ledger} (id {record['ledger_id']}); releasing the subtrees")
-        mode = "overwrite" if args.overwrite else "errorifexists"
-        # the write runs the subtree job: Ctrl-C cancels it (the budget is spent: exit 130 says so)
-        charged = Run(charged=f"rho {record['rho']} on {record['source']}",
-                      ledger_id=int(record["ledger_id"]))
-        if args.into_table is not None:
-            run_tagged(spark,
-                       lambda _: result.write.mode(mode).saveAsTable(args.into_table), charged)
-            where = f"table {args.into_table} (provenance: its columns' metadata)"
-        else:
-            folder = os.path.abspath(args.output)
-            existed = os.path.exists(folder)
-            writer = result.write.mode(mode)
-            try:
-                if kind == "csv":
-                    run_tagged(spark,
-                               lambda _: writer.option("header", True).csv(folder), charged)
-                else:
-                    run_tagged(spark, lambda _: writer.parquet(folder), charged)
-            except BaseException:
-                if not existed and os.path.isdir(folder):  # what the failed write left
-                    shutil.rmtree(folder, ignore_errors=True)
-                raise
-            with open(sidecar(args.output), "w") as f:
-                json.dump(record, f, indent=1)
-            where = f"{args.output} and {sidecar(args.output)}"
+        try:
+            where = _write(spark, args, kind, result, record)
+        finally:
+            unpin(result)  # the pinned leaves: freed once written (or not)
     finally:
         if created:
             spark.stop()
     verdict = "" if record["private"] == "true" else " (NOT PRIVATE)"
     progress.say(f"wrote {where}{verdict}")
     return EXIT_OK
+
+
+def _write(spark: SparkSession, args: argparse.Namespace, kind: str, result: DataFrame,
+           record: dict[str, Any]) -> str:
+    """Write the released DataFrame once (Spark evaluates it: the subtree job); Ctrl-C cancels
+    it (the budget is spent: exit 130 says so). Returns where it went."""
+    mode = "overwrite" if args.overwrite else "errorifexists"
+    charged = Run(charged=f"rho {record['rho']} on {record['source']}",
+                  ledger_id=int(record["ledger_id"]))
+    if args.into_table is not None:
+        run_tagged(spark, lambda _: result.write.mode(mode).saveAsTable(args.into_table), charged)
+        return f"table {args.into_table} (provenance: its columns' metadata)"
+    folder = os.path.abspath(args.output)
+    existed = os.path.exists(folder)
+    writer = result.write.mode(mode)
+    try:
+        if kind == "csv":
+            run_tagged(spark, lambda _: writer.option("header", True).csv(folder), charged)
+        else:
+            run_tagged(spark, lambda _: writer.parquet(folder), charged)
+    except BaseException:
+        if not existed and os.path.isdir(folder):  # what the failed write left
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    with open(sidecar(args.output), "w") as f:
+        json.dump(record, f, indent=1)
+    return f"{args.output} and {sidecar(args.output)}"
 
 
 def spark_preview(args: argparse.Namespace) -> int:
