@@ -15,6 +15,7 @@ Modules, in the order a release runs them:
 - ``leaves``    the leaf GROUP BY in Spark, coded by the domains; the data checks
 - ``pins``      the pinned leaves a result reads (``pin``), freed by ``unpin``
 - ``subtrees``  the cut, levels 1..c on the driver, levels c+1..d per subtree on executors
+- ``descent``   the levels below the cut in bands, so that no task holds more than its share
 - ``transit``   which Spark settings encrypt the keys and counts between machines
 - ``ledger``    which ledger a release is charged to (shared with DuckDB), and as which source
 - ``driver``    ``release`` and ``preview``: request, checks, ledger charge, result DataFrame

@@ -27,12 +27,10 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, TypeVar
 
-import numpy as np
 import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from ..core import options as option_table
 from ..core import planning
@@ -48,19 +46,16 @@ from ..core.provenance import (
 from ..core.release import ORIGINS, charged_text, check, draw
 from ..core.request import ReleaseRequest, parse_request
 from ..core.topdown import check_total, release_below
-from ..core.tree import Levels, Nodes, mixed_radix
+from ..core.tree import Levels, Nodes
+from . import descent, pins, sessions
 from . import domains as dom
 from . import leaves as lv
 from . import ledger as charges
-from . import pins, sessions
 from .jobs import Run, run_tagged
-from .subtrees import CHUNK_CELLS, SubtreeJob, choose_cut, export_below
+from .subtrees import CHUNK_CELLS, choose_cut
 from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
 
 T_ = TypeVar("T_")
-ROWS_PER_PARTITION = 1 << 20
-"""Default subtree partitions: one per this many kept leaves (at least the default parallelism,
-at most one per cut node)."""
 
 
 
@@ -179,12 +174,9 @@ def _release(
         cut_nodes = release_below(levels, cut_nodes, summary.prefix_keys,
                                   summary.prefix_counts, upto=cut)
         check_total(cut_nodes, root, cut)
-    job = SubtreeJob(
-        cut=cut, levels=export_below(levels, cut), values=values.values, names=request.columns,
-        rows=request.output == "rows", keyed=lv.keyed(values), chunk_cells=chunk,
-    )
-    result = _subtrees(spark, request, values, leaves, cut_nodes, job, summary.stats["leaves"],
-                       partitions, src.fields)
+    shape = descent.layout(spark, sizes, cut, root, partitions)
+    result = descent.descend(spark, request, values, leaves, cut_nodes, levels, shape, chunk,
+                             src.fields)
     warn_not_private(request)
     record = of_release(request, rho=plan.rho, source=sid.label, ledger_id=ledger_id,
                         engine="spark")
@@ -265,48 +257,6 @@ def _warn_transit(spark: SparkSession) -> None:
     missing = unencrypted_settings(master, lambda key: spark.conf.get(key, None))
     if missing:
         warnings.warn(warning_text(master, missing), UnencryptedTransitWarning, stacklevel=3)
-
-
-def _subtrees(
-    spark: SparkSession,
-    request: ReleaseRequest,
-    values: dom.Domains,
-    leaves: DataFrame,
-    cut_nodes: Nodes,
-    job: SubtreeJob,
-    n_leaves: int,
-    partitions: int | None,
-    types: tuple[T.StructField, ...],
-) -> DataFrame:
-    """ONE shuffle by subtree, then levels c+1..d on the executors (lazy)."""
-    cut = job.cut
-    address = ["key"] if job.keyed else [f"k{j}" for j in range(1, request.depth + 1)]
-    kept = leaves.where(lv.is_kept(values)).selectExpr(
-        f"{lv.subtree(values, cut)} AS s", "false AS node", *address, "n")
-    schema = T.StructType([
-        T.StructField("s", T.LongType()), T.StructField("node", T.BooleanType()),
-        *[T.StructField(a, T.LongType() if job.keyed else T.IntegerType()) for a in address],
-        T.StructField("n", T.LongType()),
-    ])
-    s = mixed_radix(cut_nodes.codes, values.sizes[:cut], np.int64)
-    count = s.shape[0]
-    node_table = pa.table(
-        [pa.array(s), pa.array(np.ones(count, bool)),
-         *[pa.nulls(count, pa.int64() if job.keyed else pa.int32()) for _ in address],
-         pa.array(cut_nodes.counts)],
-        names=["s", "node", *address, "n"],
-    )
-    nodes = spark.createDataFrame(node_table, schema=schema)
-    if partitions is None:
-        partitions = max(sessions.parallelism(spark),
-                         -(-n_leaves // ROWS_PER_PARTITION))
-    partitions = max(1, min(partitions, count))
-    shuffled = kept.unionByName(nodes).repartition(partitions, "s").sortWithinPartitions("s")
-    fields = [T.StructField(c, f.dataType)
-              for c, f in zip(request.columns, types, strict=True)]
-    if request.output == "counts":
-        fields.append(T.StructField("count", T.LongType(), nullable=False))
-    return shuffled.mapInArrow(job, T.StructType(fields))
 
 
 def _provenance(result: DataFrame, request: ReleaseRequest, record: dict[str, str]
