@@ -49,3 +49,17 @@ def checkpoint_dir(spark: Any) -> str | None:
         return spark.conf.get("spark.checkpoint.dir", None) or None
     found = spark.sparkContext.getCheckpointDir()
     return None if found is None else str(found)
+
+
+_BYTES = re.compile(r"\s*(\d+)\s*([kmgtp]?)i?b?\s*", re.IGNORECASE)
+
+
+def result_limit(spark: Any) -> int | None:
+    """``spark.driver.maxResultSize`` in bytes (Spark's default 1g; ``None``: 0, no limit): the
+    most one job may bring back to the driver."""
+    text = str(spark.conf.get("spark.driver.maxResultSize", "1g") or "1g")
+    found = _BYTES.fullmatch(text)
+    if found is None:
+        return 1 << 30
+    size = int(found.group(1)) << (10 * "bkmgtp".index(found.group(2).lower() or "b"))
+    return size or None
