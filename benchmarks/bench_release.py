@@ -2,6 +2,7 @@
 
     python benchmarks/bench_release.py            # the whole table (issues 4 and 17)
     python benchmarks/bench_release.py --quick    # small sizes, a few minutes
+    python benchmarks/bench_release.py --kernel   # only the wide kernel rows (2.), not written
 
 Measures, each side by side with its bare leaf ``GROUP BY`` (interleaved pairs of runs; the best
 of each side and the median of the pairs' ratios, steadier on shared cores):
@@ -11,6 +12,9 @@ of each side and the median of the pairs' ratios, steadier on shared cores):
    in fresh processes and after the flat workload (it may differ);
 2. wide: 1e7 rows, 5 ENUM levels x 40 values, uniform (~7e7 noised cells at level 5; target
    <= 2.0x, peak RSS <= 1 GB): release and GROUP BY each in a fresh process for its peak RSS;
+   then in one warm process (the compiled kernel loaded as ``auto`` loads it: target <= 2.2x),
+   and a fresh process's first release with numba's cache cold and warm (what the kernel's
+   compile and its cache load cost);
 3. nested: the Italy-like workload (6 levels, domain tables; target <= 3x);
 4. memory: the wide workload under SET memory_limit = '100MB' (the release in parts);
 5. scaling: the engine-neutral core alone (topdown.release_below on uniform leaves of 5 x 40) at
@@ -32,6 +36,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -296,6 +301,9 @@ def child(args: argparse.Namespace) -> None:
     """One measurement in a fresh process (its peak RSS is its own): prints JSON."""
     con = duckdb.connect()
     load(con)
+    if args.child in ("wide-warm", "wide-first"):
+        print(json.dumps((wide_warm if args.child == "wide-warm" else wide_first)(con, args)))
+        return
     if args.child == "fixed":
         first, seconds = fixed_runs(con, args.repeat)
         print(json.dumps({"first": first, "seconds": seconds,
@@ -357,10 +365,12 @@ def _rss_at_levels() -> dict[str, float]:
     return marks
 
 
-def run_child(kind: str, rows: int, repeat: int, limit: str | None = None) -> dict[str, Any]:
+def run_child(kind: str, rows: int, repeat: int, limit: str | None = None,
+              env: dict[str, str] | None = None) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--rows", str(rows),
            "--repeat", str(repeat)] + (["--limit", limit] if limit else [])
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=7200)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=7200,
+                         env={**os.environ, **(env or {})})
     if out.returncode:
         return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1][:160]}
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -409,6 +419,108 @@ def side_by_side(kind: str, title: str, rows: int, repeat: int, target: str,
                   f"GROUP BY, the coded leaves and their stats, the list and its Arrow copy, the "
                   f"charge) + the core (truth and levels) + DuckDB after it): {split}.", ""]
     return lines
+
+
+# ------------------------------------------------ 2b. the wide workload warm; the kernel's load
+def wide_warm(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> dict[str, Any]:
+    """One process, INFTDA_KERNEL=auto: releases until the kernel is loaded (the first large
+    level of a process stays on numpy, the second starts the load in the background), then
+    ``repeat`` interleaved pairs of the bare GROUP BY and the release."""
+    columns = enum_table(con, "w", args.rows, WIDE, skewed=False)
+    base, release = queries("w", columns)
+    before = [timed(con, one_row(release))]  # numpy's path: a process's first large level
+    while len(before) < 8 and os.environ.get(kernel.ENV) != "numpy" \
+            and not kernel.wanted(kernel.MIN_CELLS):
+        before.append(timed(con, one_row(release)))  # the kernel loads beside these
+    t_base, t_rel = [], []
+    for _ in range(args.repeat):
+        t_base.append(timed(con, one_row(base)))
+        t_rel.append(timed(con, one_row(release)))
+    return {"before": before, "loaded": kernel.wanted(kernel.MIN_CELLS), "groupby": t_base,
+            "release": t_rel, "peak_rss_mb": peak_rss_mb()}
+
+
+def wide_first(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> dict[str, Any]:
+    """A fresh process's first wide release (INFTDA_KERNEL and NUMBA_CACHE_DIR as given): the
+    kernel's load before it (``kernel.check``: with ``numba``, numba's import and its compile or
+    cache load), the release, and the bare GROUP BY after it."""
+    columns = enum_table(con, "w", args.rows, WIDE, skewed=False)
+    base, release = queries("w", columns)
+    start = time.perf_counter()
+    kernel.check()
+    load_s = time.perf_counter() - start
+    release_s = timed(con, one_row(release))
+    return {"load_s": load_s, "release_s": release_s, "groupby_s": timed(con, one_row(base)),
+            "peak_rss_mb": peak_rss_mb()}
+
+
+def spread_of(values: list[float]) -> str:
+    return (f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+            if values else "-")
+
+
+def wide_kernel(rows: int, repeat: int, processes: int) -> list[str]:
+    """The wide workload in one warm process (``processes`` of them), and a fresh process's
+    first release with numba's cache cold (a new NUMBA_CACHE_DIR) and warm (the same again)."""
+    lines = [f"### Wide, warm process: {rows:,} rows, 5 ENUM levels x 40, uniform (target <= "
+             "2.2x, goal 2.0x)", ""]
+    if importlib.util.find_spec("numba") is None:
+        return [*lines, "(numba is not installed: no compiled kernel to measure)", ""]
+    warm: list[tuple[str, dict[str, Any]]] = []
+    for i in range(processes):
+        for which in ("auto", "numpy"):
+            log(f"wide, warm process {i + 1} of {processes}, INFTDA_KERNEL={which}")
+            warm.append((which, run_child("wide-warm", rows, repeat, env={kernel.ENV: which})))
+    failed = [r["error"] for _, r in warm if "error" in r]
+    if failed:
+        return [*lines, f"FAILED: {failed[0]}", ""]
+    lines += [
+        f"Per process (alternating): releases until `auto` (the default, numba's cache warm) "
+        f"had loaded the kernel in the background (numpy: one), then {repeat} interleaved pairs "
+        "(bare GROUP BY, release). Median (range) over the pairs.",
+        "",
+        "| INFTDA_KERNEL | releases before the pairs (s) | GROUP BY (s) | release (s) | ratio of "
+        "the bests | pair ratios | peak RSS (MB) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    ratios_all: dict[str, list[float]] = {"auto": [], "numpy": []}
+    for which, r in warm:
+        ratios = [a / b for a, b in zip(r["release"], r["groupby"], strict=True)]
+        ratios_all[which] += ratios
+        before = ", ".join(f"{t:.2f}" for t in r["before"]) + (
+            "" if r["loaded"] or which == "numpy" else " (never loaded)")
+        lines.append(f"| {which} | {before} | {spread_of(r['groupby'])} | "
+                     f"{spread_of(r['release'])} | {min(r['release']) / min(r['groupby']):.2f} "
+                     f"| {spread_of(ratios)} | {r['peak_rss_mb']:.0f} |")
+    lines += ["", "All pairs, release / GROUP BY, median (range): " + "; ".join(
+        f"{which} {spread_of(v)}" for which, v in ratios_all.items()) + ".", ""]
+    lines += ["### Wide, a fresh process's first release: the kernel's compile and cache load",
+              "", "`kernel.check()` before the release loads the kernel with INFTDA_KERNEL=numba "
+              "(numba's import, then its compile into an empty NUMBA_CACHE_DIR, or its load from "
+              "it); with auto (the default) a process's first large level stays on numpy and "
+              "loads nothing. Median (range) over the processes.", "",
+              "| kernel, numba's cache | load before the release (s) | first release (s) | "
+              "bare GROUP BY after it (s) | peak RSS (MB) |", "|---|---|---|---|---|"]
+    runs: dict[str, list[dict[str, Any]]] = {"numba, cold": [], "numba, warm": [], "auto": []}
+    for i in range(processes):
+        with tempfile.TemporaryDirectory(prefix="numba-cache-") as cache:
+            for name, kind in (("numba, cold", "numba"), ("numba, warm", "numba")):
+                log(f"wide, first release, {name} ({i + 1} of {processes})")
+                runs[name].append(run_child("wide-first", rows, 1, env={
+                    kernel.ENV: kind, "NUMBA_CACHE_DIR": cache}))
+        log(f"wide, first release, auto ({i + 1} of {processes})")
+        runs["auto"].append(run_child("wide-first", rows, 1, env={kernel.ENV: "auto"}))
+    for name, got in runs.items():
+        ok = [r for r in got if "error" not in r]
+        if len(ok) < len(got):
+            lines.append(f"| {name} | FAILED: {next(r for r in got if 'error' in r)['error']} "
+                         "| | | |")
+            continue
+        lines.append(f"| {name} | {spread_of([r['load_s'] for r in ok])} | "
+                     f"{spread_of([r['release_s'] for r in ok])} | "
+                     f"{spread_of([r['groupby_s'] for r in ok])} | "
+                     f"{max(r['peak_rss_mb'] for r in ok):.0f} |")
+    return [*lines, ""]
 
 
 # ----------------------------------------------------------------------------- 5. scaling
@@ -541,15 +653,12 @@ def profile() -> tuple[list[str], dict[str, float]]:
 
 def kernel_state() -> str:
     """Which compiled kernel the releases below can use (INFTDA_KERNEL=auto)."""
-    from inftda_duckdb.core import _kernel_aot
+    if importlib.util.find_spec("numba") is None:
+        return "Compiled kernel: none (numba is not installed): numpy only."
+    import numba
 
-    functions, why = _kernel_aot.load()
-    if functions:
-        return (f"Compiled kernel: `inftda-duckdb build-kernel`'s build (key {_kernel_aot.key()}),"
-                " loaded from each process's first large block.")
-    numba = importlib.util.find_spec("numba") is not None
-    return (f"Compiled kernel: {why}; "
-            + ("numba's JIT from a process's second large level." if numba else "numpy only."))
+    return (f"Compiled kernel: numba {numba.__version__}'s JIT (its on-disk cache warm unless "
+            "said), loaded in the background from a process's second large level.")
 
 
 @contextlib.contextmanager
@@ -578,6 +687,9 @@ def run(args: argparse.Namespace) -> list[str]:
         f"repeated, median reported). {kernel_state()}",
         "",
     ]
+    if args.kernel:
+        return [*lines, *wide_kernel(args.wide_rows, args.repeat, args.processes),
+                f"Load average at the end: {os.getloadavg()[0]:.1f}.", ""]
     con = duckdb.connect()
     load(con)
     log("flat")
@@ -588,6 +700,7 @@ def run(args: argparse.Namespace) -> list[str]:
     lines += side_by_side("wide", f"Wide: {args.wide_rows:,} rows, 5 ENUM levels x 40 values, "
                           "uniform", args.wide_rows, args.processes,
                           "target <= 2.0x, peak RSS <= 1 GB")
+    lines += wide_kernel(args.wide_rows, max(3, args.repeat // 3), args.processes)
     if not args.quick:
         lines += side_by_side("italy", "Nested: the Italy-like workload (15.7M rows, 6 levels, "
                               "domain tables)", 0, args.processes, "target <= 3x")
@@ -608,6 +721,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=None, help="pairs of runs (flat)")
     parser.add_argument("--processes", type=int, default=None, help="process pairs (wide...)")
     parser.add_argument("--limit", default=None, help="memory_limit of the memory row (100MB)")
+    parser.add_argument("--kernel", action="store_true",
+                        help="only the wide workload's kernel rows (warm process; first release "
+                        "with numba's cache cold and warm); writes nothing")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--rows", type=int, default=0, help=argparse.SUPPRESS)
@@ -625,7 +741,7 @@ def main() -> None:
     args.cells_rows = [40_000, 300_000] if quick else [40_000, 600_000, 20_000_000]
     lines = run(args)
     print("\n".join(lines))
-    if not args.no_write:
+    if not (args.no_write or args.kernel):
         write_section("bench_release.py", lines)
 
 

@@ -5,6 +5,8 @@ Public API::
     load(con)                                  register the SQL functions on a DuckDB connection
     release(con, source, columns, rho=...)     one InfTDA release -> pyarrow.Table (charged)
     preview(con, source, columns, rho=...)     per-level noise and error bound (spends nothing)
+    intervals(con, released, level=k)          every k-prefix's count with its proven interval
+    plan(con, source, columns, max_error=X)    the rho a target error needs (spends nothing)
     load(con, ledger='budget.duckdb')          ... keeping budgets in a ledger file shared by all
     set_budget(con, source, rho=...)           cap what may be spent on a source (or several)
     budget(con)                                budgets, spent and remaining
@@ -12,14 +14,13 @@ Public API::
     verify_ledger(con)                         check the ledger's hash chain now
     evaluate(con, true, released, columns)     per-level errors vs the truth (curator only)
     interrupt(con)                             stop the releases running on con (another thread)
-    build_kernel()                             compile the optional kernel ahead of time ([fast])
 
 Map of the package (the folder listing reads like the algorithm):
 
 - ``core/``      engine-neutral, numpy/Arrow in and out, imports no engine:
   ``exact`` (budgets as Fractions), ``randomness`` (AES-256 keyed PRF; seeded for tests only),
   ``noise`` (exact discrete Gaussian), ``intopt`` (the paper's IntOpt over whole levels),
-  ``kernel`` (optional: the same per block, compiled with numba, GIL-free),
+  ``kernel`` (the same per block, compiled with numba, GIL-free),
   ``accounting`` (rho / (epsilon, delta), level split, Theorem 1), ``topdown`` (Algorithm 1 a
   level at a time), ``request`` (every release argument validated), ``units`` (which rows of a
   privacy unit are kept), ``limits`` (the cell limit), ``interrupts`` (stopping a release),
@@ -45,7 +46,6 @@ Map of the package (the folder listing reads like the algorithm):
 from ._version import __version__
 from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError, LedgerError
 from .core.interrupts import ReleaseInterrupted  # raised where a release is stopped
-from .core.kernel import build_kernel
 from .core.limits import ReleaseAbortedError  # raised past the cell limit, after the charge
 from .core.provenance import NotPrivateWarning
 from .duckdb.budgets import (
@@ -57,7 +57,7 @@ from .duckdb.budgets import (
     verify_ledger,
 )
 from .duckdb.evaluation import evaluate
-from .duckdb.extension import interrupt, load, preview, release
+from .duckdb.extension import interrupt, intervals, load, plan, preview, release
 
 __all__ = [
     "BudgetExceededError",
@@ -70,11 +70,12 @@ __all__ = [
     "ReleaseInterrupted",
     "__version__",
     "budget",
-    "build_kernel",
     "evaluate",
     "interrupt",
+    "intervals",
     "load",
     "move_ledger",
+    "plan",
     "preview",
     "release",
     "require_budget",

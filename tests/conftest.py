@@ -15,9 +15,6 @@ from inftda_duckdb.duckdb.extension import load
 # inherit this environment too); tests that need them set them explicitly.
 for _variable in ("INFTDA_LEDGER", "INFTDA_LEDGER_KEY_FILE"):
     os.environ.pop(_variable, None)
-# Nor may a developer's build of the kernel (inftda-duckdb build-kernel) change which path the
-# tests take: no build can exist under a file; the tests of builds set their own directory.
-os.environ["INFTDA_KERNEL_DIR"] = os.path.join(os.devnull, "inftda-kernel")
 
 
 @pytest.fixture

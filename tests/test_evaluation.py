@@ -261,8 +261,14 @@ def test_bound_matches_accounting_and_sql(con):
 def test_plot_writes_a_png(con, tmp_path):
     pytest.importorskip("matplotlib")
     runs = [ev.evaluate(con, "t", "r", ["c1", "c2"], domains={"c1": 3, "c2": 2}) for _ in range(3)]
-    out = ev.plot_errors(runs, tmp_path / "e.png", title="test")
-    data = out.read_bytes()
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    backend = matplotlib.get_backend()
+    figure = ev.plot_errors(runs, tmp_path / "e.png", title="test")
+    # a Figure for the notebook, the user's backend untouched (it was switched to Agg)
+    assert isinstance(figure, Figure) and matplotlib.get_backend() == backend
+    data = (tmp_path / "e.png").read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     with pytest.raises(InputError, match="evaluate"):
         ev.plot_errors([pa.table({"x": [1]})], tmp_path / "bad.png")
@@ -270,6 +276,7 @@ def test_plot_writes_a_png(con, tmp_path):
 
 def test_plot_without_matplotlib_says_how_to_install(con, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(InputError, match=r"pip install 'inftda-duckdb\[plot\]'"):
         ev.plot_errors(ev.evaluate(con, "t", "r", ["c1", "c2"]), tmp_path / "e.png")
 

@@ -1,9 +1,10 @@
-"""The compiled kernel (core/kernel.py, numba): the same integers as the numpy path everywhere.
+"""The compiled kernel (core/kernel/, numba): the same integers as the numpy path everywhere.
 
 IntOpt against intopt_positive, intopt and the paper's procedure on random and adversarial rows;
 the noise table lookup against numpy's; seeded releases (flat and nested, 1-3 workers) equal with
 INFTDA_KERNEL=numba and =numpy; the selection (auto, numpy, numba, refusals) and that a small
-release never imports numba. Tests needing numba skip, with the reason, when it is absent.
+release never imports numba. Tests needing numba skip, with the reason, when it is absent (a
+dependency: only a broken install lacks it). Loading it safely: tests/test_kernel_loading.py.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from inftda_duckdb.core.tree import Allowed, Levels, Nodes
 
 HAS_NUMBA = importlib.util.find_spec("numba") is not None
 needs_numba = pytest.mark.skipif(
-    not HAS_NUMBA, reason="the compiled kernel needs numba: pip install 'inftda-duckdb[fast]'")
+    not HAS_NUMBA, reason="the compiled kernel needs numba (a dependency: reinstall the package)")
 I64_MAX = 2**63 - 1
 
 
@@ -317,7 +318,7 @@ def test_choice_is_checked_and_a_missing_numba_is_explained(use, monkeypatch):
     use("numba")
     monkeypatch.setattr(kernel, "_COMPILED", {})
     monkeypatch.setattr(kernel, "_MISSING", ["No module named 'numba'"])
-    with pytest.raises(InputError, match=r"needs numba.*pip install 'inftda-duckdb\[fast\]'"):
+    with pytest.raises(InputError, match=r"needs numba.*did not load.*numba.*unset INFTDA_KERNEL"):
         kernel.wanted(1)
     use("auto")  # without numba, auto is the numpy path: same outputs
     assert kernel.wanted(1 << 30) is False
@@ -361,7 +362,7 @@ def joined() -> None:
 
 
 def test_auto_loads_numba_only_for_a_flat_level_that_plans_enough_cells(use, monkeypatch):
-    # Regression (the Italy-like benchmark, 1.2 -> 2.0 s in a fresh process): the load was
+    # Regression (the Italy-like benchmark, slower in a fresh process): the load was
     # decided from a bound over all levels that multiplied by a nested level's whole domain, so
     # a release whose largest flat level plans few cells paid numba's import (holding the GIL)
     loads = counted_loads(use, monkeypatch, [1])  # not the process's first large level
@@ -383,8 +384,8 @@ def test_auto_loads_numba_only_for_a_flat_level_that_plans_enough_cells(use, mon
 
 def test_auto_loads_numba_at_a_processs_second_large_level_or_a_huge_first(use, monkeypatch):
     # Regression (the wide benchmark, one release in a fresh process): loading numba at the
-    # first level of >= LOAD_CELLS cells (~1e8 there) made that release no faster and added
-    # ~160 MB to its peak (1280 vs 1120 MB); the first large level of a process stays on numpy
+    # first level of >= LOAD_CELLS cells made that release no faster and raised its peak
+    # memory (benchmarks/RESULTS.md); the first large level of a process stays on numpy
     # unless it plans >= FIRST_LOAD_CELLS cells, the next one loads it (outputs are the same)
     loads = counted_loads(use, monkeypatch, [])
     monkeypatch.setattr(kernel, "FIRST_LOAD_CELLS", 1_000_000, raising=False)
@@ -416,7 +417,7 @@ def test_a_bad_kernel_setting_is_refused_before_the_charge(problem, use, monkeyp
         use("numba")
         monkeypatch.setattr(kernel, "_COMPILED", {})
         monkeypatch.setattr(kernel, "_MISSING", ["No module named 'numba'"])
-        message = r"needs numba.*pip install 'inftda-duckdb\[fast\]'"
+        message = r"needs numba.*did not load"
     con.execute("CREATE TYPE ab AS ENUM ('a', 'b')")
     con.execute("CREATE TABLE t AS SELECT (['a', 'b'])[1 + i % 2]::ab AS x FROM range(40) r(i)")
     with pytest.raises(duckdb.Error, match=message):

@@ -171,7 +171,7 @@ def test_three_thirds_fit_a_budget_of_one_and_a_fourth_is_refused(
     e = info.value
     assert (e.requested, e.remaining, e.difference) == (  # type: ignore[attr-defined]
         Fraction(1, 10**30), 0, Fraction(1, 10**30))
-    assert "requests rho 1/" in str(e) and "only 0 of the budget 1 remains" in str(e)
+    assert "requests rho 1e-30" in str(e) and "only 0 of the budget of rho 1 remains" in str(e)
     assert row_of(ledger, "memory.main.trips")["spent_rho_exact"] == "1"
 
 
@@ -181,9 +181,10 @@ def test_refusal_reports_requested_remaining_and_difference(ledger: Ledger) -> N
     with pytest.raises(BudgetExceededError) as info:
         ledger.charge(mk("1/4"))
     msg = str(info.value)
-    assert "requests rho 1/4 (~0.25)" in msg
-    assert "only 1/6 (~0.166667) of the budget 1/2 (~0.5) remains" in msg
-    assert "difference 1/12 (~0.0833333)" in msg and "Nothing was charged" in msg
+    assert "requests rho 0.25" in msg
+    assert "only ~0.166667 of the budget of rho 0.5 remains" in msg
+    assert "at most rho=0.166666," in msg
+    assert "difference ~0.0833333" in msg and "Nothing was charged" in msg
     ledger.charge(mk("1/6"))  # exactly the remainder fits
 
 

@@ -15,8 +15,8 @@ from inftda_duckdb.core.errors import (
     render,
     shown,
     speaking,
+    unknown_parameters,
 )
-from inftda_duckdb.tools.status import unknown_parameters
 
 FIX = (f"pass {opt('domains', {'hour': range(24)})} with {opt('neighbours', 'add_remove')}, "
        f"{opt('domain_from_data', True)}, then {call('set_budget', 'trips', rho=...)}")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from inftda_duckdb.core import noise
-from inftda_duckdb.core.errors import InputError
+from inftda_duckdb.core.errors import InputError, shown
 from inftda_duckdb.core.noise import DiscreteGaussian, add_noise, sample
 from inftda_duckdb.core.randomness import RandomSource
 
@@ -61,7 +61,7 @@ def decimal_cdf_floors(sigma2: Fraction, bits: int, count: int) -> list[int]:
 def test_invalid_sigma2_is_refused_naming_the_value(bad):
     with pytest.raises(InputError, match="sigma2") as info:
         DiscreteGaussian(bad)
-    assert repr(bad) in str(info.value)
+    assert shown(bad) in str(info.value)  # as a person writes it: -1/3, not Fraction(-1, 3)
     with pytest.raises(InputError, match="sigma2"):
         sample(bad, 3)
 

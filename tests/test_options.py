@@ -26,7 +26,8 @@ def _keywords(function: object) -> dict[str, object]:
 
 
 @pytest.mark.parametrize(("surface", "function"), [
-    (options.RELEASE, inftda_duckdb.release), (options.PREVIEW, inftda_duckdb.preview)])
+    (options.RELEASE, inftda_duckdb.release), (options.PREVIEW, inftda_duckdb.preview),
+    (options.PLAN, inftda_duckdb.plan)])
 def test_the_python_functions_take_exactly_the_tables_options(surface: str,
                                                              function: object) -> None:
     table = {o.name: o for o in options.of(surface, "duckdb")}

@@ -166,7 +166,7 @@ def test_three_thirds_under_a_budget_of_one_then_refusal(con: duckdb.DuckDBPyCon
     extension.release(con, "memory.main.trips", ["dest"], rho=Fraction(1, 3))
     assert spent(con) == 1
     before = charges(con)
-    with pytest.raises(BudgetExceededError, match=r"requests rho 1/10000000 .*remains"):
+    with pytest.raises(BudgetExceededError, match=r"requests rho 1e-07 .*remains"):
         extension.release(con, "trips", ["origin"], rho="1e-7")
     with pytest.raises(duckdb.Error, match=r"refused.*requests rho.*remains.*difference"):
         con.execute(f"CREATE TABLE out AS SELECT * FROM {RELEASE.format(rho='1e-7')}")
@@ -186,7 +186,7 @@ def test_refusal_message_has_requested_remaining_difference(
     with pytest.raises(BudgetExceededError) as info:
         extension.release(con, "trips", ["origin"], rho=0.25)
     e = info.value
-    assert "requests rho 1/4 (~0.25)" in str(e) and "difference 1/8 (~0.125)" in str(e)
+    assert "requests rho 0.25" in str(e) and "difference 0.125" in str(e)
     row = con.execute(
         "SELECT budget_rho, spent_rho, remaining_rho, remaining_rho_exact FROM inftda_budget()"
     ).fetchall()

@@ -552,7 +552,7 @@ BAD = [
     ("rho := 1, neighbours := 'sometimes'", "neighbours must be one of substitute, add_remove"),
     ("rho := 1, unknown := 'skip'", "unknown must be one of error, drop"),
     ("rho := 1, unknown := 'drop'", "unknown cannot be 'drop' with neighbours 'substitute'"),
-    ("rho := 1, level_weights := [1]", "level_weights must have one weight per levels: 2"),
+    ("rho := 1, level_weights := [1]", "level_weights must have 2 weights, one per level"),
     ("rho := 1, seed := -3", "seed must be a non-negative integer"),
     ("rho := 1, domains := {'nope': [1]}", "names a column that is not in columns"),
     ("rho := 1, domains := {'hour': [1, 1]}", "must not repeat a value"),

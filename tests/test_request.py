@@ -72,7 +72,7 @@ def test_rows_per_unit_public_is_an_explicit_assertion() -> None:
     # the noised root takes the first weight, and 'drop' no longer changes a published total
     assert ok(**unit, level_weights=[1, 2, 3]).level_weights == (1, 2, 3)
     assert ok(**unit, unknown="drop").unknown == "drop"
-    with pytest.raises(InputError, match=r"levels \+ 1 \(the root comes first: it is noised"):
+    with pytest.raises(InputError, match=r"3 weights, one per level and the root first"):
         ok(**unit, level_weights=[1, 2])
     with pytest.raises(InputError, match="with neighbours 'substitute'"):
         ok(**unit, rows_per_unit_public=True, unknown="drop")
@@ -118,8 +118,8 @@ def test_labels():
         ({"seed": 1.5}, "seed must be a non-negative integer"),
         ({"seed": True}, "seed must be a non-negative integer"),
         ({"domain_from_data": "yes"}, "domain_from_data must be true or false"),
-        ({"level_weights": [1]}, "one weight per levels: 2"),
-        ({"level_weights": [1, 1], "neighbours": "add_remove"}, "levels . 1 .the root"),
+        ({"level_weights": [1]}, "must have 2 weights, one per level"),
+        ({"level_weights": [1, 1], "neighbours": "add_remove"}, "the root first"),
         ({"level_weights": [1, 0]}, "level_weights must be a positive"),
         ({"level_weights": "1,1"}, "level_weights must be a list"),
         ({"privacy_unit": ""}, "privacy_unit must be a column name"),

@@ -44,6 +44,7 @@ __all__ = [
     "auto_shares",
     "epsilon_from_rho",
     "error_bound",
+    "joint_bounds",
     "level_table",
     "plan_budget",
     "rho_from_epsilon_delta",
@@ -351,6 +352,37 @@ def _terms(cells: list[int], plan: BudgetPlan, beta: float, k: int, paper: bool)
     return out
 
 
+def joint_bounds(cells: Sequence[int], plan: BudgetPlan, beta: float, upto: int | None = None,
+                 *, paper: bool = False) -> list[float]:
+    """THE bound function (every bound of the package is computed here): ``[B_0, B_1, ...,
+    B_K]`` under ONE event of probability at least ``1 - beta``, ``K = upto`` (default: the
+    leaves), on which, simultaneously for every ``j <= K``, every j-prefix's released count is
+    within ``B_j`` of its true count (``B_0``: the root's error, 0 when it is public).
+
+    The proof of Theorem 1 (paper, Appendix A, Eq. (4)) gives, deterministically, ``E_j <= E_0
+    + 2 sum_{l<=j} M_l`` where ``E_j`` is the largest error at level j and ``M_l`` the largest
+    |noise| among level l's noised cells. The event bounds ``|Z_0|`` (a noised root) and each
+    ``M_l``, ``l <= K``, by the terms of :func:`_terms` (``e = K + 1`` events with a noised
+    root, else ``K``, each failing w.p. at most ``beta / e``: a union over ``N_l`` cells of the
+    two-sided tail ``2 exp(-t**2 / (2 sigma_l**2))``). So ``B_j = t_0 + 2 sum_{l<=j} t_l``, and
+    ``joint_bounds(..., upto=k)[k]`` is Theorem 1's bound at level k (:func:`error_bound`); the
+    levels ``j < k`` of the same call are wider than their own Theorem 1 bound (their logs count
+    ``k`` events) and hold on the same event; ``upto=0``: the root's own bound (one event).
+    ``cells``: ``N_1..N_d``.
+    """
+    cells = list(cells)
+    upto = len(cells) if upto is None else upto
+    if not 0 <= upto <= len(cells) or plan.depth != len(cells):
+        raise InternalError(f"bounds up to level {upto} of a {plan.depth}-level plan with "
+                            f"{len(cells)} cell counts")
+    parts = _contributions(cells, plan, beta, upto, paper)
+    root = plan.root_sigma2 is not None
+    out = [parts[0] if root else 0.0]
+    for part in parts[root:root + upto]:
+        out.append(out[-1] + part)
+    return out
+
+
 def error_bound(
     domain_sizes: Sequence[int] | None,
     rho: object = None,
@@ -361,7 +393,8 @@ def error_bound(
     paper: bool = False,
 ) -> list[float]:
     """Theorem 1: for each level ``k = 1..d``, w.p. ``>= 1 - beta`` the max error over level k is
-    at most ``bound[k-1]`` (each ``k`` separately, not all levels at once).
+    at most ``bound[k-1]`` (each ``k`` separately, not all levels at once: for several levels
+    on one event see :func:`joint_bounds`).
 
     Substitute: ``sum_{l<=k} sqrt(8 sigma_l**2 ln(2 k N_l / beta))``, ``N_l = prod_{i<=l} |X_i|``
     (or ``nodes[l-1]``, the cells at level l of a nested hierarchy), ``sigma_l**2`` from ``plan``
@@ -377,10 +410,17 @@ def error_bound(
     (``paper=True`` drops the 2s inside the logs).
     """
     cells = _cells(domain_sizes, nodes)
-    if not (isinstance(beta, int | float) and 0 < beta < 1):
-        raise bad_argument("beta", beta, "must be strictly between 0 and 1", "pass e.g. beta=0.05")
+    _check_beta(beta)
     resolved = _resolve_plan(len(cells), rho, plan)
-    return [sum(_contributions(cells, resolved, beta, k, paper)) for k in range(1, len(cells) + 1)]
+    return [joint_bounds(cells, resolved, beta, k, paper=paper)[k]
+            for k in range(1, len(cells) + 1)]
+
+
+def _check_beta(beta: object) -> float:
+    """``beta`` as a float strictly between 0 and 1, else the InputError naming it."""
+    if isinstance(beta, bool) or not (isinstance(beta, int | float) and 0 < beta < 1):
+        raise bad_argument("beta", beta, "must be strictly between 0 and 1", "pass e.g. beta=0.05")
+    return float(beta)
 
 
 def _contributions(
@@ -513,7 +553,7 @@ def _level_bounds(
     bounds: list[float] = error_bound(None, None, beta, nodes=cells, plan=plan, paper=paper)
     if plan.root_sigma2 is None:
         return list(zip(plan.level_rho, bounds, strict=True))
-    root_term = _terms(cells, plan, beta, d, paper)[0]
+    root_term = joint_bounds(cells, plan, beta, d, paper=paper)[0]
     return [(plan.root_rho, root_term), *zip(plan.level_rho, bounds, strict=True)]
 
 

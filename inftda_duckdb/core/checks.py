@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .domains import ColumnDomain, DomainPlan, Nesting, no_domain
-from .errors import InputError, InternalError, opt
+from .errors import InputError, InternalError, arg, opt
 from .request import ReleaseRequest
 
 
@@ -60,7 +60,7 @@ def raise_for_data_checks(request: ReleaseRequest, plan: DomainPlan,
     when the check row was computed."""
     if request.unknown == "error" and checks.get("nulls_unit"):
         raise InputError(
-            f"privacy_unit {request.privacy_unit!r} of {request.source} is NULL in "
+            f"{arg('privacy_unit')} {request.privacy_unit!r} of {request.source} is NULL in "
             f"{checks['nulls_unit']} rows: they cannot be told apart as units. Fix: filter "
             f"them out or fill them (e.g. one unit per row) in a view, or pass "
             f"{opt('unknown', 'drop')} with {opt('neighbours', 'add_remove')} to drop them"

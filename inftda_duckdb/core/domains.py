@@ -17,6 +17,7 @@ checks, in the check row that :mod:`.checks` turns into errors.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -160,17 +161,25 @@ def source_fix() -> str:
 
 
 def check_columns(request: ReleaseRequest, source: list[tuple[str, str]]) -> None:
-    names = {fold(name) for name, _ in source}
-    wanted = list(request.columns)
-    if request.privacy_unit is not None:
-        wanted.append(request.privacy_unit)
-    missing = [c for c in wanted if fold(c) not in names]
-    if missing:
+    """Every hierarchy column and the privacy unit exist in the source; a missing one is named
+    under its own option, with the closest column of the source (did you mean ...?)."""
+    have = [name for name, _ in source]
+    names = {fold(name) for name in have}
+    missing = [c for c in request.columns if fold(c) not in names]
+    unit = request.privacy_unit
+    option, wanted = (("columns", missing) if missing or unit is None or fold(unit) in names
+                      else ("privacy_unit", unit))
+    if missing or option == "privacy_unit":
+        folded = [fold(h) for h in have]
+        guesses = [close[0] for c in (missing or [str(unit)])
+                   if (close := difflib.get_close_matches(fold(c), folded, n=1, cutoff=0.6))]
+        guess = ("did you mean " + ", ".join(next(h for h in have if fold(h) == g)
+                                             for g in guesses) + "? Else " if guesses else "")
         raise bad_argument(
-            "columns",
-            missing,
+            option,
+            wanted,
             f"not found in {request.source}",
-            f"use columns of the source: {', '.join(n for n, _ in source)}",
+            f"{guess}use columns of the source: {', '.join(have)}",
         )
 
 

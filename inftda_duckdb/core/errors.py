@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import functools
 import json
 import re
@@ -272,8 +273,41 @@ def shown(value: Any, limit: int = 200) -> str:
     if not plain(value):
         kind = type(value)
         return f"<a {kind.__module__.split('.')[0]} {kind.__name__}>"
-    text = repr(value)
+    text = _repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _repr(value: Any) -> str:
+    """``repr`` of plain data with exact numbers as a person wrote them (``1/3``, ``2``), not
+    ``Fraction(1, 3)``."""
+    if isinstance(value, Fraction):
+        return str(value)
+    if type(value) in (list, tuple):
+        inner = ", ".join(_repr(v) for v in value)
+        return f"[{inner}]" if type(value) is list else f"({inner}{',' if len(value) == 1 else ''})"
+    if type(value) is dict:
+        return "{" + ", ".join(f"{_repr(k)}: {_repr(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def number(value: Fraction | int | float, rounding: str | None = None) -> str:
+    """A number for people, decimal first: an integer as itself, else 6 significant digits
+    (``0.5``, ``~0.333333`` where the decimal is not exact). The exact fraction belongs to the
+    ledger, JSON and CSV. ``rounding='down'``: the decimal is rounded down (never above the
+    value), so it can be passed back as it reads (a request of at most what remains).
+
+    >>> number(Fraction(1, 2)), number(Fraction(1, 3)), number(Fraction(1, 3), 'down'), number(2)
+    ('0.5', '~0.333333', '0.333333', '2')
+    """
+    exact = Fraction(value)
+    if exact.denominator == 1:
+        return str(exact.numerator)
+    text = f"{float(exact):.6g}"
+    if rounding == "down" and Fraction(text) > exact:
+        digits = int(f"{float(exact):.5e}".split("e")[1])  # the exponent of the first digit
+        step = Fraction(10) ** (digits - 5)
+        text = f"{float((exact // step) * step):.6g}"
+    return text if Fraction(text) == exact or rounding == "down" else f"~{text}"
 
 
 def bad_argument(name: str, value: Any, rule: str, fix: str) -> InputError:
@@ -302,3 +336,64 @@ class ReleaseInterrupted(KeyboardInterrupt):
     def __init__(self, message: str, charged: bool | None) -> None:
         super().__init__(message)
         self.charged = charged
+
+
+# ------------------------------------------------------------- DuckDB's errors about our SQL
+
+LOAD_FIX = "call inftda_duckdb.load(con), or use inftda-duckdb shell"
+_NOT_LOADED = re.compile(r"(?:Scalar|Table) Function with name (inftda_[a-z_]+?)_(?:sql|udf)_\d+ "
+                         r"does not exist")
+_MISMATCH = re.compile(r"Macro (inftda_[a-z_]+)\(\) does not support the supplied arguments"
+                       r"(?:.*?Candidate macros:\s*\w+\((.*?)\)\s*$)?", re.S)
+
+
+def duckdb_hint(text: str, sql: str | None = None) -> str | None:
+    """What DuckDB's own error ``text`` about the package's SQL means, for people (None when
+    it is not about the package): a macro kept in a database file whose functions this
+    connection never registered (load() forgotten after a restart), or a misspelled parameter
+    of a package macro (named from ``sql``, the statement, with the closest valid name)."""
+    missing = _NOT_LOADED.search(text)
+    if missing:
+        return (f"{missing[1]} is not loaded on this connection: the database file keeps the "
+                "package's SQL macros, but the functions they call live in the process that "
+                f"loaded them (a restart loses them). Fix: {LOAD_FIX}")
+    mismatch = _MISMATCH.search(text)
+    if mismatch:
+        return unknown_parameters(mismatch[1], mismatch[2], sql)
+    return None
+
+
+def parameters(macro: str, signature: str | None = None) -> list[str]:
+    """The named parameters of a package macro: the option table's for inftda_release and
+    inftda_preview, else those of ``signature`` (DuckDB's candidate list)."""
+    from . import options
+
+    surface = macro.removeprefix("inftda_")
+    if surface in options.SURFACES:
+        return ["source", "columns", *options.names(options.of(surface, "duckdb", sql=True))]
+    return [p.split(":=")[0].strip() for p in (signature or "").split(",") if ":=" in p]
+
+
+def unknown_parameters(macro: str, signature: str | None, sql: str | None) -> str | None:
+    """``macro``'s named parameters used in ``sql`` that it does not have, as a message:
+    ``inftda_release has no parameter rhoo (did you mean rho?)``; None if none is found."""
+    valid = parameters(macro, signature)
+    if sql is None or not valid:
+        return None
+    used: list[str] = []
+    for found in re.finditer(rf"\b{macro}\s*\(", sql, re.I):
+        depth, i = 1, found.end()
+        while i < len(sql) and depth:
+            depth += {"(": 1, ")": -1}.get(sql[i], 0)
+            i += 1
+        used += re.findall(r"(\w+)\s*:=", sql[found.end():i])
+    wrong = [u for u in dict.fromkeys(used) if u.lower() not in valid]
+    if not wrong:
+        return None
+    hints = []
+    for name in wrong:
+        close = difflib.get_close_matches(name.lower(), valid, n=1)
+        hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return (f"{macro} has no parameter {', '.join(hints)}. Valid parameters: "
+            f"{', '.join(valid)}. Fix: spell the parameter as listed, e.g. "
+            f"{macro}(..., rho := 0.5)")

@@ -67,7 +67,6 @@ from __future__ import annotations
 
 from .intopt_blocks import buffer as _buffer  # noqa: F401  (the kernel's scratch arrays)
 from .intopt_blocks import intopt_positive, intopt_positive_runs
-from .intopt_closed_form import SAFE_LIMIT as _SAFE_LIMIT  # noqa: F401  (the kernel's bound)
 from .intopt_closed_form import intopt, intopt_ragged
 
 __all__ = ["intopt", "intopt_positive", "intopt_positive_runs", "intopt_ragged"]

@@ -34,6 +34,7 @@ import numpy as np
 from . import kernel, memory
 from .errors import InternalError, bad_argument
 from .exact import to_positive_fraction
+from .kernel.contract import SEARCH as _SEARCH
 from .randomness import MAX_WIDTH, RandomSource, _as_ids
 
 MAX_SIGMA2 = Fraction(10**8)  #: larger variances are refused (a noise scale beyond 10**4)
@@ -115,9 +116,6 @@ def cdf_floor(sigma2: Fraction, a: int, bits: int) -> int:
             return v
         guard *= 2
     raise InternalError(f"F({a}) * 2**{bits} undecided at {_MAX_PREC} bits")
-
-
-_SEARCH = np.iinfo(np.int64).min  # in the signed table: a bucket holding a threshold
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,15 @@ from dataclasses import dataclass, field
 
 RELEASE = "release"
 PREVIEW = "preview"
-SURFACES = (RELEASE, PREVIEW)
+PLAN = "plan"  # the rho a target error needs (core.targets): a preview without a budget
+SURFACES = (RELEASE, PREVIEW, PLAN)
 ENGINES = ("duckdb", "spark")
 KINDS = ("number", "count", "integer", "boolean", "text", "list", "mapping", "function", "object")
 """What an option's value is: an exact positive number (``0.5``, ``'1/3'``), a positive integer,
 a non-negative integer, true/false, a text, a list, a mapping, a function or another object (the
 command line parses each kind its own way)."""
-BOTH = frozenset(SURFACES)
+BOTH = frozenset({RELEASE, PREVIEW})
+EVERY = frozenset(SURFACES)  # release, preview and plan: what shapes a release's bound
 ALL_ENGINES = frozenset(ENGINES)
 
 
@@ -76,46 +78,49 @@ OPTIONS: tuple[Option, ...] = (
     Option("epsilon", "with `delta`: the budget as (epsilon, delta)-DP, converted to the largest "
            "rho that gives it (Canonne-Kamath-Steinke, rounded down)", "budget", kind="number",
            cli="--epsilon", metavar="E", example="1"),
-    Option("delta", "with `epsilon`; in a preview with `rho`, the delta of the reported epsilon",
-           "budget", kind="number", preview_shown="1e-6", cli="--delta", metavar="D",
-           example="1e-6"),
+    Option("delta", "with `epsilon`; in a preview with `rho`, or in a plan, the delta of the "
+           "reported epsilon", "budget", kind="number", preview_shown="1e-6", cli="--delta",
+           metavar="D", example="1e-6", surfaces=EVERY),
     Option("domains", "public domains: `{'hour': range(24), 'origin': ['EWR', 'JFK', 'LGA']}`, "
            "in code order; a large integer range as `{'id': {'start': 0, 'stop': 1000000}}` "
            "(optional `'step'`), which stays a range", "domains", kind="mapping", cli="--domain",
            metavar="COL=SPEC", also=("--domain-file",),
            cli_doc="public domain of a column: COL=LO..HI (integers) or COL=V1,V2,... (labels); "
-           "repeatable. ENUM columns need none"),
+           "repeatable. ENUM columns need none", surfaces=EVERY),
     Option("domain_tables", "public tables listing the valid combinations of some hierarchy "
            "columns (nested hierarchies), e.g. `['geo']`", "domains", kind="list",
            cli="--domain-table", metavar="T",
            cli_doc="public domain table (in --db) for one column or a nested pair of columns; "
-           "repeatable"),
+           "repeatable", surfaces=EVERY),
     Option("domain_from_data", "read undeclared domains from the private data: exploration "
            "only, **not private**", "domains", kind="boolean", default=False,
-           shown_default="false", cli="--domain-from-data", sql_default="false"),
+           shown_default="false", cli="--domain-from-data", sql_default="false", surfaces=EVERY),
     Option("level_weights", "budget share per level (d weights, or d + 1 when the total is "
            "noised; root first), or `'auto'`: the split minimising the Theorem 1 bound at "
            "`auto_target`, from public sizes only", "mechanism", kind="list",
-           shown_default="uniform", cli="--level-weights", metavar="W1,W2,..."),
+           shown_default="uniform", cli="--level-weights", metavar="W1,W2,...", surfaces=EVERY),
     Option("auto_target", "with `level_weights` `'auto'`: `'leaves'`, `'all'` (every level's "
            "bound counts once), or a level (its number, 1 = the first column, or the column's "
-           "name)", "mechanism", shown_default="'leaves'", cli="--auto-target", metavar="T"),
+           "name)", "mechanism", shown_default="'leaves'", cli="--auto-target", metavar="T",
+           surfaces=EVERY),
     Option("output", "`'counts'`: the columns + `count`; `'rows'`: one row per synthetic record",
            "output", default="counts", shown_default="'counts'", choices=("counts", "rows"),
            cli="--output-kind", surfaces=frozenset({RELEASE})),
     Option("neighbours", "`'substitute'` (alias `'bounded'`: n is public) or `'add_remove'` "
            "(alias `'unbounded'`: the total is noised too)", "mechanism",
            shown_default="'substitute'",
-           choices=("substitute", "add_remove", "bounded", "unbounded"), cli="--neighbours"),
+           choices=("substitute", "add_remove", "bounded", "unbounded"), cli="--neighbours",
+           surfaces=EVERY),
     Option("privacy_unit", "a column identifying people: at most `max_rows_per_unit` rows of "
            "each are kept (a uniformly random subset) and the noise protects all of them; the "
-           "total is noised", "privacy unit", cli="--privacy-unit", metavar="COL"),
+           "total is noised", "privacy unit", cli="--privacy-unit", metavar="COL", surfaces=EVERY),
     Option("max_rows_per_unit", "with `privacy_unit`: the rows kept per unit", "privacy unit",
-           kind="count", shown_default="1", cli="--max-rows-per-unit", metavar="M", example="3"),
+           kind="count", shown_default="1", cli="--max-rows-per-unit", metavar="M", example="3",
+           surfaces=EVERY),
     Option("rows_per_unit_public", "with a privacy unit under `substitute`: the curator asserts "
            "every unit's number of rows is public, so the capped total is released exactly",
            "privacy unit", kind="boolean", default=False, shown_default="false",
-           cli="--rows-per-unit-public"),
+           cli="--rows-per-unit-public", surfaces=EVERY),
     Option("unknown", "rows with NULL or undeclared values: `'error'` (names the column, the "
            "count, examples and the fix) or `'drop'` (needs a noised total)", "output",
            shown_default="'error'", choices=("error", "drop"), cli="--unknown",
@@ -125,7 +130,15 @@ OPTIONS: tuple[Option, ...] = (
            surfaces=frozenset({RELEASE})),
     Option("beta", "the bound holds with probability at least 1 - beta", "output", kind="number",
            default=0.05, shown_default="0.05", cli="--beta", example="0.05",
-           surfaces=frozenset({PREVIEW}), request=False, sql_default="0.05"),
+           surfaces=frozenset({PREVIEW, PLAN}), request=False, sql_default="0.05"),
+    Option("max_error", "the largest error to plan for: a number (at `level`), or one per level "
+           "(NULL for a level without a target)", "target", kind="list", cli="--max-error",
+           metavar="X", example="50", surfaces=frozenset({PLAN}), request=False,
+           cli_doc="the largest error to plan for at --level, or X1,X2,... one per level "
+           "(- for a level without a target)"),
+    Option("level", "with one `max_error`: the level it is for (its number, 1 = the first "
+           "column, or the column's name)", "target", shown_default="the leaves", cli="--level",
+           metavar="K", example="2", surfaces=frozenset({PLAN}), request=False),
     Option("source_name", "with an in-memory source (DataFrame, relation, Arrow): the name its "
            "releases are charged to (`'trips'`, `'name:trips'` or `'file:PATH'`)", "interface",
            surfaces=frozenset({RELEASE}), request=False, sql=False),

@@ -11,6 +11,7 @@ says so in its rows: a constant column :data:`MARKER` (see :func:`not_private_re
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Mapping
 from fractions import Fraction
@@ -20,6 +21,8 @@ from .._version import __version__
 from .accounting import CONVERSION, REPORT_DELTA, epsilon_from_rho
 from .request import ReleaseRequest
 
+SIDECAR = ".provenance.json"
+"""The suffix of a CSV release's provenance file: ``<file>.provenance.json``."""
 MARKER = "inftda_not_private"
 """The column a release that is not private carries (every row: the reason)."""
 
@@ -58,11 +61,13 @@ def provenance(
     rows_per_unit_public: bool = False,
     ledger_id: int | None = None,
     engine: str = "duckdb",
+    plan: str | None = None,
 ) -> dict[str, str]:
     """The provenance record of one release, every value a string (metadata formats want text).
 
     ``epsilon``/``delta``: the budget as the user gave it; without them the epsilon implied by
-    ``rho`` is stated at delta = 1e-6.
+    ``rho`` is stated at delta = 1e-6. ``plan``: the release's public plan (what its intervals
+    need, :mod:`.errorbars`), a JSON text.
     """
     reason = not_private_reason(seed, domain_from_data)
     if epsilon is None or delta is None:
@@ -92,18 +97,31 @@ def provenance(
         "mechanism": "InfTDA",
         "engine": engine,
         "package": f"inftda-duckdb {__version__}",
+        "plan": plan or "",
     }
 
 
+def published(source: str) -> str:
+    """A source as a published record names it: a file by its name alone (the curator's
+    folders are not published; the ledger keeps the full path, which the budget follows)."""
+    kind, sep, rest = source.partition(":")
+    path = rest if sep and kind == "file" else source
+    if os.path.isabs(path):
+        return ("file:" if sep and kind == "file" else "") + os.path.basename(path)
+    return source
+
+
 def of_release(request: ReleaseRequest, *, rho: Fraction, source: str,
-               ledger_id: int | None, engine: str) -> dict[str, str]:
-    """The provenance record of a release of ``request`` charged ``rho`` to ``source``."""
+               ledger_id: int | None, engine: str, plan: str | None = None) -> dict[str, str]:
+    """The provenance record of a release of ``request`` charged ``rho`` to ``source`` (a file
+    named by its name alone: :func:`published`; ``plan``: its public plan)."""
     return provenance(
         rho=rho, columns=request.columns, neighbours=request.neighbours, output=request.output,
-        source=source, seed=request.seed, domain_from_data=request.domain_from_data,
+        source=published(source), seed=request.seed, domain_from_data=request.domain_from_data,
         epsilon=request.epsilon, delta=request.delta, privacy_unit=request.privacy_unit,
         max_rows_per_unit=request.max_rows_per_unit,
         rows_per_unit_public=request.rows_per_unit_public, ledger_id=ledger_id, engine=engine,
+        plan=plan,
     )
 
 
@@ -136,14 +154,45 @@ def warn_not_private(request: ReleaseRequest, stacklevel: int = 3) -> None:
         warnings.warn(text, NotPrivateWarning, stacklevel=stacklevel + 1)
 
 
+KEYS = ("private", "why", "rho", "rho_decimal", "epsilon", "delta", "conversion", "neighbours",
+        "privacy_unit", "max_rows_per_unit", "rows_per_unit_public", "columns", "output",
+        "source", "ledger_id", "seed", "domain_from_data", "mechanism", "engine", "package",
+        "plan")
+"""The keys of a record, in the order :func:`provenance` writes them."""
+_HEADS = ("Differentially private release", "NOT PRIVATE release")
+_BY = " (inftda-duckdb): "
+
+
 def comment(record: Mapping[str, Any]) -> str:
     """The record as one line of text (a table comment): the verdict first, then key=value."""
-    head = ("NOT PRIVATE release" if record.get("private") == "false"
-            else "Differentially private release")
+    head = _HEADS[1] if record.get("private") == "false" else _HEADS[0]
     body = "; ".join(f"{k}={v}" for k, v in record.items() if v != "")
-    return f"{head} (inftda-duckdb): {body}"
+    return f"{head}{_BY}{body}"
 
 
-__all__ = ["FROM_DATA", "MARKER", "PREVIEW_FROM_DATA", "SEEDED", "NotPrivateWarning", "comment",
-           "decimal", "not_private_reason", "not_private_texts", "of_release", "provenance",
+def is_release_comment(text: object) -> bool:
+    """Whether a table's comment says it holds a release (:func:`comment` wrote it)."""
+    return isinstance(text, str) and any(text.startswith(head + _BY) for head in _HEADS)
+
+
+def from_comment(text: object) -> dict[str, str] | None:
+    """The record a :func:`comment` holds (None: not a release's comment). Values are split at
+    ``'; key='`` for the keys of :data:`KEYS` after the one being read, in their order."""
+    if not is_release_comment(text):
+        return None
+    assert isinstance(text, str)
+    body, record, at = text.split(_BY, 1)[1], {}, 0
+    keys = [k for k in KEYS if body.startswith(f"{k}=") or f"; {k}=" in body]
+    for i, key in enumerate(keys):
+        start = at + len(key) + 1 if i == 0 else body.find(f"; {key}=", at) + len(key) + 3
+        ends = [e for k in keys[i + 1:] if (e := body.find(f"; {k}=", start)) >= 0]
+        end = min(ends, default=len(body))
+        record[key] = body[start:end]
+        at = end
+    return record
+
+
+__all__ = ["FROM_DATA", "KEYS", "MARKER", "PREVIEW_FROM_DATA", "SEEDED", "SIDECAR",
+           "NotPrivateWarning", "comment", "decimal", "from_comment", "is_release_comment",
+           "not_private_reason", "not_private_texts", "of_release", "provenance", "published",
            "warn_not_private"]

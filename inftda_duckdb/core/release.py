@@ -32,6 +32,7 @@ from . import kernel, limits
 from .accounting import REPORT_DELTA, BudgetPlan
 from .checks import raise_for_data_checks, raise_for_public_checks
 from .domains import DomainPlan
+from .errorbars import plan_json
 from .errors import InftdaError
 from .planning import budget_plan, level_cells
 from .randomness import RandomSource
@@ -92,9 +93,16 @@ def charged_text(rho: Fraction, source: str) -> str:
     return f"rho {rho} on {source}"
 
 
-def charge_fields(request: ReleaseRequest, rho: Fraction, origin: str) -> dict[str, Any]:
+def public_plan(checked: Checked[Any]) -> str:
+    """The public plan of a checked release (:mod:`.errorbars`): its provenance and its ledger
+    row carry it, for its intervals."""
+    return plan_json(checked.plan, checked.sizes, checked.cells)
+
+
+def charge_fields(request: ReleaseRequest, rho: Fraction, origin: str,
+                  plan: str | None = None) -> dict[str, Any]:
     """What the ledger records of a release: its :class:`~inftda_duckdb.ledger.Charge` but the
-    source."""
+    source (``plan``: its public plan, :func:`public_plan`, recorded beside its row)."""
     return dict(
         columns=request.columns,
         neighbours=request.neighbours,
@@ -106,6 +114,7 @@ def charge_fields(request: ReleaseRequest, rho: Fraction, origin: str) -> dict[s
         data_domain=request.domain_from_data,
         origin=origin,
         delta=float(REPORT_DELTA if request.delta is None else request.delta),
+        plan=plan,
     )
 
 
@@ -121,4 +130,4 @@ def draw(checked: Checked[Any], charged: str) -> tuple[RandomSource, int]:
     return source, root
 
 
-__all__ = ["ORIGINS", "Checked", "charge_fields", "charged_text", "check", "draw"]
+__all__ = ["ORIGINS", "Checked", "charge_fields", "charged_text", "check", "draw", "public_plan"]

@@ -356,10 +356,9 @@ def _weights(weights: object, depth: int, noised_root: bool) -> tuple[Fraction, 
     if isinstance(weights, str) or not isinstance(weights, list | tuple):
         raise bad_argument("level_weights", weights, "must be a list of numbers or 'auto'", fix)
     if len(weights) != need:
-        what = "levels + 1 (the root comes first: it is noised)" if noised_root else "levels"
-        raise bad_argument(
-            "level_weights", list(weights), f"must have one weight per {what}: {need}", fix
-        )
+        what = (f"{need} weights, one per level and the root first (the total is noised)"
+                if noised_root else f"{need} weights, one per level")
+        raise bad_argument("level_weights", list(weights), f"must have {what}", fix)
     return tuple(_positive(w, "level_weights", fix) for w in weights)
 
 

@@ -12,7 +12,10 @@ capability token (:mod:`.statements`), runs it on a helper thread (Ctrl-C stops 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import re
+import sys
+import threading
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -22,7 +25,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ..core import planning
+from ..core import planning, targets
 from ..core.accounting import REPORT_DELTA
 from ..core.errors import (
     BudgetExceededError,
@@ -34,6 +37,7 @@ from ..core.errors import (
     ReleaseInterrupted,
     bad_argument,
     call,
+    duckdb_hint,
     opt,
     shown,
     speaking,
@@ -42,12 +46,14 @@ from ..core.interrupts import interruptible, stopped
 from ..core.provenance import PREVIEW_FROM_DATA, of_release, warn_not_private
 from ..core.release import ORIGINS, charged_text
 from ..core.request import ReleaseRequest, parse_request
+from ..core.topdown import LevelProgress
 from ..ledger.sources import SourceId
 from ..ledger.sources import parse as parse_source
-from . import allocator, capabilities, disclosure
+from . import allocator, capabilities, disclosure, planner
 from .catalog import Where
 from .connections import registered
 from .domain import DomainPlan, plan_domains
+from .progress import TextProgress, in_notebook, watching
 from .registration import load
 from .registry import RELEASES, Progress
 from .sqlgen import UdfNames
@@ -94,7 +100,8 @@ def _is_object_source(source: object) -> bool:
 
 
 @contextlib.contextmanager
-def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str, Where | None]]:
+def _source(con: Any, source: object, source_name: object, shown_as: str | None = None
+            ) -> Iterator[tuple[str, Where | None]]:
     """(the name the SQL reads, what it is charged to: None for the relation itself).
 
     A table or view name is read and charged as itself. An in-memory object (relation,
@@ -103,7 +110,8 @@ def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str
     object has no stable name of its own, and a budget must follow the data from call to call.
     ``source_name`` is a name (``'trips'`` or ``'name:trips'``: budgeted as ``'name:trips'``)
     or ``'file:PATH'`` (the file the object reads: the CLI's ``--input``). The object is never
-    printed or executed here (a relation runs when the release does).
+    printed or executed here (a relation runs when the release does). Messages name it
+    ``shown_as`` (the CLI: the file as given), else ``source_name``.
     """
     if isinstance(source, str):
         if source_name is not None:
@@ -136,9 +144,34 @@ def _source(con: Any, source: object, source_name: object) -> Iterator[tuple[str
                            "database: materialise it as a table there)") from None
     try:
         yield name, charge
+    except Exception as exc:  # messages name the source as the caller wrote it
+        _rename(exc, name, _SHOWN_AS.get() or shown_as or str(source_name))
+        raise
     finally:
         with contextlib.suppress(duckdb.Error):
             con.unregister(name)
+
+
+_SHOWN_AS: contextvars.ContextVar[str | None] = contextvars.ContextVar("inftda_shown_as",
+                                                                     default=None)
+
+
+@contextlib.contextmanager
+def naming(label: str) -> Iterator[None]:
+    """Inside the block, messages about an in-memory source name it ``label`` (the command
+    line: the ``--input`` file as given)."""
+    token = _SHOWN_AS.set(label)
+    try:
+        yield
+    finally:
+        _SHOWN_AS.reset(token)
+
+
+def _rename(exc: BaseException, internal: str, label: str) -> None:
+    """Replace the registered view's ``internal`` name by ``label`` in ``exc``'s message (a
+    message names what the caller wrote, never ``inftda_source_...``)."""
+    if exc.args and isinstance(exc.args[0], str) and internal in exc.args[0]:
+        exc.args = (exc.args[0].replace(internal, label), *exc.args[1:])
 
 
 def prepare(con: Any, source: str, columns: object, options: dict[str, Any]
@@ -177,6 +210,7 @@ def run_release(
     progress: Progress | None = None,
     origin: str = "python",
     statement: Callable[[str], str] | None = None,
+    shown_as: str | None = None,
 ) -> Released:
     """One release, executed as ``statement(release SQL)`` (default: the SQL itself, fetched
     as Arrow; the CLI wraps it in ``CREATE TABLE ... AS``): the Python API and the CLI share it.
@@ -186,16 +220,28 @@ def run_release(
                            "leave it out (the default is 'python')")
     if progress is not None and not callable(progress):
         raise bad_argument("progress", progress, "must be callable",
-                           "pass a function progress(p) taking a LevelProgress")
-    with _source(con, source, source_name) as (name, charge):
+                           "pass a function progress(p) taking a ScanProgress or a "
+                           "LevelProgress")
+    with _source(con, source, source_name, shown_as) as (name, charge):
         with planning_interrupts():
             request, plan, names = prepare(con, name, columns, options)
             plan.check_sizes()
         where = charge or Where.of(plan.source)
         sql, token = rendered(request, plan, names, origin, None, where,
                               allocator.memory_limit(con))
-        RELEASES.open(token, progress)
-        ledger_id = None
+        hook: Callable[[Any], None] | None = (
+            progress if progress is not None else TextProgress() if in_notebook() else None)
+        levels_began = threading.Event()
+        scan = (watching(con, hook, until=levels_began) if hook is not None
+                else contextlib.nullcontext(None))
+
+        def levels(p: LevelProgress) -> None:  # the levels' reports take over from the scan's
+            levels_began.set()
+            if hook is not None:
+                hook(p)
+
+        RELEASES.open(token, levels if hook is not None else None)
+        ledger_id = public = None
         spent = charged_text(request.budget.total, where.label)
 
         def interrupted() -> ReleaseInterrupted:  # DuckDB stopped it, or Ctrl-C here
@@ -215,9 +261,11 @@ def run_release(
 
         try:
             try:  # on a helper thread: Ctrl-C reaches this one at once and stops the release
-                result = interruptible(execute, lambda: stop(con, token=token), interrupted)
+                with scan:  # DuckDB's progress while it reads the data, until the levels
+                    result = interruptible(execute, lambda: stop(con, token=token), interrupted)
             finally:
                 capabilities.forget(token)
+                public = RELEASES.plan_of(token)
                 ledger_id = RELEASES.forget(token)  # and any release it began and never finished
         except BaseException as exc:  # an interrupt, say: tell the caller what was charged
             if ledger_id is not None:
@@ -225,7 +273,7 @@ def run_release(
                     exc.inftda_ledger_id = ledger_id  # type: ignore[attr-defined]
             raise
         record = of_release(request, rho=request.budget.total, source=where.label,
-                            ledger_id=ledger_id, engine="duckdb")
+                            ledger_id=ledger_id, engine="duckdb", plan=public)
     return Released(request, record, result)
 
 
@@ -262,10 +310,13 @@ def release(
     or 'cli'). Returns the synthetic table; its schema metadata is the release's provenance
     (private or not and why, rho exact and decimal, epsilon/delta, neighbours, columns, ledger
     id, package version), and a release that is not private carries the column
-    ``inftda_not_private``. ``progress(p)``, if given, gets a
+    ``inftda_not_private``. ``progress(p)``, if given, gets, from the first second: a
+    :class:`~inftda_duckdb.duckdb.progress.ScanProgress` (percent, seconds) about twice a
+    second while DuckDB reads the data (its own estimate: from a helper thread), then a
     :class:`~inftda_duckdb.core.topdown.LevelProgress` (level, depth, parents, cells_done,
     cells_planned, seconds) once per level when it is done and, on long levels, up to 16 times
-    before (from the DuckDB thread running the release).
+    before (from the DuckDB thread running the release). Left out in a Jupyter notebook, a
+    :class:`~inftda_duckdb.duckdb.progress.TextProgress` prints both as lines on stderr.
     """
     options = dict(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
@@ -317,7 +368,8 @@ def preview(
         rows_per_unit_public=rows_per_unit_public,
     )
     report = planning.report_delta(options)
-    with _source(con, source, None if isinstance(source, str) else "preview") as (name, _):
+    with _source(con, source, None if isinstance(source, str) else "preview",
+                 shown(source)) as (name, _):
         request, plan, names = prepare(con, name, columns, options)
         sql = preview_rendered(request, plan, names, planning.check_beta(beta), report,
                                origin="python")
@@ -329,3 +381,87 @@ def preview(
     if request.domain_from_data:
         warnings.warn(PREVIEW_FROM_DATA, UserWarning, stacklevel=2)
     return table
+
+
+def plan(
+    con: Any,
+    source: object,
+    columns: list[str] | tuple[str, ...],
+    *,
+    max_error: object = None,
+    level: object = None,
+    beta: float = 0.05,
+    delta: object = None,
+    domains: dict[str, Any] | None = None,
+    domain_tables: list[str] | None = None,
+    domain_from_data: bool = False,
+    level_weights: list[object] | str | None = None,
+    auto_target: str | int | None = None,
+    neighbours: str | None = None,
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
+    rows_per_unit_public: bool = False,
+) -> dict[str, Any]:
+    """The smallest rho (exact, to 6 significant digits: within 0.001% of the least) for which
+    the Theorem 1 bound at ``level`` (default: the leaves) is at most ``max_error`` with
+    probability ``1 - beta`` (or one target per level: ``max_error=[x1, None, x3]``), under the
+    best split considered: ``level_weights`` if given, else the uniform split and ``'auto'``.
+
+    Spends nothing and reads what :func:`preview` reads (public sizes; the public-facing mode's
+    rules included). Returns a mapping: ``rho``, ``epsilon`` at ``delta`` (default 1e-6),
+    ``level_weights`` (the split's exact parts, root first when the total is noised),
+    ``split``, ``bounds`` (per level, at that rho), ``max_error``, ``candidates`` (the rho
+    each split considered needs), ``release_options`` (``release(..., **release_options)``
+    spends exactly this plan) and ``rows`` (the table ``inftda_plan`` returns)."""
+    options = dict(
+        max_error=max_error, level=level, beta=beta, delta=delta, domains=domains,
+        domain_tables=domain_tables, domain_from_data=domain_from_data,
+        level_weights=level_weights, auto_target=auto_target, neighbours=neighbours,
+        privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
+        rows_per_unit_public=rows_per_unit_public,
+    )
+    if not isinstance(con, duckdb.DuckDBPyConnection):
+        raise bad_argument("con", con, "must be a duckdb connection", "pass duckdb.connect()")
+    with speaking("python"), \
+            _source(con, source, None if isinstance(source, str) else "plan") as (name, _):
+        request, goals, b, report = planner.request_of(con, name, list(columns), options)
+        domains_plan = plan_domains(request, con, strict=True)
+        if registered(con, "plan") is None:
+            load(con)
+        names = UdfNames.numbered(registered(con, "release") or 0)
+        sql = planner.rendered(request, domains_plan, names, registered(con, "plan") or 0,
+                               goals, b, report, "python")
+        try:
+            table = con.sql(sql).to_arrow_table()
+        except duckdb.Error as exc:
+            _reraise(exc)
+            raise  # pragma: no cover
+    if request.domain_from_data:
+        warnings.warn(PREVIEW_FROM_DATA, UserWarning, stacklevel=2)
+    return targets.as_mapping(table)
+
+
+def _notebook_hint(shell: Any, etype: type, value: BaseException, tb: Any,
+                   tb_offset: int | None = None) -> Any:
+    """IPython's handler of DuckDB errors: the traceback as usual, then what the error means
+    when it is about the package's SQL (a forgotten load(), a misspelled parameter, named
+    from the cell's source)."""
+    shown_tb = shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    cells = shell.user_ns.get("_ih") or [""]
+    hint = duckdb_hint(str(value), str(cells[-1]))
+    if hint:
+        print(f"inftda_duckdb: {hint}", file=sys.stderr)
+    return shown_tb
+
+
+def explain_in_notebooks() -> None:
+    """In a Jupyter kernel, DuckDB's errors about the package's SQL (from ``con.sql`` or
+    jupysql) are followed by what they mean (:func:`~inftda_duckdb.core.errors.duckdb_hint`).
+    Done when the package is imported; other errors are shown as before."""
+    if in_notebook():
+        with contextlib.suppress(Exception):
+            shell = sys.modules["IPython"].get_ipython()
+            shell.set_custom_exc((duckdb.Error,), _notebook_hint)
+
+
+explain_in_notebooks()

@@ -414,20 +414,19 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
 # ------------------------------------------------------------------------------------------ plot
 def plot_errors(
     results: Sequence[pa.Table] | pa.Table,
-    path: str | Path,
+    path: str | Path | None = None,
     *,
     title: str | None = None,
     log: bool = False,
-) -> Path:
-    """Write a PNG: max absolute error per level for each run (dots), their mean, and the bound.
+) -> Any:
+    """The max absolute error per level for each run (dots), their mean, and the bound, as a
+    matplotlib ``Figure`` (a notebook shows it), also written as a PNG to ``path`` if given.
 
     ``results`` are :func:`evaluate` tables, one per run. Needs the optional extra ``plot``.
+    The figure is made without pyplot: the notebook's matplotlib backend is left alone.
     """
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
     except ImportError:
         raise InputError(
             "plotting needs matplotlib, which is not installed. "
@@ -440,7 +439,8 @@ def plot_errors(
             "results", type(results).__name__, "must be evaluate() tables",
             "pass the tables returned by inftda_duckdb.evaluate",
         )  # fmt: skip
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    fig = Figure(figsize=(7, 4.2), dpi=110)
+    ax = fig.subplots()
     levels = runs[0].column("level").to_pylist()
     errs = [r.column("max_abs_error").to_pylist() for r in runs]
     for i, (run, e) in enumerate(zip(runs, errs, strict=True)):
@@ -473,7 +473,6 @@ def plot_errors(
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, format="png")
-    plt.close(fig)
-    return out
+    if path is not None:
+        fig.savefig(Path(path), format="png")
+    return fig

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..core import options, units
 from ..ledger.store import Ledger
-from . import budgets, catalog, disclosure, evaluation, statements, udfs
+from . import budgets, catalog, disclosure, errorbars, evaluation, planner, statements, udfs
 from .connections import create_macro, register_udfs
 from .sqlgen import PREFIXES, UdfNames, fragments
 
@@ -54,6 +54,8 @@ def load(con: Any, ledger: str | Ledger | None = None, mode: str | None = None) 
         create_macro(con, macros[f"{surface}_macro"].substitute(
             generator=generator, parameters=options.macro_parameters(surface),
             fields=options.macro_fields(surface)))
+    errorbars.register(con)  # inftda_intervals, inftda_bounds, inftda_sum
+    planner.register(con, UdfNames.numbered(n))  # inftda_plan
 
 
 def _register(con: Any, n: int) -> None:

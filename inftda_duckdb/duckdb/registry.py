@@ -107,6 +107,7 @@ class ReleaseRegistry:
         self._progress: dict[str, Progress | None] = {}
         self._errors: dict[str, BaseException] = {}
         self._ledger_ids: dict[str, int] = {}
+        self._plans: dict[str, str] = {}  # the public plans of those charges
         # releases inside inftda_begin, not charged yet (owner, token, cancel flag), and the
         # tokens of Python calls interrupted before their begin ran
         self._beginning: dict[int, tuple[int, str | None, threading.Event]] = {}
@@ -115,6 +116,7 @@ class ReleaseRegistry:
         # them (it would return while the UDF still runs); they stop on their own flags
         self._active: collections.Counter[tuple[int, str | None]] = collections.Counter()
         self._levels: dict[int, Release] = {}  # releases inside their levels UDF (taken)
+        self._begun: collections.Counter[int] = collections.Counter()  # by connection id
 
     # ------------------------------------------------------------------ releases, by release id
 
@@ -124,9 +126,16 @@ class ReleaseRegistry:
         rid = uuid.uuid4().hex if rid is None else rid
         with self._lock:
             self._releases[rid] = state
+            self._begun[state.owner] += 1
             while len(self._releases) > self._capacity:
                 self._releases.popitem(last=False)
         return rid
+
+    def begun(self, owner: object) -> int:
+        """How many releases connection ``owner`` has begun in this process (a shell compares
+        it before and after a statement: did the statement run a release?)."""
+        with self._lock:
+            return self._begun[id(owner)]
 
     def take(self, rid: str) -> Release | None:
         """The release ``rid``, removed (a one-call release is used once); None if unknown."""
@@ -283,12 +292,20 @@ class ReleaseRegistry:
         with self._lock:
             return self._errors.pop(token, None) if token is not None else None
 
-    def keep_ledger_id(self, token: str | None, ledger_id: int) -> None:
-        """The ledger row the charge of the Python call ``token`` wrote (if one is open)."""
+    def keep_ledger_id(self, token: str | None, ledger_id: int, plan: str | None = None) -> None:
+        """The ledger row the charge of the Python call ``token`` wrote (if one is open), and
+        the public plan it recorded."""
         if token is not None:
             with self._lock:
                 if token in self._progress:
                     self._ledger_ids[token] = ledger_id
+                    if plan is not None:
+                        self._plans[token] = plan
+
+    def plan_of(self, token: str) -> str | None:
+        """The public plan the charge of the Python call ``token`` recorded (None: none)."""
+        with self._lock:
+            return self._plans.get(token)
 
     def charged(self, token: str) -> bool:
         """Whether the release of the call ``token`` was charged."""
@@ -303,6 +320,7 @@ class ReleaseRegistry:
             self._errors.pop(token, None)
             self._cancelled.discard(token)
             ledger_id = self._ledger_ids.pop(token, None)
+            self._plans.pop(token, None)
             for rid in [r for r, st in self._releases.items() if st.token == token]:
                 del self._releases[rid]
         return ledger_id

@@ -43,7 +43,7 @@ from ..core.identifiers import quote
 from ..core.interrupts import stopped
 from ..core.noise import DiscreteGaussian
 from ..core.provenance import not_private_texts
-from ..core.release import charge_fields, charged_text, check, draw
+from ..core.release import charge_fields, charged_text, check, draw, public_plan
 from ..core.request import ReleaseRequest, from_json
 from ..core.topdown import Cancelled, LevelProgress, check_total, release_below
 from ..core.tree import Nodes, mixed_radix
@@ -148,7 +148,9 @@ def _claim(state: Release) -> None:
     request, plan = checked.request, checked.plan
     try:
         # refusal raises BudgetExceededError: nothing drawn
-        ledger_id = budgets.charge(con, p.where, charge_fields(request, plan.rho, p.origin),
+        public = public_plan(checked)
+        ledger_id = budgets.charge(con, p.where,
+                                   charge_fields(request, plan.rho, p.origin, public),
                                    checked.found)
     except KeyboardInterrupt:  # while the charge was being written
         raise stopped(None, recording=True) from None
@@ -156,7 +158,7 @@ def _claim(state: Release) -> None:
     if checked.hidden is not None:
         with disclosure.hidden(charged):  # charged: one fixed message, whatever failed
             raise checked.hidden
-    RELEASES.keep_ledger_id(state.token, ledger_id)
+    RELEASES.keep_ledger_id(state.token, ledger_id, public)
     source, state.root = draw(checked, charged)
     state.levels = [(source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]),
                      checked.sizes[k], p.nests[k]) for k in range(request.depth)]

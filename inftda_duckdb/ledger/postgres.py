@@ -91,11 +91,7 @@ class Postgres(Dialect):
         (DuckDB's digest CHECK blocks a plain UPDATE; here the rows are append-only)."""
         if table == HEAD:
             return chain.ddl(table, qualified, postgres=True) + ";\n" + _APPEND_ONLY
-        triggers = [f"CREATE TRIGGER inftda_append_only_{what} BEFORE {what} ON {qualified} "
-                    f"FOR EACH {each} EXECUTE FUNCTION inftda_append_only();"
-                    for what, each in (("update", "ROW"), ("delete", "ROW"),
-                                       ("truncate", "STATEMENT"))]
-        return chain.ddl(table, qualified, postgres=True) + ";\n" + "\n".join(triggers)
+        return chain.ddl(table, qualified, postgres=True) + ";\n" + append_only(qualified)
 
     def begin(self, write: bool) -> str:
         # writes: READ COMMITTED behind the head's lock; reads: one snapshot
@@ -142,6 +138,15 @@ class Postgres(Dialect):
         cur.execute(f"INSERT INTO {prefix}{table} ({quoted}) "
                     f"VALUES ({', '.join(['%s'] * len(names))})", list(values))
         return str(values[names.index("hash")])
+
+
+def append_only(qualified: str) -> str:
+    """The triggers refusing UPDATE, DELETE and TRUNCATE on the table ``qualified`` (the
+    function they call is created with the head)."""
+    return "\n".join(f"CREATE TRIGGER inftda_append_only_{what} BEFORE {what} ON {qualified} "
+                     f"FOR EACH {each} EXECUTE FUNCTION inftda_append_only();"
+                     for what, each in (("update", "ROW"), ("delete", "ROW"),
+                                        ("truncate", "STATEMENT")))
 
 
 _DIALECT: list[Postgres] = []

@@ -40,14 +40,14 @@ from ..core.errors import (
     BudgetExceededError,
     InternalError,
     LedgerError,
-    arg,
     bad_argument,
     call,
+    number,
     opt,
 )
 from ..core.exact import to_fraction, to_positive_fraction
 from ..core.identifiers import fold
-from . import admin, chain, report, verify
+from . import admin, chain, plans, report, verify
 from .admin import MOVED_TO
 from .chain import BUDGETS, HEAD, LEDGER, SETTINGS, Key
 from .dialect import DUCKDB, Dialect, attached, host
@@ -81,6 +81,7 @@ class Charge:
     origin: str  # 'sql' | 'python' | 'cli' | an engine's name
     delta: float = DEFAULT_DELTA  # the delta at which the ledger states the epsilon
     conversion: str | None = None  # (epsilon, delta) <-> rho in force; None: accounting's now
+    plan: str | None = None  # its public plan (core.errorbars), kept beside the row: .plans
 
     @property
     def private(self) -> bool:
@@ -89,7 +90,8 @@ class Charge:
 
 
 def _show(x: Fraction) -> str:
-    return f"{x} (~{float(x):.6g})" if x.denominator != 1 else str(x)
+    """A budget amount in a message: for people, decimal first (the ledger keeps it exact)."""
+    return number(x)
 
 
 class Ledger:
@@ -242,6 +244,7 @@ class Ledger:
                     "--upgrade (the old tables are kept as inftda_ledger_v1 and "
                     "inftda_budgets_v1)")
             verify.new_ledger(self, cur)
+            plans.create(self, cur)  # each release's public plan, beside its row
             cur.execute("COMMIT")
         except self.dialect.errors as exc:
             self._rollback(cur)
@@ -295,6 +298,8 @@ class Ledger:
             rid = state.next_id
             after = verify.append(self, cur, state, LEDGER, chain.CHARGE_COLUMNS,
                                   _charge_values(charge, rid))
+            if charge.plan is not None and plans.available(self, cur, state.ledger_id):
+                plans.record(self, cur, rid, after.last, charge.plan)
             after.next_id = rid + 1
             after.spent[key] = after.spent.get(key, Fraction(0)) + charge.rho
             total, np_ = after.releases.get(key, (0, 0))
@@ -305,6 +310,8 @@ class Ledger:
         with _LOCK:  # the cache moves with the ledger, before another thread reads either
             rid, after = self.run(body)
             self._commit(after)
+            if charge.plan is not None:
+                plans.made(self, after.ledger_id)
         return rid, after.ledger_id
 
     def _refuse(self, state: State, charge: Charge) -> None:
@@ -423,6 +430,14 @@ class Ledger:
         return report.budget_table([] if state is None else report.budget_rows(state), d,
                                    self.location)
 
+    def release(self, rid: int) -> dict[str, Any] | None:
+        """Release ``rid``'s row of this (verified) ledger with the public ``plan`` recorded
+        with it (None: none recorded), or None when there is no such release
+        (:func:`.plans.find`)."""
+        return cast(dict[str, Any] | None, self.run(
+            lambda cur: None if cur is None else (verify.verified(self, cur),
+                                                  plans.find(self, cur, rid))[1], write=False))
+
     def rows(self) -> pa.Table:
         """Every charge, oldest first (the chain's columns left out), with a ``ledger`` column."""
         def body(cur: Any) -> pa.Table | None:
@@ -484,6 +499,7 @@ def _validate(c: Charge) -> None:
         and isinstance(c.source, SourceId)
         and c.source.key != ""
         and 0 < c.delta < 1
+        and (c.plan is None or isinstance(c.plan, str))
     )
     if not ok:
         raise InternalError(f"invalid ledger charge {c!r}")
@@ -508,13 +524,15 @@ def _spec(source: SourceId) -> str:
 
 def _refusal(c: Charge, b: Budget, spent: Fraction, remaining: Fraction) -> BudgetExceededError:
     short = c.rho - remaining
-    fix = (f"request at most {arg('rho')} {_show(remaining)}, or raise"
+    most = number(remaining, "down")
+    fix = (f"request at most {opt('rho', int(most) if most.isdigit() else float(most))}, or raise"
            if remaining > 0 else "the budget is exhausted: raise")
-    which = (f"the budget {b.label!r} (covering {', '.join(b.labels)})" if len(b.sources) > 1
-             or b.label != c.source.label else "the budget")
+    which = (f"the budget {b.label!r} (covering {', '.join(b.labels)}; rho {_show(b.cap)})"
+             if len(b.sources) > 1 or b.label != c.source.label
+             else f"the budget of rho {_show(b.cap)}")
     err = BudgetExceededError(
         f"release on {c.source.label} refused: it requests rho {_show(c.rho)} but only "
-        f"{_show(remaining)} of {which} {_show(b.cap)} remains (spent {_show(spent)}); "
+        f"{_show(remaining)} of {which} remains (spent {_show(spent)}); "
         f"difference {_show(short)}. Nothing was charged and no noise was drawn. Fix: {fix} "
         f"the budget with {call('set_budget', _spec(c.source), rho=...)}")
     err.source = c.source.label  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ Install with ``pip install 'inftda-duckdb[spark]'`` (PySpark 4, Java 17)::
 Modules, in the order a release runs them:
 
 - ``domains``   public domains on the driver (lists, domain tables, opt-in data), checked
+- ``gather``    public data to the driver, and joined, within ``spark.driver.maxResultSize``
 - ``sessions``  what a release asks of its session, classic or Spark Connect
 - ``leaves``    the leaf GROUP BY in Spark, coded by the domains; the data checks
 - ``pins``      the pinned leaves a result reads (``pin``), freed by ``unpin``
@@ -21,12 +22,15 @@ Modules, in the order a release runs them:
 - ``driver``    ``release`` and ``preview``: request, checks, ledger charge, result DataFrame
 - ``jobs``      Spark work under a job tag of its own (``run_tagged``): Ctrl-C cancels it and
                 says whether the budget was spent (``Run``); also for writing a result
+- ``errorbars`` ``intervals`` of a released DataFrame and ``plan`` (the rho a target needs)
 
 A seeded Spark release equals the seeded DuckDB release and ``core.topdown.release_tree``.
 """
 
 from .driver import preview, release, unpin
+from .errorbars import intervals, plan
 from .jobs import Run, run_tagged
 from .transit import UnencryptedTransitWarning
 
-__all__ = ["Run", "UnencryptedTransitWarning", "preview", "release", "run_tagged", "unpin"]
+__all__ = ["Run", "UnencryptedTransitWarning", "intervals", "plan", "preview", "release",
+           "run_tagged", "unpin"]

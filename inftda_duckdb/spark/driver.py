@@ -43,7 +43,7 @@ from ..core.provenance import (
     of_release,
     warn_not_private,
 )
-from ..core.release import ORIGINS, charged_text, check, draw
+from ..core.release import ORIGINS, charged_text, check, draw, public_plan
 from ..core.request import ReleaseRequest, parse_request
 from ..core.topdown import check_total, release_below
 from ..core.tree import Levels, Nodes
@@ -164,7 +164,8 @@ def _release(
     checked = check(request, values.plan, public, budget=budget, data=data)
     plan, summary, leaves = checked.plan, read["summary"], read["leaves"]
     run.before_charge()  # cancelled meanwhile: nothing is charged
-    ledger_id = charges.charge(book, sid, request, plan.rho, origin)  # refused: no noise
+    plan_text = public_plan(checked)
+    ledger_id = charges.charge(book, sid, request, plan.rho, origin, plan_text)  # refused: no noise
     run.charged, run.ledger_id = charged_text(plan.rho, sid.label), ledger_id
     secret, root = draw(checked, run.charged)
     allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
@@ -179,7 +180,7 @@ def _release(
                              src.fields)
     warn_not_private(request)
     record = of_release(request, rho=plan.rho, source=sid.label, ledger_id=ledger_id,
-                        engine="spark")
+                        engine="spark", plan=plan_text)
     pinned = [leaves, *([raw] if request.domain_from_data else [])]
     return pins.attach(_provenance(result, request, record), pinned)
 

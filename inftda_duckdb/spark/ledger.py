@@ -147,10 +147,11 @@ def check(ledger: Ledger, source: SourceId, request: ReleaseRequest, rho: Fracti
 
 
 def charge(ledger: Ledger, source: SourceId, request: ReleaseRequest, rho: Fraction,
-           origin: str) -> int:
+           origin: str, plan: str | None = None) -> int:
     """Charge one release (on the driver, before any noise): its ledger row id, or
     ``BudgetExceededError`` / ``LedgerError`` with nothing written. ``origin``: ``'python'`` or
-    ``'cli'``, recorded as ``'spark-python'`` / ``'spark-cli'``."""
+    ``'cli'``, recorded as ``'spark-python'`` / ``'spark-cli'``; ``plan``: its public plan,
+    recorded beside its row."""
     rid, _ = ledger.charge(Charge(source=source,
-                                  **charge_fields(request, rho, f"spark-{origin}")))
+                                  **charge_fields(request, rho, f"spark-{origin}", plan)))
     return rid

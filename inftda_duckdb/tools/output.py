@@ -29,9 +29,9 @@ import duckdb
 import pyarrow as pa
 
 from ..core.identifiers import literal, quote
+from ..core.provenance import SIDECAR
 
 FORMATS = ("table", "csv", "json")
-SIDECAR = ".provenance.json"
 MAX_ROWS = 40  #: rows a box table shows (the shell's default)
 
 

@@ -1,10 +1,11 @@
 """Regenerate the option tables of the reference docs from the option table.
 
-``python -m inftda_duckdb.tools.reference`` rewrites every region ``<!-- options:release -->`` /
-``<!-- options:preview -->`` ... ``<!-- /options -->`` of ``docs/reference/sql.md`` from
-:mod:`inftda_duckdb.core.options` (``--check``: only report whether they are current, exit
-status 1 if not; the tests run it). The command line's table (``options:cli-release``) lists
-flags the option table does not own (sources, destinations) and is tested against the parser.
+``python -m inftda_duckdb.tools.reference`` rewrites every region ``<!-- options:release -->``,
+``<!-- options:preview -->``, ``<!-- options:plan -->`` ... ``<!-- /options -->`` of
+``docs/reference/sql.md`` from :mod:`inftda_duckdb.core.options` (``--check``: only report
+whether they are current, exit status 1 if not; the tests run it). The command line's table
+(``options:cli-release``) lists flags the option table does not own (sources, destinations) and
+is tested against the parser.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from ..core import options
 
-PAGES = {"sql.md": (options.RELEASE, options.PREVIEW)}
+PAGES = {"sql.md": (options.RELEASE, options.PREVIEW, options.PLAN)}
 _REGION = re.compile(r"(<!-- options:(\w+) -->\n)(.*?)(<!-- /options -->)", re.S)
 
 

@@ -9,20 +9,29 @@ it was charged.
 
 from __future__ import annotations
 
-import difflib
 import re
 
 import duckdb
 
-from ..core.errors import BudgetExceededError, InftdaError, InternalError
+from ..core.errors import (
+    BudgetExceededError,
+    InftdaError,
+    InternalError,
+    ReleaseAbortedError,
+    ReleaseInterrupted,
+    duckdb_hint,
+)
 
-EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_REFUSED, EXIT_CHARGED, EXIT_INTERRUPTED = (
+    0, 1, 2, 3, 4, 130)
 EXIT_STATUS = """\
 exit status:
   0    success
   1    internal error (a bug in inftda-duckdb: please report it)
   2    input error (option, argument, file or data): nothing was charged or written
   3    budget refused (the release would overspend): nothing was charged or written
+  4    failed after the release was charged: its budget IS spent (the message gives the
+       ledger id), nothing was written
   130  interrupted (Ctrl-C): the message says whether the release was charged
 """
 
@@ -38,54 +47,44 @@ class Interrupted(Exception):
     """Ctrl-C during a command: the message says what was charged and written."""
 
 
+class ChargedFailure(Exception):
+    """A command failed after its release was charged (exit status 4): the budget is spent,
+    nothing was written; the message says what was charged and why it failed."""
+
+
+def charged_failure(error: BaseException, spent: str | None, ledger_id: object) -> ChargedFailure:
+    """``error``, raised after a release charged ``spent`` (ledger row ``ledger_id``)."""
+    what = spent or "the release"
+    where = f", ledger id {ledger_id}" if ledger_id not in (None, "") else ""
+    cause = clean_message(error)
+    if isinstance(error, ReleaseAbortedError):
+        return ChargedFailure(f"{cause} (its budget is spent{where})")
+    return ChargedFailure(
+        f"{what} was charged{where} (that budget is spent) but nothing was written: {cause}. "
+        "Fix: remove the cause and release again (a new release, charged again)")
+
+
 def charged_text(error: BaseException) -> str:
-    """What an interrupted release left in the ledger (run_release notes the ledger row)."""
+    """What an interrupted release left in the ledger: the ledger row run_release noted, else
+    the release's own account (:class:`ReleaseInterrupted` says whether it was charged)."""
     ledger_id = getattr(error, "inftda_ledger_id", None)
+    if ledger_id is None and isinstance(error, ReleaseInterrupted):
+        return str(error)
     if ledger_id is None:
         return "nothing was charged and nothing was written"
     return (f"the release had been charged (ledger id {ledger_id}: its budget is spent) but "
             "nothing was written")
 
 
-_MACRO_MISMATCH = re.compile(r"Macro (\w+)\(\) does not support the supplied arguments.*?"
-                             r"Candidate macros:\s*\w+\((.*?)\)\s*$", re.S)
-
-
 def clean_message(error: BaseException, sql: str | None = None) -> str:
     """The user-facing text of an error: DuckDB's UDF wrapper prefix and our class name removed;
-    with the statement ``sql``, DuckDB's bare "does not support the supplied arguments" for a
-    package macro names the misspelled parameter and lists the valid ones."""
+    DuckDB's own errors about the package's SQL explained (:func:`duckdb_hint`: a forgotten
+    load(), a misspelled parameter named from the statement ``sql``)."""
     text = str(error).strip()
     stripped = _UDF_WRAPPER.sub("", text, count=1) or text
-    mismatch = _MACRO_MISMATCH.search(stripped)
-    if mismatch and mismatch[1].startswith("inftda_"):
-        return unknown_parameters(mismatch[1], mismatch[2], sql) or stripped
-    return stripped
-
-
-def unknown_parameters(macro: str, signature: str, sql: str | None) -> str | None:
-    """``macro``'s named parameters used in ``sql`` that its ``signature`` lacks, as a message."""
-    valid = [p.split(":=")[0].strip() for p in signature.split(",")]
-    if sql is None:
-        return None
-    used: list[str] = []
-    for call in re.finditer(rf"\b{macro}\s*\(", sql, re.I):
-        depth, i = 1, call.end()
-        while i < len(sql) and depth:
-            depth += {"(": 1, ")": -1}.get(sql[i], 0)
-            i += 1
-        used += re.findall(r"(\w+)\s*:=", sql[call.end():i])
-    wrong = [u for u in dict.fromkeys(used) if u.lower() not in valid]
-    if not wrong:
-        return None
-    hints = []
-    for name in wrong:
-        close = difflib.get_close_matches(name.lower(), valid, n=1)
-        hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
-    return (f"{macro} has no parameter {', '.join(hints)}. Valid parameters: "
-            f"{', '.join(valid)}. Fix: spell the parameter as listed, e.g. "
-            f"{macro}(..., rho := 0.5)")
-
+    if stripped != text:  # our message: one line (DuckDB appends the statement's LINE context)
+        stripped = re.sub(r"\s*\n\s*LINE \d+:.*$", "", stripped, flags=re.S)
+    return duckdb_hint(stripped, sql) or stripped
 
 
 def is_interrupt(error: BaseException) -> bool:
@@ -99,6 +98,8 @@ def exit_status(error: BaseException) -> int:
     """The exit status for ``error`` (see :data:`EXIT_STATUS`)."""
     if is_interrupt(error):
         return EXIT_INTERRUPTED
+    if isinstance(error, ChargedFailure | ReleaseAbortedError):
+        return EXIT_CHARGED
     text = str(error)
     if isinstance(error, InternalError) or "InternalError:" in text:
         return EXIT_INTERNAL
@@ -111,6 +112,8 @@ def exit_status(error: BaseException) -> int:
 
 def error_text(error: BaseException, sql: str | None = None) -> str:
     """The one line printed for ``error`` (without ``Error: ``)."""
+    if isinstance(error, ChargedFailure):
+        return str(error)
     if isinstance(error, Interrupted):
         return f"interrupted (Ctrl-C): {error}"
     if is_interrupt(error):
@@ -121,6 +124,6 @@ def error_text(error: BaseException, sql: str | None = None) -> str:
     return clean_message(error, sql)
 
 
-__all__ = ["EXIT_INPUT", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REFUSED",
-           "EXIT_STATUS", "Interrupted", "charged_text", "clean_message", "error_text",
-           "exit_status", "is_interrupt", "unknown_parameters"]
+__all__ = ["EXIT_CHARGED", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK",
+           "EXIT_REFUSED", "EXIT_STATUS", "ChargedFailure", "Interrupted", "charged_failure",
+           "charged_text", "clean_message", "error_text", "exit_status", "is_interrupt"]

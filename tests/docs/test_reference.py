@@ -22,8 +22,6 @@ from inftda_duckdb import load
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference"
-# being removed (issue 31, item 5: the kernel is numba's JIT in the default install)
-LEAVING = {"build-kernel"}
 
 
 def region(page: str, name: str) -> set[str]:
@@ -49,6 +47,7 @@ def macro_parameters(name: str) -> set[str]:
 def test_the_sql_option_tables_list_every_parameter() -> None:
     assert region("sql.md", "release") == macro_parameters("inftda_release")
     assert region("sql.md", "preview") == macro_parameters("inftda_preview")
+    assert region("sql.md", "plan") == macro_parameters("inftda_plan")
 
 
 def test_the_cli_option_table_lists_every_release_flag() -> None:
@@ -71,13 +70,13 @@ def test_every_sql_function_and_cli_command_has_a_section() -> None:
             "AND function_type IN ('macro', 'table_macro')").fetchall()}
     assert names and all(f"`{n}(" in sql for n in names), names
     cli = (REFERENCE / "cli.md").read_text()
-    commands = set(parser_commands(build_parser())) - LEAVING
+    commands = set(parser_commands(build_parser()))
     assert all(f"`inftda-duckdb {c}" in cli for c in commands), commands
     python = (REFERENCE / "python.md").read_text()
     import inftda_duckdb
 
     public = {n for n in inftda_duckdb.__all__ if n[0].islower() and n != "__version__"}
-    assert all(f"`{n}(" in python for n in public - {"build_kernel"}), public
+    assert all(f"`{n}(" in python for n in public), public
 
 
 def parser_commands(parser: Any) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The ``inftda-duckdb`` command line: release, shell, preview, ledger, budget, evaluate, demo,
-sample, build-kernel.
+"""The ``inftda-duckdb`` command line: release, shell, preview, intervals, plan, ledger, budget,
+evaluate, demo, sample.
 
 Conventions (this package owns them; see :data:`EXIT_STATUS`): a failure prints one ``Error: ...``
 line on stderr, with fixes spelled as command-line options (messages are rendered for the CLI,
@@ -15,8 +15,8 @@ preview options, from the option table), :mod:`.arguments` (what the options mea
 :mod:`.database` (the database, the source, the public-facing mode), :mod:`.progress` (progress
 and warnings on stderr), :mod:`.language` (fixes spelled as options), and one module per command
 family: :mod:`.release` (release, preview; :mod:`.spark` for ``--engine spark``), :mod:`.ledger`
-(ledger, budget), :mod:`.evaluate`, :mod:`.misc` (shell, demo, sample), :mod:`.kernel`
-(build-kernel).
+(ledger, budget), :mod:`.errorbars` (intervals, plan), :mod:`.evaluate`, :mod:`.misc` (shell,
+demo, sample).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from ...core.errors import speaking
 from ..status import error_text, exit_status
 from . import language  # noqa: F401  (registers the command line's renderer of fixes)
+from .errorbars import cmd_intervals, cmd_plan
 from .evaluate import cmd_evaluate
 from .grammar import build_parser
-from .kernel import cmd_build_kernel
 from .ledger import cmd_budget, cmd_ledger
 from .misc import cmd_demo, cmd_sample, cmd_shell
 from .release import cmd_preview, cmd_release
@@ -38,7 +38,7 @@ from .release import cmd_preview, cmd_release
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "release": cmd_release, "shell": cmd_shell, "preview": cmd_preview, "ledger": cmd_ledger,
     "budget": cmd_budget, "evaluate": cmd_evaluate, "demo": cmd_demo, "sample": cmd_sample,
-    "build-kernel": cmd_build_kernel,
+    "intervals": cmd_intervals, "plan": cmd_plan,
 }
 
 

@@ -55,8 +55,9 @@ def name_list(text: str, name: str = "--columns") -> list[str]:
     return names
 
 
-def parse_domain(spec: str) -> tuple[str, list[Any]]:
-    """``col=LO..HI`` (integers LO..HI inclusive) or ``col=a,b,c`` (labels, in code order)."""
+def parse_domain(spec: str) -> tuple[str, range | list[Any]]:
+    """``col=LO..HI`` (integers LO..HI inclusive, kept a ``range``: never expanded, whatever its
+    size) or ``col=a,b,c`` (labels, in code order)."""
     column, sep, values = spec.partition("=")
     fix = "pass e.g. --domain hour=0..23 or --domain origin=EWR,JFK,LGA"
     if not sep or not column.strip() or not values.strip():
@@ -66,7 +67,7 @@ def parse_domain(spec: str) -> tuple[str, list[Any]]:
         low, high = int(match[1]), int(match[2])
         if high < low:
             raise bad_argument("--domain", spec, "must have LO <= HI", fix)
-        return column.strip(), list(range(low, high + 1))
+        return column.strip(), range(low, high + 1)
     labels = [v.strip() for v in values.split(",")]
     if any(not v for v in labels) or len(set(labels)) != len(labels):
         raise bad_argument("--domain", spec, "must list distinct, non-empty values", fix)
@@ -156,17 +157,24 @@ def release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) ->
     return options
 
 
-def output_kind(args: argparse.Namespace) -> str:
+def output_kind(args: argparse.Namespace, folder_ok: bool = False) -> str:
     """The kind of the --output file ('parquet' or 'csv'), once its folder exists and the file
-    does not (unless --overwrite)."""
+    does not (unless --overwrite); ``folder_ok`` for engines that write a folder of parts
+    (Spark)."""
     kind = file_kind(args.output, "--output")
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
         raise bad_argument("--output", args.output, "must be in an existing folder",
                            "create the folder first")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise bad_argument("--output", args.output, "must be in a folder this user can write "
+                           "(checked before the release is charged)",
+                           "choose a writable folder, or fix its permissions")
     if os.path.exists(args.output) and not args.overwrite:
         raise bad_argument("--output", args.output, "already exists",
                            "pass --overwrite, or choose another file")
+    if os.path.isdir(args.output) and not folder_ok:
+        raise bad_argument("--output", args.output, "is a folder", "name a file in it")
     return kind
 
 

@@ -5,7 +5,8 @@ The options of a release and of a preview come from the option table (:mod:`.fla
 from __future__ import annotations
 
 import argparse
-import sys
+import difflib
+import re
 from fractions import Fraction
 from typing import Any, NoReturn
 
@@ -14,7 +15,6 @@ import duckdb
 from ...core import options as table
 from ..output import FORMATS
 from ..status import EXIT_INPUT, EXIT_STATUS
-from . import kernel
 from .arguments import fraction, positive_int
 from .flags import add_table_options
 
@@ -27,6 +27,9 @@ examples:
   inftda-duckdb release --input trips.parquet --columns origin,dest --epsilon 1 --delta 1e-6 \\
       --domain origin=EWR,JFK,LGA --domain-file dest=airports.csv --output trips_dp.parquet
   inftda-duckdb preview --domain-sizes 50,20,24 --rho 0.5
+  inftda-duckdb intervals trips_dp --db trips.duckdb --level 1 --beta 0.05
+  inftda-duckdb plan --db trips.duckdb --table trips --columns origin,dest,hour \
+      --domain hour=0..23 --max-error 50
   inftda-duckdb release --engine spark --master 'local[2]' --input 'data/*.parquet' \
       --columns origin,dest --rho 0.5 --domain-file dest=airports.csv --db budget.duckdb \
       --output trips_dp.parquet
@@ -34,17 +37,24 @@ examples:
   inftda-duckdb budget trips.duckdb --ledger budget.duckdb --set trips \
       --set file:trips.parquet --name "trip riders" --rho 2
   inftda-duckdb ledger --ledger budget.duckdb --verify
-  inftda-duckdb build-kernel
 
 """ + EXIT_STATUS
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with the package's error convention: ``Error: ...`` and exit status 2."""
+    """argparse with the package's error convention: one ``Error: ...`` line, exit status 2
+    (the usage is where --help says it, not in front of the error)."""
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_INPUT, f"Error: {message}\n")
+        said = re.match(r"argument (\S+?)(?:/\S+)?: (\1 .*)$", message, re.S)
+        if said:  # "argument --rho: --rho must be ...": the option is named once
+            message = said[2]
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice:
+            close = difflib.get_close_matches(choice[1], re.findall(r"'([^']*)'", choice[2]), 1)
+            if close:
+                message += f". Did you mean {close[0]}?"
+        self.exit(EXIT_INPUT, f"Error: {message} (see: {self.prog} --help)\n")
 
 
 class Subparser(Parser):
@@ -141,12 +151,21 @@ def build_parser() -> Parser:
     add_public_options(p)
 
     p = sub.add_parser("shell", help="interactive SQL shell with the package loaded",
-                       description="An SQL shell on DATABASE (in memory if omitted) with "
-                       "inftda_release, inftda_preview, inftda_budget, inftda_set_budget and "
-                       "inftda_evaluate loaded. Statements end with ';'. Dot commands: .tables, "
-                       ".schema [T], .budget, .ledger, .read FILE, .mode table|csv|json, .help, "
-                       ".quit. With -c, or from a pipe, it runs the statements and stops at the "
-                       "first error with its exit status.")
+                       description=(
+                       "An SQL shell on DATABASE (in memory if omitted) with inftda_release, "
+                       "inftda_preview, inftda_budget, inftda_set_budget and inftda_evaluate "
+                       "loaded. Statements end with ';'. Dot commands: .tables, .schema [T], "
+                       ".budget, .ledger, .read FILE, .mode table|csv|json, .help, .quit. With "
+                       "-c (each one complete command, as in psql), or from a pipe, it runs the "
+                       "statements and stops at the first error with its exit status. A "
+                       "statement that charges a release says so on stderr. With --public, the "
+                       "shell is for analysts: it runs only SELECTs (and CREATE TABLE name AS "
+                       "SELECT) that call the package's functions or read released or declared "
+                       "public tables (a table a release made: its comment says so; --public-"
+                       "table), checked on DuckDB's syntax tree before they run; it refuses "
+                       "every other statement, views, macros, file readers and catalog "
+                       "functions. It protects the private tables from the analyst's SQL; not "
+                       "the database file itself (whoever can open the file reads everything)."))
     p.add_argument("database", nargs="?", metavar="DATABASE", help="DuckDB database file")
     p.add_argument("-c", "--command", dest="commands", action="append", default=[],
                    metavar="SQL", help="run SQL (statements or a dot command) and exit; "
@@ -244,7 +263,44 @@ def build_parser() -> Parser:
     p.add_argument("--rows", type=positive_int("--rows"), default=200_000,
                    help="trips: number of sample trips (default 200000)")
 
-    kernel.add_parser(sub)
+    p = sub.add_parser("intervals", help="every released count of a level with its proven "
+                       "interval", description="Print every k-prefix of RELEASED (a table in "
+                       "--db, or a .parquet/.csv file the command line wrote) with its released "
+                       "count and [lower, upper]: with probability at least 1 - beta every "
+                       "k-prefix's true count lies in its interval, all at once (Theorem 1, "
+                       "two-sided). A prefix absent from the table was released as 0; its "
+                       "interval is [0, half_width] (--bounds). Reads only the release; charges "
+                       "nothing.")
+    p.add_argument("released", metavar="RELEASED", help="a released table in --db, or a "
+                   "released .parquet/.csv file")
+    p.add_argument("--db", metavar="DATABASE", help="the DuckDB file holding RELEASED")
+    add_ledger_option(p)
+    p.add_argument("--level", metavar="K", help="the prefix level: its number (1 = the first "
+                   "column) or its column's name (required unless --bounds)")
+    p.add_argument("--beta", type=float, default=0.05, metavar="B",
+                   help="the intervals hold together with probability at least 1 - B "
+                   "(default 0.05)")
+    p.add_argument("--joint", metavar="K", help="one event for levels 1..K: intervals of these "
+                   "levels printed with the same --joint and --beta hold together")
+    p.add_argument("--release", type=int, metavar="ID", help="the release's ledger id, for a "
+                   "table without provenance (made by CREATE TABLE ... AS SELECT * FROM "
+                   "inftda_release(...))")
+    p.add_argument("--bounds", action="store_true", help="print each level's bound and "
+                   "integer half-width instead")
+    add_format_option(p)
+
+    p = sub.add_parser("plan", help="the rho a target error needs (spends nothing)",
+                       description="Print the smallest rho (exact) for which the Theorem 1 bound "
+                       "at --level is at most --max-error with probability 1 - beta, under the "
+                       "best split considered (--level-weights if given, else uniform and "
+                       "auto), with each level's budget and bound at that rho. Reads only "
+                       "public sizes, as preview does; draws no noise and charges nothing. "
+                       "Release with --rho and --level-weights as printed.")
+    add_source_options(p, need=True)
+    add_table_options(p, table.PLAN)
+    add_format_option(p)
+    add_public_options(p)
+
     return parser
 
 

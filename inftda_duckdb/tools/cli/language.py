@@ -12,7 +12,8 @@ from ...core import options as table
 from ...core.errors import RENDERERS
 
 _FLAGS = {**{o.name: o.cli for o in table.OPTIONS if o.cli},  # --output-kind, --domain, ...
-          "source": "--table", "released_table": "RELEASED", "true_table": "TRUE",
+          "source": "--table", "released_table": "RELEASED", "released": "RELEASED",
+          "true_table": "TRUE",
           "directory": "--dir"}
 """The flag of an argument where it is not ``--`` and the name with dashes."""
 

@@ -12,24 +12,24 @@ import time
 import warnings
 from collections.abc import Iterator
 
-import duckdb
-
 from ...core.topdown import LevelProgress
+from ...duckdb.progress import ScanProgress, scan_text
 
 
 class Progress:
     """Progress on stderr from the first second: a line per stage with the elapsed time, DuckDB's
-    own progress of the running statement while the data are scanned (:meth:`watch`), then one
-    line per level (a bar redrawn in place on a terminal)."""
+    own progress of the running statement while the data are scanned (the release's
+    :class:`~inftda_duckdb.duckdb.progress.ScanProgress`), then one line per level (a bar
+    redrawn in place on a terminal)."""
 
-    INTERVAL = 0.5  # seconds between looks at DuckDB's progress
-    EVERY = 5.0  # seconds between progress lines when stderr is not a terminal
+    EVERY = 5.0  # seconds between scan lines when stderr is not a terminal (the first at 1 s)
 
     def __init__(self, quiet: bool) -> None:
         self.quiet, self.tty = quiet, sys.stderr.isatty()
         self._bar = False  # a progress bar is drawn on the current terminal line
         self._levels = False  # the level loop reported: the scan is over
         self._lock = threading.Lock()
+        self._last: float | None = None  # when the last scan line was written (not a terminal)
         self.start = time.perf_counter()
 
     def _write(self, text: str, redraw: bool = False) -> None:
@@ -46,10 +46,23 @@ class Progress:
         if not self.quiet:
             self._write(text)
 
-    def report(self, p: LevelProgress) -> None:
-        """The release's progress hook: a level's line once it is done."""
-        if p.cells_done == p.cells_planned:
+    def report(self, p: ScanProgress | LevelProgress) -> None:
+        """The release's progress hook: DuckDB's share of the scan (redrawn on a terminal, else
+        a line every few seconds), then a level's line once it is done."""
+        if isinstance(p, ScanProgress):
+            self.scan(scan_text(p))
+        elif p.cells_done == p.cells_planned:
             self.level(p.level, p.depth, p.parents, p.cells_planned, p.seconds)
+
+    def scan(self, done: str, what: str = "reading the data") -> None:
+        if self.quiet or self._levels:
+            return
+        now = time.perf_counter()
+        if self.tty:
+            self._write(f"{what}: {done}", redraw=True)
+        elif self._last is None or now - self._last >= self.EVERY:
+            self._write(f"{what}: {done}")
+            self._last = now
 
     def level(self, level: int, depth: int, parents: int, cells: int, seconds: float) -> None:
         """A release's per-level report: a bar redrawn in place on a terminal, else a line."""
@@ -64,42 +77,6 @@ class Progress:
         width = 20
         done = width * level // max(depth, 1)
         self._write(f"[{'#' * done}{'-' * (width - done)}] {text}", redraw=True)
-
-    @contextlib.contextmanager
-    def watch(self, con: duckdb.DuckDBPyConnection, what: str) -> Iterator[None]:
-        """While the block runs a statement on ``con``: DuckDB's progress of it (percent of the
-        scan), redrawn on a terminal, else a line every few seconds, until the levels report."""
-        if self.quiet:
-            yield
-            return
-        with contextlib.suppress(duckdb.Error):
-            con.execute("SET enable_progress_bar = true")
-            con.execute("SET enable_progress_bar_print = false")
-        stop = threading.Event()
-
-        def run() -> None:
-            last = time.perf_counter()
-            while not stop.wait(self.INTERVAL):
-                try:
-                    done = con.query_progress()
-                except Exception:  # the statement ended meanwhile
-                    return
-                if self._levels or done is None or done < 0:
-                    continue
-                now = time.perf_counter()
-                if self.tty:
-                    self._write(f"{what}: {done:5.1f}%", redraw=True)
-                elif now - last >= self.EVERY:
-                    self._write(f"{what}: {done:.0f}%")
-                    last = now
-
-        thread = threading.Thread(target=run, name="inftda-progress", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join()
 
 
 @contextlib.contextmanager

@@ -20,11 +20,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ...core.errors import bad_argument
+from ...core.errors import ReleaseAbortedError, bad_argument, number
 from ...core.identifiers import literal, parse_qualified, quote_qualified
 from ...core.provenance import comment
 from ..output import emit, write_release
-from ..status import EXIT_OK, Interrupted, charged_text, is_interrupt
+from ..status import EXIT_OK, Interrupted, charged_failure, charged_text, is_interrupt
 from .arguments import budget_of, name_list, output_kind, release_options
 from .database import (
     charged_as,
@@ -39,6 +39,7 @@ from .progress import Progress, relay_warnings
 
 def cmd_release(args: argparse.Namespace) -> int:
     """Release --columns of the source into --into-table or --output."""
+    from ...duckdb.api import naming
     from ...duckdb.extension import run_release
 
     if args.engine == "spark":
@@ -61,6 +62,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     created = bool(args.db) and not os.path.exists(args.db)
     con = open_database(args.db, must_exist=args.table is not None, ledger=args.ledger)
     progress = Progress(args.quiet)
+    done = None  # the release, once run: its budget is spent
     try:
         public_mode(con, args)
         if args.into_table is not None and not args.overwrite and exists(con, target):
@@ -83,7 +85,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
             def statement(sql: str) -> str:
                 return f"{verb} {target} AS {sql}"
-        with relay_warnings(skip="seed"), progress.watch(con, "reading the data"):
+        with relay_warnings(skip="seed"), naming(label):
             done = run_release(con, source, columns, options, source_name=charged_as(args),
                                progress=progress.report, origin="cli", statement=statement)
         record = done.provenance
@@ -98,18 +100,28 @@ def cmd_release(args: argparse.Namespace) -> int:
             written = write_release(con, done.result, args.output, kind, record)
             where = " and ".join(written) + (" (provenance: Parquet key-value metadata)"
                                              if kind == "parquet" else "")
-        progress.say(f"released {rows} rows{verdict}: rho {record['rho']} "
-                     f"(~{record['rho_decimal']}), ledger id {record['ledger_id']}")
+        progress.say(f"released {rows} rows{verdict}: charged rho "
+                     f"{number(Fraction(record['rho']))} on {record['source']}, ledger id "
+                     f"{record['ledger_id']}")
     except BaseException as error:
         with contextlib.suppress(duckdb.Error):
             con.execute("ROLLBACK")
         con.close()
-        if created:  # a database this failed run created: remove it, nothing is left behind
-            for path in (args.db, args.db + ".wal"):
-                with contextlib.suppress(FileNotFoundError):
+        if created and done is None and getattr(error, "inftda_ledger_id", None) is None:
+            for path in (args.db, args.db + ".wal"):  # a database this failed run created
+                with contextlib.suppress(FileNotFoundError):  # (and holding no charge)
                     os.remove(path)
+        if done is not None:  # charged: the ledger row it wrote says so, whatever failed
+            with contextlib.suppress(AttributeError):
+                error.inftda_ledger_id = done.provenance["ledger_id"]  # type: ignore[attr-defined]
         if is_interrupt(error):
             raise Interrupted(charged_text(error)) from None
+        ledger_id = getattr(error, "inftda_ledger_id", None)
+        if ledger_id is not None or isinstance(error, ReleaseAbortedError):
+            spent = None if done is None else (
+                f"rho {number(Fraction(done.provenance['rho']))} on "
+                f"{done.provenance['source']}")
+            raise charged_failure(error, spent, ledger_id) from None
         raise
     con.close()
     progress.say(f"wrote {where}")
@@ -134,6 +146,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
         return spark_preview(args)
     else:
+        from ...duckdb.api import naming
         from ...duckdb.extension import preview
 
         if not args.columns:
@@ -141,8 +154,8 @@ def cmd_preview(args: argparse.Namespace) -> int:
                                "pass --columns A,B,C, or --domain-sizes N1,N2,...")
         con = open_database(args.db, must_exist=True)
         public_mode(con, args)
-        source, _ = source_of(con, args)
-        with relay_warnings():
+        source, label = source_of(con, args)
+        with relay_warnings(), naming(label):
             table = preview(con, source, name_list(args.columns), **budget, beta=float(args.beta),
                             **release_options(con, args))
     try:

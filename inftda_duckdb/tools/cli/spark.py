@@ -123,7 +123,7 @@ def spark_release(args: argparse.Namespace) -> int:
                            f"pass --ledger budget.duckdb, or set {LEDGER_VARIABLE}")
     budget = budget_of(args)
     columns = name_list(args.columns)
-    kind = output_kind(args) if args.output is not None else ""
+    kind = output_kind(args, folder_ok=True) if args.output is not None else ""
     options = _options(args)
     charged_to = charged_as(args)
     if args.seed is not None:

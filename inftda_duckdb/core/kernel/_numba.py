@@ -1,8 +1,13 @@
-"""The numba functions behind :mod:`~inftda_duckdb.core.kernel` (imported only from there, lazily).
+"""The kernel's functions, in the subset of Python numba compiles (imported only by
+:mod:`~inftda_duckdb.core.kernel`, lazily).
 
-Compiled on first use and cached on disk (``cache=True``); ``nogil=True``: worker threads run
-blocks truly in parallel. All arithmetic is int64 and the same as :mod:`.intopt`'s closed form,
-guarded by the same bound (blocks past it are refused here and solved exactly by the caller).
+:mod:`._cache` compiles those named in :data:`.contract.SIGNATURES` for exactly those
+signatures, ``nogil`` (worker threads run blocks truly in parallel), through numba's on-disk
+cache. That cache is keyed on this file's source and each function's bytecode only, so this
+module imports nothing of the package: every value that lives elsewhere (the noise's search
+marker, the int64 guard) is an argument; the constants below are this file's own. All
+arithmetic is int64 and the same as :mod:`..intopt`'s closed form, guarded by the same bound
+(blocks past it are refused here and solved exactly by the caller).
 """
 
 from __future__ import annotations
@@ -12,28 +17,24 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from .intopt import _SAFE_LIMIT as _LIMIT  # (4 m + 4) (B + 1) below this keeps int64 exact
-from .noise import _SEARCH  # the table's marker of a bucket that needs a search
-
 _DIGIT = 9  # bits per pass of radix_sort: 512 buckets, whose write positions stay in L1
 _SIGN = np.uint64(1 << 63)  # a noise word with this bit set gives a negative sample
 _NARROW = 4  # rows whose values span under _NARROW * m + 64 are solved without a sort
 
 
-@njit(nogil=True, cache=True)
-def lookup(words: Any, table: Any, shift: Any, cdf: Any, ushift: Any, umask: Any,
+def lookup(words: Any, table: Any, shift: Any, cdf: Any, ushift: Any, umask: Any, search: int,
            out: Any) -> int:  # pragma: no cover (compiled)
-    """``out[i] = table[words[i] >> shift]``; where that is the search marker (a bucket holding a
-    threshold), the magnitude ``#{a : cdf[a] < u}`` of ``u = (words[i] >> ushift) & umask``
-    (binary search; ``cdf[-1] >= u``), negative if the word's top bit is set, unless ``u``
-    equals a threshold: that entry keeps the marker, for the exact refinement. Returns the
-    number of markers kept."""
+    """``out[i] = table[words[i] >> shift]``; where that is ``search`` (the marker of a bucket
+    holding a threshold), the magnitude ``#{a : cdf[a] < u}`` of
+    ``u = (words[i] >> ushift) & umask`` (binary search; ``cdf[-1] >= u``), negative if the
+    word's top bit is set, unless ``u`` equals a threshold: that entry keeps the marker, for
+    the exact refinement. Returns the number of markers kept."""
     unsure = 0
     top = cdf.shape[0] - 1
     for i in range(out.shape[0]):
         w = words[i]
         v = table[w >> shift]
-        if v == _SEARCH:
+        if v == search:
             u = (w >> ushift) & umask
             lo, hi = 0, top
             while lo < hi:
@@ -50,7 +51,6 @@ def lookup(words: Any, table: Any, shift: Any, cdf: Any, ushift: Any, umask: Any
     return unsure
 
 
-@njit(nogil=True, cache=True)
 def spread(rows: Any, kids: Any, out: Any) -> int:  # pragma: no cover (compiled)
     """``out[p * w + j] = rows[p] + kids[j]``, ``w = len(kids)``: a block's cell addresses
     (every child of every parent) written into the AES input (any stride); returns 0."""
@@ -62,7 +62,7 @@ def spread(rows: Any, kids: Any, out: Any) -> int:  # pragma: no cover (compiled
     return 0
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(inline="always")
 def _select(a: Any, n: int, k: int) -> int:  # pragma: no cover (compiled)
     """The ``k``-th smallest (0-based) of the unique ``a[:n]`` (reorders ``a[:n]``)."""
     lo, hi = 0, n - 1
@@ -89,12 +89,12 @@ def _select(a: Any, n: int, k: int) -> int:  # pragma: no cover (compiled)
     return a[k]
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(inline="always")
 def _ceil_div(a: int, b: int) -> int:  # pragma: no cover (compiled)
     return -((-a) // b)
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(inline="always")
 def _easy_row(x: Any, base: int, m: int, q: int, t_hat: int, target: int, keys: Any,
               y: Any) -> None:  # pragma: no cover (compiled)
     """Step 5 of intopt's docstring: every child at least ``t^``; the excess ``D = m q - T``
@@ -120,7 +120,7 @@ def _easy_row(x: Any, base: int, m: int, q: int, t_hat: int, target: int, keys: 
         y[i] = v
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(inline="always")
 def _narrow_row(x: Any, base: int, m: int, c: int, total: int, q: int, low: int, high: int,
                 count: Any, flat: Any, vals: Any, kept: int) -> tuple[int, int]:
     """Steps 1-4 without sorting, for a row whose values span a short range: every quantity of
@@ -173,7 +173,7 @@ def _narrow_row(x: Any, base: int, m: int, c: int, total: int, q: int, low: int,
         run += cap_v
     # a child at or below ``skip`` ends at 0 and leaves ``run`` alone: its floor and start
     # are both 0 (x <= t* and x + u <= 0), or it lies below the stop (x < v) at floor 0; only
-    # the few above it (~4% of a noisy sparse row) are visited, found without a branch
+    # the few above it (in a noisy sparse row) are visited, found without a branch
     skip = max(min(stop - 1, t_star), min(t_star, -u))
     n = 0
     for i in range(m):
@@ -195,7 +195,7 @@ def _narrow_row(x: Any, base: int, m: int, c: int, total: int, q: int, low: int,
     return kept, s
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(inline="always")
 def _general_row(x: Any, base: int, m: int, c: int, total: int, q: int, scratch: Any,
                  y: Any) -> None:  # pragma: no cover (compiled)
     """Steps 1-4 (intopt's ``_solve_dense``) on one row, in the order of its sorted unique keys
@@ -231,21 +231,19 @@ def _general_row(x: Any, base: int, m: int, c: int, total: int, q: int, scratch:
         y[i] = lo + min(max(run - excess, 0), cap)
 
 
-@njit(nogil=True, cache=True)
-def solve_block(x: Any, m: int, c: Any, pos: Any, add: Any, flat: Any, vals: Any, sums: Any,
-                scratch: Any) -> int:  # pragma: no cover (compiled)
+def solve_block(x: Any, m: int, c: Any, pos: Any, add: Any, limit: float, flat: Any, vals: Any,
+                sums: Any, scratch: Any) -> int:  # pragma: no cover (compiled)
     """``x[pos] += add``, then IntOpt of every row (``m`` wide) of ``x`` against ``c``: the
     entries > 0 into ``flat`` (positions, ascending) and ``vals``, row sums into ``sums``.
     Returns how many were kept, or -1 (``x`` densified, nothing solved) when the block's values
-    could take int64 sums past 2**62."""
+    could take int64 sums past ``limit`` (:data:`.contract.SAFE_LIMIT`)."""
     for k in range(pos.shape[0]):
         x[pos[k]] += add[k]
-    return _solve_rows(x, m, c, flat, vals, sums, scratch)
+    return _solve_rows(x, m, c, limit, flat, vals, sums, scratch)
 
 
-@njit(nogil=True, cache=True)
-def solve_pairs(x: Any, m: int, c: Any, lo: Any, hi: Any, pairs: Any, bits: int, flat: Any,
-                vals: Any, sums: Any, scratch: Any) -> int:  # pragma: no cover (compiled)
+def solve_pairs(x: Any, m: int, c: Any, lo: Any, hi: Any, pairs: Any, bits: int, limit: float,
+                flat: Any, vals: Any, sums: Any, scratch: Any) -> int:  # pragma: no cover
     """:func:`solve_block` with the true children read straight from the sorted leaves: row
     ``r``'s are ``pairs[lo[r]:hi[r]]``, each ``(key << bits) | count`` with code ``key % m``."""
     mask = (1 << bits) - 1
@@ -256,11 +254,11 @@ def solve_pairs(x: Any, m: int, c: Any, lo: Any, hi: Any, pairs: Any, bits: int,
             for t in range(a, b):
                 v = pairs[t]
                 x[base + (v >> bits)] += v & mask
-    return _solve_rows(x, m, c, flat, vals, sums, scratch)
+    return _solve_rows(x, m, c, limit, flat, vals, sums, scratch)
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _solve_rows(x: Any, m: int, c: Any, flat: Any, vals: Any, sums: Any,
+@njit(inline="always")
+def _solve_rows(x: Any, m: int, c: Any, limit: float, flat: Any, vals: Any, sums: Any,
                 scratch: Any) -> int:  # pragma: no cover (compiled)
     """IntOpt of every (densified) row of ``x`` (see :func:`solve_block`)."""
     n_rows = c.shape[0]
@@ -268,7 +266,7 @@ def _solve_rows(x: Any, m: int, c: Any, flat: Any, vals: Any, sums: Any,
         sums[:] = 0
         return 0
     bound = max(float(x.max()), -float(x.min()), float(c.max()))
-    if (4.0 * m + 4.0) * (bound + 1.0) >= _LIMIT:
+    if (4.0 * m + 4.0) * (bound + 1.0) >= limit:
         return -1
     y = scratch[:m]
     rest = scratch[m:]
@@ -304,7 +302,6 @@ def _solve_rows(x: Any, m: int, c: Any, flat: Any, vals: Any, sums: Any,
     return kept
 
 
-@njit(nogil=True, cache=True)
 def radix_sort(a: Any, tmp: Any, lo: int, hi: int) -> int:  # pragma: no cover (compiled)
     """LSD radix sort of the non-negative ``a`` by bits ``lo..hi - 1`` (stable), in passes of
     at most ``_DIGIT`` bits between ``a`` and ``tmp`` (same size); returns the number of
@@ -331,7 +328,6 @@ def radix_sort(a: Any, tmp: Any, lo: int, hi: int) -> int:  # pragma: no cover (
     return passes
 
 
-@njit(nogil=True, cache=True)
 def up_pairs(pairs: Any, bits: int, m: int, starts: Any, parents: Any,
              sums: Any) -> int:  # pragma: no cover (compiled)
     """One level up sorted pairs ``(key << bits) | count`` (keys ascending): where each
@@ -358,20 +354,4 @@ def up_pairs(pairs: Any, bits: int, m: int, starts: Any, parents: Any,
     return filled
 
 
-def warm() -> None:
-    """Compile (or load from the cache) the kernels for the types the callers pass."""
-    x = np.zeros(2, np.int64)
-    scratch = np.zeros(1040, np.int64)
-    solve_block(x, 1, np.zeros(2, np.int64), x[:0], x[:0], x.copy(), x.copy(), x.copy(), scratch)
-    solve_pairs(x, 1, np.zeros(2, np.int64), x, x, x[:0], 1, x.copy(), x.copy(), x.copy(),
-                scratch)
-    words = np.zeros((2, 2), np.uint64)
-    cdf, one = np.ones(2, np.uint64), np.uint64(1)
-    lookup(words[:, 0], np.zeros(2, np.int64), np.uint64(63), cdf, one, one, x)
-    lookup(words[:, 0].copy(), np.zeros(2, np.int64), np.uint64(63), cdf, one, one, x)
-    spread(words[:1, 0].copy(), words[:, 0].copy(), words[:, 1])  # (2 cells: 1 x 2)
-    radix_sort(x, x.copy(), 0, 1)
-    up_pairs(x, 1, 1, np.zeros(3, np.int32), x.copy(), x.copy())
-
-
-__all__ = ["lookup", "radix_sort", "solve_block", "solve_pairs", "spread", "up_pairs", "warm"]
+__all__ = ["lookup", "radix_sort", "solve_block", "solve_pairs", "spread", "up_pairs"]
