@@ -36,6 +36,7 @@ SCRIPTS: dict[str, list[str]] = {
     "bench_release": ["--quick"],
     "bench_ledger": ["--rows", "200", "--repeat", "5"],
     "bench_accuracy": ["--quick"],
+    "bench_least_squares": ["--quick"],
     "bench_spark": ["--rows", "200000", "--repeat", "1", "--no-deep"],
 }
 

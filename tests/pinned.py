@@ -68,6 +68,16 @@ PINNED = {
 }
 
 
+PINNED_LEAST_SQUARES = {  # the same cases with estimator := 'least_squares'
+    "flat": "c75080725f148502",
+    "nested domain table": "568fff9e2eceecfe",
+    "privacy units": "ff5e76b53696964e",
+    "add_remove, level weights": "ca65852c38946dc2",
+    "auto weights, rows output": "5664d78f7f4f5388",
+}
+ESTIMATORS = {"inftda": PINNED, "least_squares": PINNED_LEAST_SQUARES}
+
+
 def nested_rows_ok(rows: list[tuple[Any, ...]]) -> bool:
     """Every released (origin, carrier) pair is one the domain table allows."""
     allowed = set(zip(geo()["origin"].to_pylist(), geo()["carrier"].to_pylist(), strict=True))

@@ -15,7 +15,7 @@ from inftda_duckdb.core.provenance import MARKER
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed")
 
 
-def duckdb_rows(case: str) -> list[tuple[Any, ...]]:
+def duckdb_rows(case: str, estimator: str = "inftda") -> list[tuple[Any, ...]]:
     con = duckdb.connect()
     inftda_duckdb.load(con)
     con.register("trips_arrow", pinned.trips())
@@ -23,19 +23,20 @@ def duckdb_rows(case: str) -> list[tuple[Any, ...]]:
     con.register("geo_arrow", pinned.geo())
     con.execute("CREATE TABLE geo AS SELECT * FROM geo_arrow")
     table = inftda_duckdb.release(con, "trips", pinned.COLUMNS, seed=pinned.SEED,
-                                  **pinned.CASES[case])
+                                  estimator=estimator, **pinned.CASES[case])
     con.close()
     assert table.column_names[-1] == MARKER  # seeded: marked not private
     return [tuple(r.values()) for r in table.to_pylist()]
 
 
+@pytest.mark.parametrize("estimator", list(pinned.ESTIMATORS))
 @pytest.mark.parametrize("case", list(pinned.CASES))
-def test_seeded_duckdb_release_matches_its_pinned_hash(case: str) -> None:
-    rows = duckdb_rows(case)
+def test_seeded_duckdb_release_matches_its_pinned_hash(case: str, estimator: str) -> None:
+    rows = duckdb_rows(case, estimator)
     assert len(rows) > 20
     if case == "nested domain table":
         assert pinned.nested_rows_ok(rows)
-    assert pinned.digest(rows) == pinned.PINNED[case]
+    assert pinned.digest(rows) == pinned.ESTIMATORS[estimator][case]
 
 
 def test_the_digest_sees_one_count_moved() -> None:

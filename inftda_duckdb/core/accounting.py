@@ -17,7 +17,8 @@
   into cells (level sensitivity ``sqrt(2) m``, as above) and changes the capped total
   ``n' = sum_u min(r_u, m)`` by at most ``m``: the root is noised with
   ``sigma_0**2 = m**2 / (2 rho_0)``, the budget split over ``d + 1`` parts.
-- :func:`error_bound`: Theorem 1, corrected to a two-sided tail (see its docstring).
+- :func:`error_bound`: Theorem 1, corrected to a two-sided tail (see its docstring), for either
+  estimator (:data:`ESTIMATORS`): ``'least_squares'`` adds its rounding term.
 """
 
 from __future__ import annotations
@@ -26,10 +27,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 from .conversion import CKS, CONVERSIONS, epsilon_upper, rho_lower
-from .errors import InputError, InternalError, bad_argument, opt
+from .errors import InternalError, bad_argument, opt
 from .exact import to_fraction, to_positive_fraction
 from .noise import MAX_SIGMA2
 
@@ -37,17 +37,22 @@ __all__ = [
     "ALIASES",
     "CONVERSION",
     "CONVERSIONS",
+    "ESTIMATORS",
+    "ETA",
     "NEIGHBOURS",
     "REPORT_DELTA",
     "BudgetPlan",
     "auto_level",
     "auto_shares",
+    "cells_of",
+    "check_estimator",
     "epsilon_from_rho",
     "error_bound",
     "joint_bounds",
-    "level_table",
+    "noise_terms",
     "plan_budget",
     "rho_from_epsilon_delta",
+    "rounding",
     "total_rho",
 ]
 
@@ -58,6 +63,16 @@ AUTO = "auto"  #: level_weights that minimise Theorem 1's bound at a target (aut
 AUTO_TARGETS = ("leaves", "all")  #: besides a level number 1..d
 AUTO_BETA = 0.05  #: the beta of the bound auto weights minimise (it only enters through logs)
 _AUTO_DIGITS = 6  # significant digits of each auto share but the largest
+INFTDA = "inftda"
+LEAST_SQUARES = "least_squares"
+ESTIMATORS = (INFTDA, LEAST_SQUARES)
+"""What the integer pass fits to each parent: the noisy children (``'inftda'``, the paper's
+Algorithm 1) or the rounded least-squares estimates from every level's full noisy histogram
+(``'least_squares'``, :mod:`~inftda_duckdb.core.leastsquares`)."""
+ETA = 2.0 ** -12
+"""The largest arithmetic error of a least-squares estimate a release may have (certified from
+public numbers before the charge: :mod:`~inftda_duckdb.core.leastsquares.arithmetic`); it enters
+the bound's rounding term."""
 REPORT_DELTA = Fraction(1, 10**6)
 """The delta at which the epsilon of a rho budget is reported (previews, provenance, ledger
 tables) when the caller gives none; it never changes what a release spends."""
@@ -308,7 +323,7 @@ def _weights(level_weights: Sequence[object] | None, parts: int, root: bool) -> 
 # Theorem 1.
 
 
-def _cells(domain_sizes: Sequence[int] | None, nodes: Sequence[int] | None) -> list[int]:
+def cells_of(domain_sizes: Sequence[int] | None, nodes: Sequence[int] | None) -> list[int]:
     """N_l, the number of noised cells at level l = 1..d."""
     fix = "pass positive integers, one per hierarchy column"
     if nodes is not None:
@@ -339,7 +354,8 @@ def _resolve_plan(depth: int, rho: object, plan: BudgetPlan | None) -> BudgetPla
     return plan
 
 
-def _terms(cells: list[int], plan: BudgetPlan, beta: float, k: int, paper: bool) -> list[float]:
+def noise_terms(cells: list[int], plan: BudgetPlan, beta: float, k: int,
+                paper: bool) -> list[float]:
     """Max-|noise| bounds for levels 0 (a noised root) and 1..k, each failing w.p. beta/events."""
     events = k + (plan.root_sigma2 is not None)
     two = 1 if paper else 2  # Pr[|Z| >= t] <= 2 exp(-t^2 / (2 sigma^2)); the paper drops the 2.
@@ -353,7 +369,7 @@ def _terms(cells: list[int], plan: BudgetPlan, beta: float, k: int, paper: bool)
 
 
 def joint_bounds(cells: Sequence[int], plan: BudgetPlan, beta: float, upto: int | None = None,
-                 *, paper: bool = False) -> list[float]:
+                 *, paper: bool = False, estimator: str = INFTDA) -> list[float]:
     """THE bound function (every bound of the package is computed here): ``[B_0, B_1, ...,
     B_K]`` under ONE event of probability at least ``1 - beta``, ``K = upto`` (default: the
     leaves), on which, simultaneously for every ``j <= K``, every j-prefix's released count is
@@ -362,13 +378,14 @@ def joint_bounds(cells: Sequence[int], plan: BudgetPlan, beta: float, upto: int 
     The proof of Theorem 1 (paper, Appendix A, Eq. (4)) gives, deterministically, ``E_j <= E_0
     + 2 sum_{l<=j} M_l`` where ``E_j`` is the largest error at level j and ``M_l`` the largest
     |noise| among level l's noised cells. The event bounds ``|Z_0|`` (a noised root) and each
-    ``M_l``, ``l <= K``, by the terms of :func:`_terms` (``e = K + 1`` events with a noised
+    ``M_l``, ``l <= K``, by the terms of :func:`noise_terms` (``e = K + 1`` events with a noised
     root, else ``K``, each failing w.p. at most ``beta / e``: a union over ``N_l`` cells of the
     two-sided tail ``2 exp(-t**2 / (2 sigma_l**2))``). So ``B_j = t_0 + 2 sum_{l<=j} t_l``, and
     ``joint_bounds(..., upto=k)[k]`` is Theorem 1's bound at level k (:func:`error_bound`); the
     levels ``j < k`` of the same call are wider than their own Theorem 1 bound (their logs count
     ``k`` events) and hold on the same event; ``upto=0``: the root's own bound (one event).
-    ``cells``: ``N_1..N_d``.
+    ``cells``: ``N_1..N_d``. ``estimator='least_squares'`` adds :func:`rounding` to each
+    ``B_j`` (deterministic, so the event is the same).
     """
     cells = list(cells)
     upto = len(cells) if upto is None else upto
@@ -380,7 +397,7 @@ def joint_bounds(cells: Sequence[int], plan: BudgetPlan, beta: float, upto: int 
     out = [parts[0] if root else 0.0]
     for part in parts[root:root + upto]:
         out.append(out[-1] + part)
-    return out
+    return [b + rounding(j, plan, estimator) for j, b in enumerate(out)]
 
 
 def error_bound(
@@ -391,10 +408,12 @@ def error_bound(
     nodes: Sequence[int] | None = None,
     plan: BudgetPlan | None = None,
     paper: bool = False,
+    estimator: str = INFTDA,
 ) -> list[float]:
     """Theorem 1: for each level ``k = 1..d``, w.p. ``>= 1 - beta`` the max error over level k is
     at most ``bound[k-1]`` (each ``k`` separately, not all levels at once: for several levels
-    on one event see :func:`joint_bounds`).
+    on one event see :func:`joint_bounds`), for the release's ``estimator``
+    (:data:`ESTIMATORS`).
 
     Substitute: ``sum_{l<=k} sqrt(8 sigma_l**2 ln(2 k N_l / beta))``, ``N_l = prod_{i<=l} |X_i|``
     (or ``nodes[l-1]``, the cells at level l of a nested hierarchy), ``sigma_l**2`` from ``plan``
@@ -408,11 +427,18 @@ def error_bound(
     bound over ``k + 1`` events, each failing w.p. ``beta / (k + 1)``:
     ``sqrt(2 sigma_0**2 ln(2 (k+1) / beta)) + sum_{l<=k} sqrt(8 sigma_l**2 ln(2 (k+1) N_l / beta))``
     (``paper=True`` drops the 2s inside the logs).
+
+    ``'least_squares'``: the same terms, with ``sigma_l**2`` bounding the variance proxy of each
+    least-squares estimate's error (never more than a cell's own count's), plus the rounding
+    term ``k (1 + 2 eta)`` (each level's rounded estimates are within ``1/2 + eta`` of the
+    exact ones, and Theorem 1's recursion counts a level's input error twice; ``eta`` =
+    :data:`ETA`), and ``1/2 + eta`` more for a noised root (released rounded). The proof is in
+    docs/explanation/least-squares.md.
     """
-    cells = _cells(domain_sizes, nodes)
+    cells = cells_of(domain_sizes, nodes)
     _check_beta(beta)
     resolved = _resolve_plan(len(cells), rho, plan)
-    return [joint_bounds(cells, resolved, beta, k, paper=paper)[k]
+    return [joint_bounds(cells, resolved, beta, k, paper=paper, estimator=estimator)[k]
             for k in range(1, len(cells) + 1)]
 
 
@@ -423,12 +449,31 @@ def _check_beta(beta: object) -> float:
     return float(beta)
 
 
+def check_estimator(estimator: object) -> str:
+    """``estimator`` if it is one of :data:`ESTIMATORS`, else an InputError."""
+    if estimator not in ESTIMATORS:
+        raise bad_argument("estimator", estimator, f"must be one of {', '.join(ESTIMATORS)}",
+                           f"pass {opt('estimator', LEAST_SQUARES)}, or leave it out (the "
+                           f"default is {INFTDA!r}, the paper's)")
+    return str(estimator)
+
+
+def rounding(k: int, plan: BudgetPlan, estimator: str) -> float:
+    """The bound's rounding term at level ``k`` (0: a noised root's own term): none for
+    ``'inftda'``; ``k (1 + 2 eta)``, plus ``1/2 + eta`` for a noised root, for
+    ``'least_squares'``. Deterministic: it adds to every bound of one event alike."""
+    if check_estimator(estimator) == INFTDA:
+        return 0.0
+    root = 0.5 + ETA if plan.root_sigma2 is not None else 0.0
+    return k * (1 + 2 * ETA) + root
+
+
 def _contributions(
     cells: list[int], plan: BudgetPlan, beta: float, k: int, paper: bool
 ) -> list[float]:
     """Each part's share of the bound at level ``k`` (a noised root first; 0 for levels
     below ``k``): the root error enters the recursion once, each level's noise twice."""
-    terms = _terms(cells, plan, beta, k, paper)
+    terms = noise_terms(cells, plan, beta, k, paper)
     root = plan.root_sigma2 is not None
     out = [t if root and i == 0 else 2 * t for i, t in enumerate(terms)]
     return out + [0.0] * (plan.depth - k)
@@ -472,7 +517,7 @@ def auto_shares(
             "nodes", None, "is required with level_weights 'auto' (the public cells per level)",
             "pass the cells of each level (domain sizes' products, or nested node counts)",
         )
-    cells = _cells(None, nodes)
+    cells = cells_of(None, nodes)
     if len(cells) != unit.depth:
         raise bad_argument("nodes", cells, f"must have {unit.depth} entries", "one per level")
     d = unit.depth
@@ -493,79 +538,3 @@ def auto_shares(
     largest = max(range(len(shares)), key=weights.__getitem__)
     shares[largest] = total - sum(shares) + shares[largest]
     return tuple(shares)
-
-
-def level_table(
-    domain_sizes: Sequence[int] | None,
-    plan: BudgetPlan,
-    beta: float = 0.05,
-    delta: float = 1e-6,
-    *,
-    nodes: Sequence[int] | None = None,
-    paper: bool = False,
-) -> list[dict[str, Any]]:
-    """One row per noised level for a preview: ``level``, ``cells`` (N_l), ``rho_k`` (exact),
-    ``epsilon_k`` (that level alone at ``delta``), ``sigma2_k`` (exact), ``sigma_k``, ``noise_k``
-    (max |noise| over the level's cells, exceeded w.p. ``<= beta / e``, ``e = d`` or ``d + 1``
-    events as for the deepest level) and ``bound`` (:func:`error_bound` at that level; for the
-    noised root, level 0, its noise term). With a noised root the first row is the root.
-
-    Beside them: ``split`` (:attr:`BudgetPlan.split_label`), ``uniform_bound`` (the bound under
-    the uniform split), ``auto_rho_k`` and ``auto_bound`` (under ``level_weights='auto'`` for the
-    plan's own target, else the leaves); None where that split is refused (noise too large).
-    """
-    cells = _cells(domain_sizes, nodes)
-    d = len(cells)
-    root = plan.root_sigma2 is not None
-    terms = _terms(cells, plan, beta, d, paper)
-    target = plan.auto_target if plan.split == AUTO else "leaves"
-    uniform = _level_bounds(cells, _replan(plan, None, None, cells), beta, paper)
-    auto = _level_bounds(cells, _replan(plan, AUTO, target, cells), beta, paper)
-    rows = []
-    for i, (rho_k, bound) in enumerate(_level_bounds(cells, plan, beta, paper)):
-        level = i + 1 - root
-        sigma2 = plan.root_sigma2 if level == 0 else plan.level_sigma2[level - 1]
-        assert rho_k is not None and sigma2 is not None
-        rows.append({
-            "level": level,
-            "cells": 1 if level == 0 else cells[level - 1],
-            "rho_k": rho_k,
-            "epsilon_k": epsilon_from_rho(rho_k, delta),
-            "sigma2_k": sigma2,
-            "sigma_k": math.sqrt(sigma2),
-            "noise_k": terms[i],
-            "bound": bound,
-            "split": plan.split_label,
-            "uniform_bound": uniform[i][1],
-            "auto_rho_k": auto[i][0],
-            "auto_bound": auto[i][1],
-        })
-    return rows
-
-
-def _level_bounds(
-    cells: list[int], plan: BudgetPlan | None, beta: float, paper: bool
-) -> list[tuple[Fraction | None, float | None]]:
-    """(rho_k, bound) per noised level (a noised root first: its noise term)."""
-    d = len(cells)
-    if plan is None:
-        return [(None, None)] * (d + 1)
-    bounds: list[float] = error_bound(None, None, beta, nodes=cells, plan=plan, paper=paper)
-    if plan.root_sigma2 is None:
-        return list(zip(plan.level_rho, bounds, strict=True))
-    root_term = joint_bounds(cells, plan, beta, d, paper=paper)[0]
-    return [(plan.root_rho, root_term), *zip(plan.level_rho, bounds, strict=True)]
-
-
-def _replan(
-    plan: BudgetPlan, weights: str | None, target: str | int | None, cells: list[int]
-) -> BudgetPlan | None:
-    """``plan``'s budget, relation and unit bound split another way (None: refused)."""
-    try:
-        return plan_budget(
-            plan.depth, rho=plan.rho, level_weights=weights, neighbours=plan.neighbours,
-            max_rows_per_unit=plan.max_rows_per_unit, auto_target=target, nodes=cells,
-            noised_root=plan.root_sigma2 is not None,
-        )
-    except InputError:
-        return None

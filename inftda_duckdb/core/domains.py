@@ -71,6 +71,10 @@ class DomainPlan:
                 return t, nest.levels[: nest.levels.index(level)]
         return None
 
+    def nested_levels(self, depth: int) -> list[bool]:
+        """Per level (0-based) whether a domain table nests it under earlier levels."""
+        return [self.nested_parent(k) is not None for k in range(depth)]
+
     def check_sizes(self) -> None:
         """Refuse a release (not a preview) with a domain larger than the cell limit, when its
         size is known as planned: before any SQL runs (a level noises every value of its

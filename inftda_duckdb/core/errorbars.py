@@ -29,11 +29,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .accounting import NEIGHBOURS, BudgetPlan, joint_bounds
+from .accounting import ESTIMATORS, INFTDA, NEIGHBOURS, BudgetPlan, joint_bounds
 from .errors import InputError, bad_argument, opt
 
-ESTIMATORS = ("inftda",)
-"""The estimators whose bound :func:`~.accounting.joint_bounds` knows."""
 VERSION = 1  #: the plan's format
 KEY = "plan"  #: its key in a provenance record
 RESERVED = ("count", "lower", "upper")
@@ -54,7 +52,7 @@ class PublicPlan:
     private: bool = True
     ledger_id: int | None = None
     source: str = ""
-    estimator: str = "inftda"
+    estimator: str = INFTDA
 
     @property
     def depth(self) -> int:
@@ -66,7 +64,7 @@ class PublicPlan:
 
     def bounds(self, beta: float, joint: int) -> list[float]:
         """``[B_0, ..., B_joint]`` on one event of probability >= 1 - beta."""
-        return joint_bounds(self.cells, self.budget, beta, joint)
+        return joint_bounds(self.cells, self.budget, beta, joint, estimator=self.estimator)
 
     def bound(self, level: int, beta: float, joint: int | None = None) -> float:
         """The half-width of level ``level``'s intervals: Theorem 1's bound (``joint`` None:
@@ -118,7 +116,7 @@ def interval(count: int, half: int) -> tuple[int, int]:
 
 
 def plan_json(budget: BudgetPlan, sizes: Sequence[int], cells: Sequence[int],
-              estimator: str = "inftda") -> str:
+              estimator: str = INFTDA) -> str:
     """A release's public plan as one canonical JSON text (exact fractions as strings)."""
     return json.dumps({
         "version": VERSION, "estimator": estimator, "rho": str(budget.rho),
@@ -170,7 +168,7 @@ def from_record(record: Mapping[str, Any] | None, where: str) -> PublicPlan:
     except (ValueError, TypeError, KeyError, ZeroDivisionError, AttributeError) as exc:
         raise refused(where, f"has a provenance whose plan cannot be read ({exc}): edited?"
                       ) from None
-    estimator = data.get("estimator", "inftda")
+    estimator = data.get("estimator", INFTDA)
     problems = _problems(record, data, budget, columns, sizes, cells)
     if estimator not in ESTIMATORS:
         problems.append(f"its estimator {estimator!r} is unknown to this version")
@@ -340,6 +338,6 @@ def bounds_rows(plan: PublicPlan, beta: float, joint: int | None) -> list[dict[s
     return rows
 
 
-__all__ = ["ESTIMATORS", "KEY", "RESERVED", "PublicPlan", "bounds_rows", "disagreement",
+__all__ = ["KEY", "RESERVED", "PublicPlan", "bounds_rows", "disagreement",
            "find_it", "from_record", "guarantee", "half_width", "interval", "joint_of",
            "level_of", "metadata", "plan_json", "record_of_ledger_row", "refused"]

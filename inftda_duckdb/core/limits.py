@@ -146,5 +146,32 @@ def check_cells(
     return True
 
 
-__all__ = ["BYTES_PER_CELL", "ENV", "MAX_DOMAIN_VALUES", "ReleaseAbortedError", "check_cells",
-           "check_codes", "check_domain", "level_cells", "max_cells", "physical_memory"]
+def check_every_cell(columns: Sequence[str], sizes: Sequence[int], nodes: Sequence[int]) -> None:
+    """``estimator := 'least_squares'`` noises every public cell of every level (``nodes[k-1]``
+    at level k, all public): refuse, before anything is charged, a level above the limit (or a
+    domain above :data:`MAX_DOMAIN_VALUES` values)."""
+    cap = max_cells()
+    for k, (column, size, cells) in enumerate(zip(columns, sizes, nodes, strict=True), 1):
+        check_codes(column, k, int(size))
+        if int(cells) > cap:
+            raise InputError(
+                f"estimator 'least_squares' noises every public cell of every level: level {k} "
+                f"(column {column!r}) has {int(cells):,}, above the limit of {cap:,} cells per "
+                f"level ({_source_of_limit()}); nothing was charged. {_FIX}, or use estimator "
+                "'inftda' (it noises only the children of released parents)"
+            )
+
+
+__all__ = [
+    "BYTES_PER_CELL",
+    "ENV",
+    "MAX_DOMAIN_VALUES",
+    "ReleaseAbortedError",
+    "check_cells",
+    "check_codes",
+    "check_domain",
+    "check_every_cell",
+    "level_cells",
+    "max_cells",
+    "physical_memory",
+]

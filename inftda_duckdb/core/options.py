@@ -103,6 +103,12 @@ OPTIONS: tuple[Option, ...] = (
            "bound counts once), or a level (its number, 1 = the first column, or the column's "
            "name)", "mechanism", shown_default="'leaves'", cli="--auto-target", metavar="T",
            surfaces=EVERY),
+    Option("estimator", "what each parent's children are fitted from: `'inftda'` (the paper's: "
+           "their noisy counts) or `'least_squares'` (every public cell of every level noised, "
+           "each node estimated by weighted least squares from all levels, then the same "
+           "integer pass: more accurate upper levels for the same budget, more cells noised on "
+           "sparse data)", "mechanism", shown_default="'inftda'",
+           choices=("inftda", "least_squares"), cli="--estimator"),
     Option("output", "`'counts'`: the columns + `count`; `'rows'`: one row per synthetic record",
            "output", default="counts", shown_default="'counts'", choices=("counts", "rows"),
            cli="--output-kind", surfaces=frozenset({RELEASE})),

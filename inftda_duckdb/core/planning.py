@@ -9,6 +9,7 @@ not private) and a release's split is fixed before anything is charged.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -16,9 +17,21 @@ from typing import Any
 import pyarrow as pa
 
 from . import limits
-from .accounting import REPORT_DELTA, BudgetPlan, epsilon_from_rho, level_table, plan_budget
+from .accounting import (
+    AUTO,
+    INFTDA,
+    LEAST_SQUARES,
+    REPORT_DELTA,
+    BudgetPlan,
+    cells_of,
+    epsilon_from_rho,
+    error_bound,
+    joint_bounds,
+    noise_terms,
+    plan_budget,
+)
 from .domains import DomainPlan
-from .errors import bad_argument, opt
+from .errors import InputError, bad_argument, opt
 from .request import ReleaseRequest
 
 PREVIEW_SCHEMA = pa.schema([
@@ -27,9 +40,13 @@ PREVIEW_SCHEMA = pa.schema([
     ("sigma_k", pa.float64()), ("bound", pa.float64()), ("split", pa.string()),
     ("uniform_bound", pa.float64()), ("auto_rho_k", pa.string()), ("auto_bound", pa.float64()),
     ("beta", pa.float64()), ("epsilon", pa.float64()), ("delta", pa.float64()),
-    ("private", pa.bool_()), ("max_cells", pa.int64()),
+    ("private", pa.bool_()), ("max_cells", pa.int64()), ("estimator", pa.string()),
+    ("noised_cells", pa.int64()),
 ])
-"""One row per noised level of a preview (level 0: the noised root), on every engine."""
+"""One row per noised level of a preview (level 0: the noised root), on every engine.
+``noised_cells``: the cells the release will noise at that level, where public (every public
+cell with ``estimator := 'least_squares'``; NULL for InfTDA: the children of the released
+parents, at most ``nodes``)."""
 
 
 def level_cells(domains: DomainPlan, checks: Mapping[str, Any]) -> tuple[list[int], list[int]]:
@@ -109,15 +126,17 @@ def report_delta(options: dict[str, Any]) -> float:
 def preview_rows(request: ReleaseRequest, domains: DomainPlan, checks: Mapping[str, Any],
                  beta: float, delta: float) -> list[dict[str, Any]]:
     """The preview of a release (rows of :data:`PREVIEW_SCHEMA`): per noised level its domain
-    size, cells, rho_k and sigma_k (exact and decimal), the Theorem 1 bound at ``beta`` under
-    the split in force, under the uniform split and under ``level_weights='auto'``, and the
-    total epsilon at ``delta``."""
+    size, cells, rho_k and sigma_k (exact and decimal), the bound at ``beta`` of the release's
+    estimator (:func:`~inftda_duckdb.core.accounting.error_bound`) under the split in force,
+    under the uniform split and under ``level_weights='auto'``, the total epsilon at ``delta``,
+    and the cells the estimator noises."""
     plan = budget_plan(request, domains, checks)
     sizes, cells = level_cells(domains, checks)
     total_eps = epsilon_from_rho(plan.rho, delta)
     cap = limits.max_cells()
     rows = []
-    for row in level_table(None, plan, beta, delta, nodes=cells):
+    every = request.estimator == LEAST_SQUARES
+    for row in level_table(None, plan, beta, delta, nodes=cells, estimator=request.estimator):
         level = int(row["level"])
         rows.append({
             "level": level,
@@ -137,6 +156,8 @@ def preview_rows(request: ReleaseRequest, domains: DomainPlan, checks: Mapping[s
             "delta": delta,
             "private": request.private,
             "max_cells": cap,
+            "estimator": request.estimator,
+            "noised_cells": int(row["cells"]) if every or level == 0 else None,
         })
     return rows
 
@@ -150,5 +171,84 @@ def _maybe(kind: Any, value: Any) -> Any:
     return None if value is None else kind(value)
 
 
-__all__ = ["PREVIEW_SCHEMA", "budget_plan", "check_beta", "level_cells", "preview_rows",
-           "preview_table", "report_delta"]
+def level_table(
+    domain_sizes: Sequence[int] | None,
+    plan: BudgetPlan,
+    beta: float = 0.05,
+    delta: float = 1e-6,
+    *,
+    nodes: Sequence[int] | None = None,
+    paper: bool = False,
+    estimator: str = INFTDA,
+) -> list[dict[str, Any]]:
+    """One row per noised level for a preview: ``level``, ``cells`` (N_l), ``rho_k`` (exact),
+    ``epsilon_k`` (that level alone at ``delta``), ``sigma2_k`` (exact), ``sigma_k``, ``noise_k``
+    (max |noise| over the level's cells, exceeded w.p. ``<= beta / e``, ``e = d`` or ``d + 1``
+    events as for the deepest level) and ``bound`` (:func:`error_bound` at that level; for the
+    noised root, level 0, its noise term). With a noised root the first row is the root.
+
+    Beside them: ``split`` (:attr:`BudgetPlan.split_label`), ``uniform_bound`` (the bound under
+    the uniform split), ``auto_rho_k`` and ``auto_bound`` (under ``level_weights='auto'`` for the
+    plan's own target, else the leaves); None where that split is refused (noise too large).
+    Every bound is ``estimator``'s (:func:`error_bound`).
+    """
+    cells = cells_of(domain_sizes, nodes)
+    d = len(cells)
+    root = plan.root_sigma2 is not None
+    terms = noise_terms(cells, plan, beta, d, paper)
+    target = plan.auto_target if plan.split == AUTO else "leaves"
+    uniform = _level_bounds(cells, _replan(plan, None, None, cells), beta, paper, estimator)
+    auto = _level_bounds(cells, _replan(plan, AUTO, target, cells), beta, paper, estimator)
+    rows = []
+    for i, (rho_k, bound) in enumerate(_level_bounds(cells, plan, beta, paper, estimator)):
+        level = i + 1 - root
+        sigma2 = plan.root_sigma2 if level == 0 else plan.level_sigma2[level - 1]
+        assert rho_k is not None and sigma2 is not None
+        rows.append({
+            "level": level,
+            "cells": 1 if level == 0 else cells[level - 1],
+            "rho_k": rho_k,
+            "epsilon_k": epsilon_from_rho(rho_k, delta),
+            "sigma2_k": sigma2,
+            "sigma_k": math.sqrt(sigma2),
+            "noise_k": terms[i],
+            "bound": bound,
+            "split": plan.split_label,
+            "uniform_bound": uniform[i][1],
+            "auto_rho_k": auto[i][0],
+            "auto_bound": auto[i][1],
+        })
+    return rows
+
+
+def _level_bounds(
+    cells: list[int], plan: BudgetPlan | None, beta: float, paper: bool, estimator: str
+) -> list[tuple[Fraction | None, float | None]]:
+    """(rho_k, bound) per noised level (a noised root first: its noise term)."""
+    d = len(cells)
+    if plan is None:
+        return [(None, None)] * (d + 1)
+    bounds: list[float] = error_bound(None, None, beta, nodes=cells, plan=plan, paper=paper,
+                                      estimator=estimator)
+    if plan.root_sigma2 is None:
+        return list(zip(plan.level_rho, bounds, strict=True))
+    root_term = joint_bounds(cells, plan, beta, d, paper=paper, estimator=estimator)[0]
+    return [(plan.root_rho, root_term), *zip(plan.level_rho, bounds, strict=True)]
+
+
+def _replan(
+    plan: BudgetPlan, weights: str | None, target: str | int | None, cells: list[int]
+) -> BudgetPlan | None:
+    """``plan``'s budget, relation and unit bound split another way (None: refused)."""
+    try:
+        return plan_budget(
+            plan.depth, rho=plan.rho, level_weights=weights, neighbours=plan.neighbours,
+            max_rows_per_unit=plan.max_rows_per_unit, auto_target=target, nodes=cells,
+            noised_root=plan.root_sigma2 is not None,
+        )
+    except InputError:
+        return None
+
+
+__all__ = ["PREVIEW_SCHEMA", "budget_plan", "check_beta", "level_cells", "level_table",
+           "preview_rows", "preview_table", "report_delta"]

@@ -62,6 +62,7 @@ def provenance(
     ledger_id: int | None = None,
     engine: str = "duckdb",
     plan: str | None = None,
+    estimator: str = "inftda",
 ) -> dict[str, str]:
     """The provenance record of one release, every value a string (metadata formats want text).
 
@@ -95,6 +96,7 @@ def provenance(
         "seed": "" if seed is None else str(seed),
         "domain_from_data": str(domain_from_data).lower(),
         "mechanism": "InfTDA",
+        "estimator": estimator,
         "engine": engine,
         "package": f"inftda-duckdb {__version__}",
         "plan": plan or "",
@@ -122,6 +124,7 @@ def of_release(request: ReleaseRequest, *, rho: Fraction, source: str,
         max_rows_per_unit=request.max_rows_per_unit,
         rows_per_unit_public=request.rows_per_unit_public, ledger_id=ledger_id, engine=engine,
         plan=plan,
+        estimator=request.estimator,
     )
 
 
@@ -156,8 +159,8 @@ def warn_not_private(request: ReleaseRequest, stacklevel: int = 3) -> None:
 
 KEYS = ("private", "why", "rho", "rho_decimal", "epsilon", "delta", "conversion", "neighbours",
         "privacy_unit", "max_rows_per_unit", "rows_per_unit_public", "columns", "output",
-        "source", "ledger_id", "seed", "domain_from_data", "mechanism", "engine", "package",
-        "plan")
+        "source", "ledger_id", "seed", "domain_from_data", "mechanism", "estimator", "engine",
+        "package", "plan")
 """The keys of a record, in the order :func:`provenance` writes them."""
 _HEADS = ("Differentially private release", "NOT PRIVATE release")
 _BY = " (inftda-duckdb): "

@@ -13,6 +13,11 @@
 3. :func:`draw`: the level keys (a secure source, or a seeded one for tests, not private), the
    root (Algorithm 1, line 1), and the cell limit decided from the noised root when only it
    can decide (after the charge, and the error says so).
+   With ``estimator := 'least_squares'`` the public checks also refuse a level with more public
+   cells than the limit (every public cell is noised) and a plan whose arithmetic cannot be
+   certified, and :func:`least_squares` gives the engine what it runs in place of the noise
+   (the estimates replace line 5's noisy counts; the root is their rounded estimate when it is
+   noised).
 4. The engine runs the levels (:func:`~inftda_duckdb.core.topdown.release_below`, Algorithm 1,
    lines 2-9) on its leaf counts and materialises the released leaves with
    :func:`~inftda_duckdb.core.provenance.of_release`.
@@ -28,7 +33,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
-from . import kernel, limits
+from . import kernel, leastsquares, limits
 from .accounting import REPORT_DELTA, BudgetPlan
 from .checks import raise_for_data_checks, raise_for_public_checks
 from .domains import DomainPlan
@@ -61,6 +66,7 @@ class Checked(Generic[T]):
     fits: bool
     hidden: InftdaError | None
     found: T
+    arith: leastsquares.Arithmetic | None = None  # estimator 'least_squares': its arithmetic
 
 
 def check(request: ReleaseRequest, domains: DomainPlan, public: Mapping[str, Any], *,
@@ -75,17 +81,22 @@ def check(request: ReleaseRequest, domains: DomainPlan, public: Mapping[str, Any
     domains.check_sizes()
     raise_for_public_checks(request, domains, public)
     sizes, cells = level_cells(domains, public)
+    arith = None
+    if request.estimator == leastsquares.NAME:  # every public cell: decided from public sizes
+        limits.check_every_cell(request.columns, sizes, cells)
+        arith = leastsquares.arithmetic_of(plan, sizes, domains.nested_levels(request.depth))
+        arith.check()
     checks = data()
     n, fits, hidden = 0, True, None
     try:
         n = raise_for_data_checks(request, domains, checks)
-        fits = limits.check_cells(request.columns, sizes, cells,
-                                  None if request.noised_root else n)
+        fits = arith is not None or limits.check_cells(request.columns, sizes, cells,
+                                                       None if request.noised_root else n)
     except InftdaError as exc:
         if not hide:
             raise
         hidden = exc
-    return Checked(request, domains, plan, sizes, cells, n, fits, hidden, found)
+    return Checked(request, domains, plan, sizes, cells, n, fits, hidden, found, arith)
 
 
 def charged_text(rho: Fraction, source: str) -> str:
@@ -96,7 +107,7 @@ def charged_text(rho: Fraction, source: str) -> str:
 def public_plan(checked: Checked[Any]) -> str:
     """The public plan of a checked release (:mod:`.errorbars`): its provenance and its ledger
     row carry it, for its intervals."""
-    return plan_json(checked.plan, checked.sizes, checked.cells)
+    return plan_json(checked.plan, checked.sizes, checked.cells, checked.request.estimator)
 
 
 def charge_fields(request: ReleaseRequest, rho: Fraction, origin: str,
@@ -130,4 +141,16 @@ def draw(checked: Checked[Any], charged: str) -> tuple[RandomSource, int]:
     return source, root
 
 
-__all__ = ["ORIGINS", "Checked", "charge_fields", "charged_text", "check", "draw", "public_plan"]
+def least_squares(checked: Checked[Any], source: RandomSource) -> leastsquares.LeastSquares | None:
+    """After the charge, with ``estimator := 'least_squares'``: what the engine runs in place of
+    the noise (:class:`~inftda_duckdb.core.leastsquares.LeastSquares`: the root's noise is the
+    draw :func:`draw` took for InfTDA's root); None for InfTDA."""
+    if checked.arith is None:
+        return None
+    plan = checked.plan
+    return leastsquares.LeastSquares(checked.arith, checked.n,
+                                     leastsquares.root_noise(plan, source), plan.root_sigma2)
+
+
+__all__ = ["ORIGINS", "Checked", "charge_fields", "charged_text", "check", "draw",
+           "least_squares", "public_plan"]

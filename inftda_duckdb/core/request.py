@@ -17,7 +17,15 @@ from fractions import Fraction
 from typing import Any
 
 from . import options as option_table
-from .accounting import AUTO, AUTO_TARGETS, auto_level, neighbours_name, total_rho
+from .accounting import (
+    AUTO,
+    AUTO_TARGETS,
+    INFTDA,
+    auto_level,
+    check_estimator,
+    neighbours_name,
+    total_rho,
+)
 from .errors import InputError, bad_argument, opt
 from .exact import to_positive_fraction
 from .identifiers import parse_qualified
@@ -81,6 +89,7 @@ class ReleaseRequest:
     unit: PrivacyUnit | None = None
     unknown: str = "error"
     seed: int | None = None
+    estimator: str = INFTDA
 
     @property
     def rho(self) -> Fraction | None:
@@ -147,6 +156,7 @@ class ReleaseRequest:
             "rows_per_unit_public": self.rows_per_unit_public,
             "unknown": self.unknown,
             "seed": self.seed,
+            "estimator": self.estimator,
         }
         return json.dumps(options, sort_keys=True)
 
@@ -248,6 +258,8 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
     if weights is not None:
         weights = _weights(weights, len(cols), noised_root)
     target = _auto_target(options.get("auto_target"), weights, cols)
+    estimator = options.get("estimator")
+    estimator = INFTDA if estimator is None else check_estimator(estimator)
     return ReleaseRequest(
         source=source,  # type: ignore[arg-type]
         source_parts=parts,
@@ -263,6 +275,7 @@ def parse_request(source: object, columns: object, **options: Any) -> ReleaseReq
         unit=None if unit is None else PrivacyUnit(unit, m, public_rows),
         unknown=unknown,
         seed=seed,
+        estimator=estimator,
     )
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, NamedTuple
 
@@ -266,12 +266,16 @@ class Levels:
     """Everything a worker needs to release any subtree of one release: the public domain
     sizes, the nested levels' allowed children, and per level k = 1..d the noise
     N_Z(0, sigma_k^2) and the level's key. Holds secret keys: never log it; ship it to another
-    process only through :meth:`export` over an encrypted channel."""
+    process only through :meth:`export` over an encrypted channel. ``estimates``: with
+    ``estimator := 'least_squares'``, what the integer pass reads in place of the noise (a
+    :class:`~inftda_duckdb.core.leastsquares.Estimates`; never exported: each process computes
+    its own)."""
 
     sizes: tuple[int, ...]
     noise: tuple[DiscreteGaussian, ...]
     sources: tuple[RandomSource, ...]
     allowed: tuple[Allowed | None, ...]
+    estimates: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         d = len(self.sizes)
@@ -304,6 +308,10 @@ class Levels:
     @property
     def depth(self) -> int:
         return len(self.sizes)
+
+    def with_estimates(self, estimates: Any) -> Levels:
+        """These levels, the integer pass reading ``estimates`` instead of drawing noise."""
+        return replace(self, estimates=estimates)
 
     @cached_property
     def addressers(self) -> tuple[Addresser, ...]:

@@ -297,6 +297,7 @@ def release(
     rows_per_unit_public: bool = False,
     unknown: str | None = None,
     seed: int | None = None,
+    estimator: str | None = None,
     source_name: str | None = None,
     progress: Progress | None = None,
     origin: str = "python",
@@ -323,7 +324,7 @@ def release(
         domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
         output=output, neighbours=neighbours, privacy_unit=privacy_unit,
         max_rows_per_unit=max_rows_per_unit, rows_per_unit_public=rows_per_unit_public,
-        unknown=unknown, seed=seed,
+        unknown=unknown, seed=seed, estimator=estimator,
     )
     with speaking("cli" if origin == "cli" else "python"):
         done = run_release(con, source, columns, options, source_name=source_name,
@@ -350,6 +351,7 @@ def preview(
     max_rows_per_unit: int | None = None,
     privacy_unit: str | None = None,
     rows_per_unit_public: bool = False,
+    estimator: str | None = None,
     beta: float = 0.05,
 ) -> pa.Table:
     """Per level: domain size, cells, rho_k, sigma_k, the Theorem 1 bound at ``beta`` and the
@@ -365,7 +367,7 @@ def preview(
         rho=rho, epsilon=epsilon, delta=delta, domains=domains, domain_tables=domain_tables,
         domain_from_data=domain_from_data, level_weights=level_weights, auto_target=auto_target,
         neighbours=neighbours, max_rows_per_unit=max_rows_per_unit, privacy_unit=privacy_unit,
-        rows_per_unit_public=rows_per_unit_public,
+        rows_per_unit_public=rows_per_unit_public, estimator=estimator,
     )
     report = planning.report_delta(options)
     with _source(con, source, None if isinstance(source, str) else "preview",

@@ -52,7 +52,7 @@ def own_pairs(arr: Any) -> np.ndarray:
     """The leaf pairs (``key`` of @leaf_pairs) as a WRITABLE int64 view of the levels call's
     own Arrow input (no copy): DuckDB exports the call's arguments into fresh Arrow buffers
     that it frees after the call and never reads back (its list, and any table or CTE it came
-    from, keep their own memory: tests/test_levels.py checks it on both shapes), so
+    from, keep their own memory: tests/duckdb/test_levels.py checks it on both shapes), so
     the core may sort the leaves in them (``release_below(overwrite=True)``) instead of in a
     new array of their size. pyarrow marks imported buffers read-only, hence the view through
     their address; it keeps the buffer alive."""

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..core.interrupts import GRACE
+from ..core.leastsquares import LeastSquares
 from ..core.release import Checked
 from ..core.topdown import LevelProgress
 from ..core.tree import Levels, Nodes, mixed_radix
@@ -72,6 +73,8 @@ class Release:
     parts: Parts | None = None
     pending: Pending | None = None
     kept: int = 0  #: the rows kept (the checks): more than any leaf's count (@leaf_pairs)
+    lsq: LeastSquares | None = None  #: estimator 'least_squares' (holds the root's noise)
+    cut_e: np.ndarray | None = None  #: ... in parts: where each cut node's subtree continues
 
 
 class Parts:

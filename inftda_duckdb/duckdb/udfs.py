@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..core import memory, planning
+from ..core import leastsquares, memory, planning
 from ..core.checks import load_checks, raise_for_checks
 from ..core.errors import (
     InftdaError,
@@ -43,7 +43,7 @@ from ..core.identifiers import quote
 from ..core.interrupts import stopped
 from ..core.noise import DiscreteGaussian
 from ..core.provenance import not_private_texts
-from ..core.release import charge_fields, charged_text, check, draw, public_plan
+from ..core.release import charge_fields, charged_text, check, draw, least_squares, public_plan
 from ..core.request import ReleaseRequest, from_json
 from ..core.topdown import Cancelled, LevelProgress, check_total, release_below
 from ..core.tree import Nodes, mixed_radix
@@ -160,6 +160,7 @@ def _claim(state: Release) -> None:
             raise checked.hidden
     RELEASES.keep_ledger_id(state.token, ledger_id, public)
     source, state.root = draw(checked, charged)
+    state.lsq = least_squares(checked, source)
     state.levels = [(source.derive(k + 1), DiscreteGaussian(plan.level_sigma2[k]),
                      checked.sizes[k], p.nests[k]) for k in range(request.depth)]
     state.nodes = Nodes.root(state.root)
@@ -269,15 +270,36 @@ def _release_levels(state: Release, rid: Any, part_ids: list[Any], leaves: Any, 
             raise InternalError("the leaves came with different numbers of prefixes and counts")
     with returning_memory(con_ref() if con_ref is not None else None,
                           math.prod(tree.sizes[:upto])):  # public: not the true leaves
-        nodes = release_below(tree, state.nodes, codes, counts, upto=upto, workers=workers,
+        estimated, cut_codes, cut_e = tree, None, None
+        if state.lsq is not None:  # every cell noised, estimated: the integer pass reads them
+            stop = _stop(state)
+            if cut_level:
+                estimated, state.root, cut_codes, cut_e = state.lsq.split(tree, cut_level, stop)
+            else:
+                estimated, state.root = state.lsq.whole(tree, stop)
+            state.nodes = Nodes.root(state.root)
+        nodes = release_below(estimated, state.nodes, codes, counts, upto=upto, workers=workers,
                               progress=state.progress, cancel=state.cancelled.is_set,
                               radix=radix, overwrite=radix is not None)
     check_total(nodes, state.root, upto)
     if not cut_level:
         state.levels = []  # the keys go with the call
         return rows([nodes])
+    if cut_codes is not None and cut_e is not None:  # each released cut node's estimate
+        sizes = tree.sizes[:cut_level]
+        at = np.searchsorted(mixed_radix(cut_codes, sizes, np.int64),
+                             mixed_radix(nodes.codes, sizes, np.int64))
+        state.cut_e = cut_e[at]
     RELEASES.cut(state, nodes, tree, Parts(n_parts, tree, nodes))  # the parts find these
     return rows([], [str(plain(rid)[0].as_py())])
+
+
+def _stop(state: Release) -> Callable[[], None]:
+    """The least-squares pass's hook between blocks: a cancelled release stops there."""
+    def stop() -> None:
+        if state.cancelled.is_set():
+            raise Cancelled("the release was cancelled between two blocks")
+    return stop
 
 
 def release_parts(rids: list[Any], part_ids: list[Any], leaves: Any, workers: int) -> pa.Array:
@@ -303,8 +325,11 @@ def release_parts(rids: list[Any], part_ids: list[Any], leaves: Any, workers: in
         if r.cells_done == r.cells_planned:
             sums[r.level] = [r.parents, r.cells_planned, r.seconds]
 
-    nodes = release_below(tree, Nodes(state.nodes.codes[:, cols], state.nodes.counts[cols]),
-                          keys, counts, workers=workers, progress=tally,
+    below = Nodes(state.nodes.codes[:, cols], state.nodes.counts[cols])
+    if state.lsq is not None and state.cut_e is not None:  # the subtrees' own estimates
+        tree = leastsquares.below(tree, state.lsq.arith, below.codes.shape[0], below.codes,
+                                  state.cut_e[cols], _stop(state))
+    nodes = release_below(tree, below, keys, counts, workers=workers, progress=tally,
                           cancel=state.cancelled.is_set)
     cut = state.nodes.codes.shape[0]
     at = mixed_radix(nodes.codes[:cut], tree.sizes[:cut], np.int64)  # each leaf's cut key

@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..core.errors import bad_argument
+from ..core.leastsquares import Arithmetic
 from ..core.request import ReleaseRequest
 from ..core.tree import Levels, Nodes, mixed_radix
 from . import domains as dom
@@ -63,10 +64,11 @@ class Layout:
 
 
 def layout(spark: SparkSession, sizes: Sequence[int], cut: int, root: int,
-           partitions: int | None) -> Layout:
+           partitions: int | None, *, split: bool = True) -> Layout:
     """The layout of a release whose root was released as ``root`` (public): the leaves are at
     most ``min(root, prod(sizes))``; one partition per :data:`ROWS_PER_PARTITION` of them (at
-    least the default parallelism) unless ``partitions`` is given."""
+    least the default parallelism) unless ``partitions`` is given. ``split=False``: one band
+    (estimator ``'least_squares'``, whose cut nodes carry their estimates ``e``)."""
     bound = max(1, min(int(root), math.prod(int(s) for s in sizes)))
     if partitions is None:
         partitions = max(parallelism(spark), -(-bound // ROWS_PER_PARTITION))
@@ -75,7 +77,8 @@ def layout(spark: SparkSession, sizes: Sequence[int], cut: int, root: int,
         raise bad_argument(SHARE_SETTING, text, "must be a positive integer",
                            f"unset it, or spark.conf.set('{SHARE_SETTING}', '65536')")
     share = int(text) if text is not None else max(TASK_LEAVES, -(-bound // partitions))
-    return Layout(plan_bands(sizes, cut, share), partitions, share)
+    bands = plan_bands(sizes, cut, share) if split else [cut, len(sizes)]
+    return Layout(bands, partitions, share)
 
 
 def descend(
@@ -88,15 +91,22 @@ def descend(
     plan: Layout,
     chunk_cells: int,
     types: Sequence[T.StructField],
+    *,
+    arith: Arithmetic | None = None,
+    cut_e: np.ndarray | None = None,
 ) -> DataFrame:
-    """The released leaves (lazy): the bands of ``plan`` from the released cut nodes down."""
+    """The released leaves (lazy): the bands of ``plan`` from the released cut nodes down;
+    with ``estimator := 'least_squares'`` (``arith``; one band) each cut node carries its ``e``
+    (``cut_e``)."""
     sizes, bands = values.sizes, plan.bands
     kept = leaves.where(lv.is_kept(values))
+    columns = {"s": pa.array(mixed_radix(cut_nodes.codes, sizes[:bands[0]], np.int64)),
+               "n": pa.array(cut_nodes.counts, pa.int64())}
+    if cut_e is not None:
+        columns["e"] = pa.array(cut_e, pa.int64())
     top = spark.createDataFrame(
-        pa.table({"s": pa.array(mixed_radix(cut_nodes.codes, sizes[:bands[0]], np.int64)),
-                  "n": pa.array(cut_nodes.counts)}),
-        schema=T.StructType([T.StructField("s", T.LongType()),
-                             T.StructField("n", T.LongType())]))
+        pa.table(columns),
+        schema=T.StructType([T.StructField(c, T.LongType()) for c in columns]))
     for b, e in itertools.pairwise(bands[:-1]):  # the bands above the last
         truth = kept.groupBy(F.expr(lv.subtree(values, e)).alias("key")).agg(
             F.sum("n").alias("n"))
@@ -109,10 +119,12 @@ def descend(
     cut = bands[-2]
     keyed = lv.keyed(values)
     address = ["key"] if keyed else [f"k{j}" for j in range(1, request.depth + 1)]
-    rows = kept.selectExpr(f"{lv.subtree(values, cut)} AS s", "false AS node", *address, "n")
+    extra = [] if cut_e is None else ["CAST(NULL AS BIGINT) AS e"]
+    rows = kept.selectExpr(f"{lv.subtree(values, cut)} AS s", "false AS node", *address, "n",
+                           *extra)
     job = SubtreeJob(cut=cut, levels=export_below(levels, cut), values=values.values,
                      names=request.columns, rows=request.output == "rows", keyed=keyed,
-                     chunk_cells=chunk_cells)
+                     chunk_cells=chunk_cells, arith=arith)
     partitions = plan.partitions if len(bands) > 2 else max(1, min(plan.partitions,
                                                                    cut_nodes.counts.shape[0]))
     shuffled = _shuffled(rows, top, address, T.LongType() if keyed else T.IntegerType(),
@@ -129,5 +141,6 @@ def _shuffled(rows: DataFrame, top: DataFrame, address: list[str], kind: T.DataT
     """The true rows and the released roots ``(s, n)`` of a band, in ONE shuffle by subtree
     ``s``, sorted by it within each partition (what :class:`.subtrees.SubtreeJob` reads)."""
     nodes = top.selectExpr("s", "true AS node",
-                           *[f"CAST(NULL AS {kind.simpleString()}) AS {a}" for a in address], "n")
+                           *[f"CAST(NULL AS {kind.simpleString()}) AS {a}" for a in address], "n",
+                           *(["e"] if "e" in top.columns else []))
     return rows.unionByName(nodes).repartition(partitions, "s").sortWithinPartitions("s")

@@ -32,7 +32,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..core import leastsquares
 from ..core.errors import InternalError
+from ..core.leastsquares import Arithmetic
 from ..core.topdown import release_below
 from ..core.tree import MAX_KEY_SPAN, Levels, Nodes, mixed_radix
 
@@ -128,6 +130,7 @@ class SubtreeJob:
     keyed: bool
     chunk_cells: int = CHUNK_CELLS
     upto: int | None = None  # a band: release down to this level, output its nodes
+    arith: Arithmetic | None = None  # estimator 'least_squares': nodes carry their ``e``
 
     def __repr__(self) -> str:  # never print the keys
         return f"SubtreeJob(cut={self.cut}, names={self.names})"
@@ -149,7 +152,7 @@ class SubtreeJob:
 
     def _run(self, batches: Iterator[pa.RecordBatch], levels: Levels
              ) -> Iterator[pa.RecordBatch]:
-        bound = _cells_bound(levels.sizes[self.cut:self.upto])
+        bound = _cells_bound(levels.sizes[self.cut:self.upto], every=self.arith is not None)
         buffer: list[pa.RecordBatch] = []
         cells = 0
         for batch in batches:
@@ -184,6 +187,9 @@ class SubtreeJob:
         else:
             truth = np.stack([integers(table.column(f"k{j}"), leaf)
                               for j in range(1, levels.depth + 1)])
+        if self.arith is not None:  # the integer pass reads the subtrees' own estimates
+            levels = leastsquares.below(levels, self.arith, self.cut, nodes.codes,
+                                        integers(table.column("e"), node))
         out = release_below(levels, nodes, truth, n[leaf], upto=self.upto)
         if int(out.counts.sum()) != int(nodes.counts.sum()):
             raise InternalError("a subtree's leaves do not add up to its cut node")
@@ -221,6 +227,34 @@ class SubtreeJob:
             yield pa.RecordBatch.from_arrays(columns, names=names)
 
 
+@dataclass(frozen=True)
+class MessageJob:
+    """Estimator 'least_squares', the executors' first part (a ``mapInArrow`` function): for
+    public cells ``s`` of the cut level (mixed-radix keys), the sums below each of them
+    (:func:`~inftda_duckdb.core.leastsquares.messages`: noise only, no data), a run of about
+    ``chunk_cells`` cells at a time. Output rows ``(s, t, vs)``."""
+
+    cut: int
+    levels: dict[str, Any]  # Levels.export(): holds the level keys below the cut (secret)
+    arith: Arithmetic
+    chunk_cells: int = CHUNK_CELLS
+
+    def __repr__(self) -> str:  # never print the keys
+        return f"MessageJob(cut={self.cut})"
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        levels = Levels.from_export(self.levels)  # built here, after the worker's fork
+        per = max(1, self.chunk_cells // max(1, math.prod(levels.sizes[self.cut:])))
+        for batch in batches:
+            keys = integers(batch.column("s"))
+            for a in range(0, keys.shape[0], per):
+                s = keys[a:a + per]
+                t, vs = leastsquares.messages(levels, self.arith, self.cut,
+                                              decode(s, levels.sizes[: self.cut]))
+                yield pa.RecordBatch.from_arrays([pa.array(s, pa.int64()), pa.array(t),
+                                                  pa.array(vs)], names=["s", "t", "vs"])
+
+
 def integers(column: pa.Array | pa.ChunkedArray, rows: np.ndarray | None = None) -> np.ndarray:
     """The values of an integer Arrow column at ``rows`` (a mask; default all), exactly, in the
     column's own integer type: never through float (``to_numpy`` turns an integer column with
@@ -247,13 +281,16 @@ def _flags(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(column.to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _cells_bound(sizes: Sequence[int]) -> Any:
+def _cells_bound(sizes: Sequence[int], every: bool = False) -> Any:
     """``bound(counts)``: at most how many cells are noised below cut nodes released with these
-    counts: level k has at most min(count, cells of level k-1) parents, each with s_k children."""
+    counts: level k has at most min(count, cells of level k-1) parents, each with s_k children
+    (``every``: estimator 'least_squares', every cell of the subtree)."""
     parents = np.cumprod([1, *sizes[:-1]], dtype=float)
     width = np.asarray(sizes, dtype=float)
 
     def bound(counts: np.ndarray) -> int:
+        if every:
+            return int(counts.shape[0] * (parents * width).sum())
         c = counts.astype(float)[:, None]
         return int((np.minimum(c, parents) * width).sum())
 

@@ -122,7 +122,8 @@ def reference(tree: Tree, codes: np.ndarray, seed: int, options: dict[str, Any])
         first = sorted({tree.values[0][a] for a in tree.nest[0]})
         assert first == sorted(tree.values[0])
         sizes[1], values = len(listed), [values[0], listed, *values[2:]]
-    out, n = release_tree(leaves, counts, sizes, plan, RandomSource.from_seed(seed), allowed)
+    out, n = release_tree(leaves, counts, sizes, plan, RandomSource.from_seed(seed), allowed,
+                          estimator=options.get("estimator", "inftda"))
     rows = [(*(values[k][c] for k, c in enumerate(row)), int(x))
             for row, x in zip(out.tolist(), n.tolist(), strict=True)]
     if options.get("output") == "rows":
@@ -154,12 +155,25 @@ CASES = {
     "bands, privacy units, tiny chunks": (24, 4, {"privacy_unit": "person"},
                                           {SHARE_SETTING: "5", CHUNK_SETTING: "8"}),
 }
+LSQ = {"estimator": "least_squares"}
+CASES.update({  # estimator 'least_squares': every cell noised on both sides of the cut
+    "least squares, flat, deep, many partitions": (12, 4, {"partitions": 5, **LSQ}, {}),
+    "least squares, nested domain table": (13, 3, LSQ, {}),
+    "least squares, privacy units": (14, 3, {"privacy_unit": "person", "max_rows_per_unit": 2,
+                                            **LSQ}, {}),
+    "least squares, add_remove, level weights": (15, 3, {"neighbours": "add_remove",
+                                                        "level_weights": [1, 2, 3, 4], **LSQ},
+                                                 {}),
+    "least squares, tiny batches and chunks": (17, 4, {"partitions": 7, **LSQ},
+                                               {"spark.sql.execution.arrow.maxRecordsPerBatch":
+                                                "3", CHUNK_SETTING: "16"}),
+})
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_seeded_release_is_identical_on_spark_duckdb_and_numpy(spark: Any, case: str) -> None:
     seed, depth, options, conf = CASES[case]
-    nested = case.startswith("nested domain table")
+    nested = "nested domain table" in case
     tree = random_tree(seed, depth, nested)
     options = {"rho": 0.7, **options}
     con = duckdb.connect()

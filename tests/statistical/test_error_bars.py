@@ -3,7 +3,7 @@ miss the truth in at most beta of the releases, are not vacuous, and a planned r
 target; a few releases through DuckDB check that SQL and Python give these very intervals.
 
 Most releases run through ``core.topdown.release_tree`` (a seeded DuckDB release equals it,
-tests/test_release.py); ``intervals`` is ``[max(0, c - h), c + h]`` with ``h =
+tests/duckdb/test_release.py); ``intervals`` is ``[max(0, c - h), c + h]`` with ``h =
 half_width(bound)``, computed here from the same core functions the engines call.
 """
 

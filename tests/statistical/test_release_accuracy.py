@@ -1,7 +1,7 @@
 """Accuracy of whole releases on synthetic data with known truth (paper, Theorem 1).
 
 Most runs use the pure-numpy ``release_tree``, which a seeded DuckDB release equals exactly
-(tests/test_release.py); a few go through DuckDB where the round trip is the point.
+(tests/duckdb/test_release.py); a few go through DuckDB where the round trip is the point.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from .. import leastsquares
 from ..accounting import BudgetPlan
 from ..errors import InternalError, bad_argument
 from ..noise import DiscreteGaussian
@@ -141,19 +142,29 @@ def release_tree(
     allowed: dict[int, Allowed] | None = None,
     *,
     workers: int = 1,
+    estimator: str = "inftda",
 ) -> tuple[IntArray, IntArray]:
     """The whole of Algorithm 1 in memory: returns the released leaves (codes (M, d), counts).
 
     ``leaf_codes`` (N, d) are the codes of the non-zero leaves (any order, no repeats) and
     ``leaf_counts`` their true counts; ``allowed[k]`` lists the public children of a nested
     level k (0-based). The result lists the released leaves in code order and equals the
-    DuckDB (and Spark) release with the same source.
+    DuckDB (and Spark) release with the same source. ``estimator``: ``'inftda'`` (the paper's)
+    or ``'least_squares'`` (the integer pass on least-squares estimates:
+    :mod:`~inftda_duckdb.core.leastsquares`).
     """
     d = len(domain_sizes)
     codes = np.asarray(leaf_codes, dtype=np.int64).reshape(-1, d)
     counts = np.asarray(leaf_counts, dtype=np.int64)
-    root = release_root(int(counts.sum()), plan, source)
     levels = Levels.build(domain_sizes, plan, source, allowed)
+    if estimator == leastsquares.NAME:
+        nested = [a is not None for a in levels.allowed]
+        arith = leastsquares.arithmetic_of(plan, domain_sizes, nested)
+        arith.check()
+        levels, root = leastsquares.whole(levels, arith, int(counts.sum()),
+                                          leastsquares.root_noise(plan, source), plan.root_sigma2)
+    else:
+        root = release_root(int(counts.sum()), plan, source)
     nodes = release_below(levels, Nodes.root(root), codes.T, counts, workers=workers)
     check_total(nodes, root, d)
     return nodes.codes.T.astype(np.int64), nodes.counts

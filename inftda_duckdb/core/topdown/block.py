@@ -6,6 +6,9 @@ adds the parents' true children, runs IntOpt against each parent's released coun
 :mod:`~inftda_duckdb.core.intopt_blocks`, or the compiled :mod:`~inftda_duckdb.core.kernel`
 when it is wanted, the same integers) and keeps the children > 0 (lines 7-9). A block's result
 depends only on its parents and the truth below them: blocks run on any thread, in any order.
+With ``estimator := 'least_squares'`` (``levels.estimates``, from
+:mod:`~inftda_duckdb.core.leastsquares`) a cell's rounded least-squares estimate minus its true
+count stands where its noise would.
 """
 
 from __future__ import annotations
@@ -89,7 +92,8 @@ def _mixed_block(levels: Levels, k: int, parent_codes: np.ndarray, c: IntArray, 
     pos = starts[true_rows] + table.positions(first_child, true_rows, true_codes)
     noise, source = levels.noise[k - 1], levels.sources[k - 1]
     addresser = levels.addressers[k - 1]
-    if addresser.narrow:  # line 5: each run's addresses, straight into this thread's AES input
+    if addresser.narrow and levels.estimates is None:  # line 5: each run's addresses, straight
+        # into this thread's AES input
         out = address_buffer(n)
         for a, e in itertools.pairwise(edges):
             w, o = int(widths[a]), int(starts[a])
@@ -141,6 +145,8 @@ def _noised(levels: Levels, k: int, parent_codes: np.ndarray, rows: IntArray | N
             kids: np.ndarray, n: int) -> np.ndarray:
     """Line 5: the noise of a block's ``n`` cells (the children ``kids`` of the parents, each
     cell's parent row ``rows``, or None for a (parents, width) matrix), addressed by the tree."""
+    if levels.estimates is not None:  # estimator 'least_squares': round(x) - q, not noise
+        return levels.estimates.cells(k, parent_codes, rows, kids, _scratch(n))
     noise, source, addresser = levels.noise[k - 1], levels.sources[k - 1], levels.addressers[k - 1]
     if addresser.narrow:  # addresses written straight into this thread's AES input
         addresser.cells(parent_codes, rows, kids, out=address_buffer(n))

@@ -154,6 +154,8 @@ def release_options(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) ->
         options["max_rows_per_unit"] = args.max_rows_per_unit
     if args.rows_per_unit_public:
         options["rows_per_unit_public"] = True
+    if getattr(args, "estimator", None) is not None:  # not a plan's option
+        options["estimator"] = args.estimator
     return options
 
 

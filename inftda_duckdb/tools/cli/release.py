@@ -167,7 +167,8 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
     """Per-level plan and bound from domain sizes alone (no data needed)."""
-    from ...core.accounting import level_table, plan_budget
+    from ...core.accounting import plan_budget
+    from ...core.planning import level_table
 
     sizes = []
     for text in name_list(args.domain_sizes, "--domain-sizes"):
@@ -183,7 +184,8 @@ def preview_sizes(args: argparse.Namespace, budget: dict[str, Any]) -> pa.Table:
                        auto_target=target.lower() if isinstance(target, str) else target,
                        nodes=[math.prod(sizes[:k]) for k in range(1, len(sizes) + 1)])
     delta = float(budget.get("delta") or Fraction(1, 10**6))
-    rows = level_table(sizes, plan, float(args.beta), delta)
+    rows = level_table(sizes, plan, float(args.beta), delta,
+                       estimator=options.get("estimator") or "inftda")
     shown = [{key: str(value) if isinstance(value, Fraction) else value
               for key, value in row.items()} for row in rows]
     return pa.Table.from_pylist(shown)

@@ -4,7 +4,7 @@ IntOpt against intopt_positive, intopt and the paper's procedure on random and a
 the noise table lookup against numpy's; seeded releases (flat and nested, 1-3 workers) equal with
 INFTDA_KERNEL=numba and =numpy; the selection (auto, numpy, numba, refusals) and that a small
 release never imports numba. Tests needing numba skip, with the reason, when it is absent (a
-dependency: only a broken install lacks it). Loading it safely: tests/test_kernel_loading.py.
+dependency: only a broken install lacks it). Loading it safely: tests/core/test_kernel_loading.py.
 """
 
 from __future__ import annotations

@@ -16,12 +16,12 @@ from inftda_duckdb.core.accounting import (
     BudgetPlan,
     epsilon_from_rho,
     error_bound,
-    level_table,
     plan_budget,
     rho_from_epsilon_delta,
 )
 from inftda_duckdb.core.errors import InputError
 from inftda_duckdb.core.intopt import intopt
+from inftda_duckdb.core.planning import level_table
 
 CASES = [(1, 1e-6), (0.1, 1e-8), (10, 1e-8), ("0.37", "1e-5"), (Fraction(1, 3), 0.5), (50, 1e-12)]
 
@@ -34,8 +34,8 @@ CASES = [(1, 1e-6), (0.1, 1e-8), (10, 1e-8), ("0.37", "1e-5"), (Fraction(1, 3), 
 def test_rho_from_epsilon_delta_is_conservative_and_short(eps: object, delta: object) -> None:
     rho = rho_from_epsilon_delta(eps, delta)
     e = Fraction(str(eps))
-    # Never spends more than (eps, delta) allows, and loses nothing visible (tests/test_conversion
-    # checks this independently on a dense grid) ...
+    # Never spends more than (eps, delta) allows, and loses nothing visible
+    # (tests/core/test_conversion checks this independently on a dense grid) ...
     back = epsilon_from_rho(rho, delta)
     assert back <= math.nextafter(float(e), math.inf)
     assert back == pytest.approx(float(e), rel=1e-12)

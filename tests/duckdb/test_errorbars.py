@@ -19,7 +19,7 @@ import inftda_duckdb
 from inftda_duckdb import InputError, LedgerError
 from inftda_duckdb.core import errorbars as eb
 from inftda_duckdb.core.accounting import error_bound, joint_bounds, plan_budget
-from inftda_duckdb.core.provenance import comment, from_comment, provenance
+from inftda_duckdb.core.provenance import KEYS, comment, from_comment, provenance
 from inftda_duckdb.core.targets import plan_target, targets_of
 
 pytestmark = pytest.mark.filterwarnings("ignore:this release used seed:UserWarning")
@@ -89,6 +89,7 @@ def test_the_comment_the_cli_writes_parses_back() -> None:
                         output="counts", source="main.t; rho=9", seed=4, plan='{"k": [1, 2]}')
     back = from_comment(comment(record))
     assert back == {k: v for k, v in record.items() if v != ""}
+    assert tuple(record) == KEYS  # every key the record writes, in its order
     assert from_comment("a table comment") is None
 
 
@@ -153,6 +154,22 @@ def test_intervals_of_a_release_from_python_and_sql_agree(small) -> None:
         sums = small.execute(f"SELECT {', '.join(COLUMNS[:k])}, sum(count) FROM r GROUP BY ALL "
                              "ORDER BY ALL").fetchall()
         assert [tuple(r.values())[:k + 1] for r in arrow.to_pylist()] == sums
+
+
+def test_intervals_of_a_least_squares_release_carry_its_rounding_term(small) -> None:
+    """The plan records the estimator and the intervals use its bound: Theorem 1 plus
+    k (1 + 2 eta) at level k (docs/explanation/least-squares.md), wider than InfTDA's."""
+    plan = plan_budget(3, rho=Fraction(1, 2))
+    for estimator in ("inftda", "least_squares"):
+        table = released(small, estimator=estimator)
+        assert json.loads(meta(table)["plan"])["estimator"] == estimator
+        for k in (1, 3):
+            info = meta(inftda_duckdb.intervals(small, table, level=k, beta=0.1))
+            want = error_bound(None, nodes=[3, 12, 60], plan=plan, beta=0.1,
+                               estimator=estimator)[k - 1]
+            assert float(info["bound"]) == pytest.approx(want)
+            plain = joint_bounds([3, 12, 60], plan, 0.1, k)[k]
+            assert (want > plain + k) if estimator == "least_squares" else want == plain
 
 
 def test_joint_intervals_use_the_one_event_of_levels_1_to_k(small) -> None:

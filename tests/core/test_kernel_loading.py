@@ -25,7 +25,7 @@ from inftda_duckdb.core import kernel
 from inftda_duckdb.core.kernel import _cache
 from inftda_duckdb.core.kernel.contract import SIGNATURES
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/ (pinned.py)
 ROOT = HERE.parent
 needs_numba = pytest.mark.skipif(importlib.util.find_spec("numba") is None,
                                  reason="numba is not installed (a dependency: reinstall)")
@@ -36,7 +36,8 @@ def run(code: str, cache: Path | None, *args: str,
     """``code`` (with ``args``) in a fresh Python (this checkout and tests/ on its path),
     numba's cache in ``cache``; the last line of its stdout is JSON."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "INFTDA_"))}
-    environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE), environ.get("PYTHONPATH", "")])
+    environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE), str(Path(__file__).parent),
+                                             environ.get("PYTHONPATH", "")])
     if cache is not None:
         environ["NUMBA_CACHE_DIR"] = str(cache)
     environ.update(env)

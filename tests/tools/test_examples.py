@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def run(tmp_path: Path, script: str, *args: object) -> subprocess.CompletedProcess[str]:

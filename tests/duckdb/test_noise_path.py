@@ -261,7 +261,7 @@ def test_no_seeded_source_without_an_explicit_seed(
 
 
 def _paper(x: list[int], c: int) -> list[int]:
-    """Algorithm 1, right column, transcribed independently of tests/test_intopt.py."""
+    """Algorithm 1, right column, transcribed independently of tests/core/test_intopt.py."""
     m, s = len(x), sum(x)
     z = [max(math.ceil(Fraction(c - s, m)), -xi) for xi in x]
     t = max(abs(v) for v in z)
@@ -310,7 +310,7 @@ def test_error_bound_is_the_two_sided_theorem_1() -> None:
 
 @pytest.mark.parametrize(("eps", "delta"), [(1, 1e-6), (0.1, 1e-8), (10, 1e-5), ("1/3", "1e-9")])
 def test_epsilon_delta_conversion_is_conservative(eps: object, delta: object) -> None:
-    """Bun-Steinke by name (the conversion in force, CKS: tests/test_conversion.py)."""
+    """Bun-Steinke by name (the conversion in force, CKS: tests/core/test_conversion.py)."""
     rho = rho_from_epsilon_delta(eps, delta, "bun-steinke-2016")
     e, dl = (to_fraction(v, "v", "") for v in (eps, delta))
     with localcontext() as ctx:
