@@ -108,7 +108,7 @@ OPTIONS: tuple[Option, ...] = (
            "each node estimated by weighted least squares from all levels, then the same "
            "integer pass: more accurate upper levels for the same budget, more cells noised on "
            "sparse data)", "mechanism", shown_default="'inftda'",
-           choices=("inftda", "least_squares"), cli="--estimator"),
+           choices=("inftda", "least_squares"), cli="--estimator", surfaces=EVERY),
     Option("output", "`'counts'`: the columns + `count`; `'rows'`: one row per synthetic record",
            "output", default="counts", shown_default="'counts'", choices=("counts", "rows"),
            cli="--output-kind", surfaces=frozenset({RELEASE})),

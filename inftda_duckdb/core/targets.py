@@ -12,8 +12,11 @@ Why it is exact and small: for a split whose parts are fixed fractions of rho (u
 weights), every noise variance scales as ``1 / rho``, so every bound is ``c_k / sqrt(rho)``
 (:func:`~.accounting.joint_bounds`) and the least rho is ``max_k (c_k / X_k)**2``. That value is
 rounded *up* to 6 significant digits (at most 0.001% above it) and checked with the exact plan at
-that rho; ``'auto'`` shares are each cut to 6 significant digits, so the check may move the rho
-up by a few steps of its last digit. Nothing is read but the cells; nothing is spent.
+that rho. ``estimator='least_squares'`` adds the deterministic rounding term ``r_k``
+(:func:`~.accounting.rounding`), so the least rho is ``max_k (c_k / (X_k - r_k))**2``, and a
+target at or below ``r_k`` cannot be met. ``'auto'`` shares are each cut to 6 significant
+digits, so the check may move the rho up by a few steps of its last digit. Nothing is read
+but the cells; nothing is spent.
 """
 
 from __future__ import annotations
@@ -26,7 +29,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from .accounting import AUTO, BudgetPlan, auto_level, epsilon_from_rho, joint_bounds, plan_budget
+from .accounting import (
+    AUTO,
+    INFTDA,
+    BudgetPlan,
+    auto_level,
+    epsilon_from_rho,
+    joint_bounds,
+    plan_budget,
+    rounding,
+)
 from .errorbars import level_of
 from .errors import InputError, InternalError, bad_argument, opt
 from .noise import MAX_SIGMA2
@@ -40,7 +52,7 @@ SCHEMA = pa.schema([
     ("nodes", pa.int64()), ("rho", pa.string()), ("rho_k", pa.string()),
     ("sigma_k", pa.float64()), ("bound", pa.float64()), ("max_error", pa.float64()),
     ("split", pa.string()), ("beta", pa.float64()), ("epsilon", pa.float64()),
-    ("delta", pa.float64()), ("candidates", pa.string()),
+    ("delta", pa.float64()), ("candidates", pa.string()), ("estimator", pa.string()),
 ])
 """One row per noised level of a plan (:func:`rows`), on every engine."""
 
@@ -68,6 +80,7 @@ class Planned:
     targets: Mapping[int, float]
     beta: float
     candidates: Mapping[str, Fraction | None]
+    estimator: str = INFTDA
 
     @property
     def level_weights(self) -> list[Fraction]:
@@ -131,6 +144,7 @@ def plan_target(
     noised_root: bool | None = None,
     level_weights: Sequence[object] | str | None = None,
     auto_target: object = None,
+    estimator: str = INFTDA,
 ) -> Planned:
     """The smallest rho meeting ``targets`` (``{level: max error}``) at ``beta`` under the best
     split considered (module docstring), from the cells ``N_1..N_d`` only."""
@@ -152,7 +166,7 @@ def plan_target(
     for split in splits:
         probe = _probe(d, common, split)
         rho = _least(cells, targets, beta, probe, lambda r, s=split: plan_budget(
-            d, rho=r, **common, **s))
+            d, rho=r, **common, **s), estimator)
         if rho is None:
             low = _sampler_floor(probe)
             limit = low if limit is None else min(limit, low)
@@ -170,8 +184,21 @@ def plan_target(
             "need noise above the sampler's limit)",
             f"release with {opt('rho', limit)}, or ask for a smaller max_error")
     total, budget = best
-    bounds = tuple(joint_bounds(cells, budget, beta, k)[k] for k in range(1, d + 1))
-    return Planned(total, budget, bounds, dict(targets), beta, found)
+    bounds = tuple(joint_bounds(cells, budget, beta, k, estimator=estimator)[k]
+                   for k in range(1, d + 1))
+    return Planned(total, budget, bounds, dict(targets), beta, found, estimator)
+
+
+def plan_request(request: Any, cells: Sequence[int], targets: Mapping[int, float],
+                 beta: float) -> Planned:
+    """:func:`plan_target` for the options of a
+    :class:`~inftda_duckdb.core.request.ReleaseRequest` (every engine plans through here)."""
+    weights = request.level_weights
+    return plan_target(
+        cells, targets, beta, neighbours=request.neighbours,
+        max_rows_per_unit=request.max_rows_per_unit, noised_root=request.noised_root,
+        level_weights=weights if weights is None or isinstance(weights, str) else list(weights),
+        auto_target=request.auto_target, estimator=request.estimator)
 
 
 def _probe(d: int, common: Mapping[str, Any], split: Mapping[str, Any]) -> BudgetPlan:
@@ -197,10 +224,17 @@ def _quantum(x: Fraction) -> Fraction:
 
 
 def _least(cells: Sequence[int], targets: Mapping[int, float], beta: float, probe: BudgetPlan,
-           at: Any) -> tuple[Fraction, BudgetPlan] | None:
+           at: Any, estimator: str = INFTDA) -> tuple[Fraction, BudgetPlan] | None:
     """The least 6-digit rho whose plan (``at(rho)``) meets every target (None: that rho's
     noise is above the sampler's limit)."""
-    need = max((joint_bounds(cells, probe, beta, k)[k] / x) ** 2 for k, x in targets.items())
+    for k, x in targets.items():
+        if x <= rounding(k, probe, estimator):
+            raise bad_argument(
+                "max_error", x, f"is at most the rounding term of the {estimator!r} bound at "
+                f"level {k} ({rounding(k, probe, estimator):.6g}): no rho meets it",
+                f"ask for a larger max_error, or plan with {opt('estimator', INFTDA)}")
+    need = max((joint_bounds(cells, probe, beta, k)[k] / (x - rounding(k, probe, estimator)))
+               ** 2 for k, x in targets.items())
     rho = _round_up(probe.rho * Fraction(need))
     if rho > MAX_RHO:
         raise bad_argument("max_error", min(targets.values()), f"needs a rho above {MAX_RHO:.0e}"
@@ -211,7 +245,8 @@ def _least(cells: Sequence[int], targets: Mapping[int, float], beta: float, prob
             plan = at(rho)
         except InputError:  # the noise of this rho is above the sampler's limit
             return None
-        if all(joint_bounds(cells, plan, beta, k)[k] <= x for k, x in targets.items()):
+        if all(joint_bounds(cells, plan, beta, k, estimator=estimator)[k] <= x
+               for k, x in targets.items()):
             return rho, plan
         rho += _quantum(rho)
     raise InternalError(f"no rho near {float(rho):.6g} meets the targets {dict(targets)}")
@@ -236,7 +271,8 @@ def rows(planned: Planned, columns: Sequence[str], sizes: Sequence[int], cells: 
         share = b.root_rho if level == 0 else b.level_rho[level - 1]
         sigma2 = b.root_sigma2 if level == 0 else b.level_sigma2[level - 1]
         assert share is not None and sigma2 is not None
-        bound = (joint_bounds(cells, b, planned.beta, 0)[0] if level == 0
+        bound = (joint_bounds(cells, b, planned.beta, 0, estimator=planned.estimator)[0]
+                 if level == 0
                  else planned.bounds[level - 1])
         out.append({
             "level": level, "column": "(root n)" if level == 0 else columns[level - 1],
@@ -247,6 +283,7 @@ def rows(planned: Planned, columns: Sequence[str], sizes: Sequence[int], cells: 
             "split": b.split_label, "beta": planned.beta, "epsilon": eps, "delta": delta,
             "candidates": "; ".join(f"{k}: {'refused' if v is None else v}"
                                     for k, v in planned.candidates.items()),
+            "estimator": planned.estimator,
         })
     return out
 
@@ -267,7 +304,9 @@ def as_mapping(table: pa.Table) -> dict[str, Any]:
         "level_weights": weights, "split": first["split"], "beta": first["beta"],
         "bounds": {r["level"]: r["bound"] for r in rows if r["level"] > 0},
         "max_error": {r["level"]: r["max_error"] for r in rows if r["max_error"] is not None},
-        "release_options": {"rho": rho, "level_weights": weights},
+        "release_options": {"rho": rho, "level_weights": weights,
+                            **({} if first["estimator"] == INFTDA
+                               else {"estimator": first["estimator"]})},
         "candidates": {name: None if value == "refused" else Fraction(value)
                        for name, value in (c.rsplit(": ", 1)
                                            for c in first["candidates"].split("; "))},
@@ -275,5 +314,5 @@ def as_mapping(table: pa.Table) -> dict[str, Any]:
     }
 
 
-__all__ = ["DIGITS", "SCHEMA", "Planned", "as_mapping", "placeholder", "plan_target", "rows",
-           "targets_of"]
+__all__ = ["DIGITS", "SCHEMA", "Planned", "as_mapping", "placeholder", "plan_request",
+           "plan_target", "rows", "targets_of"]

@@ -403,11 +403,14 @@ def plan(
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
     rows_per_unit_public: bool = False,
+    estimator: str | None = None,
 ) -> dict[str, Any]:
     """The smallest rho (exact, to 6 significant digits: within 0.001% of the least) for which
     the Theorem 1 bound at ``level`` (default: the leaves) is at most ``max_error`` with
     probability ``1 - beta`` (or one target per level: ``max_error=[x1, None, x3]``), under the
-    best split considered: ``level_weights`` if given, else the uniform split and ``'auto'``.
+    best split considered: ``level_weights`` if given, else the uniform split and ``'auto'``,
+    for the release's ``estimator`` (its bound: Theorem 1, plus the rounding term for
+    ``'least_squares'``).
 
     Spends nothing and reads what :func:`preview` reads (public sizes; the public-facing mode's
     rules included). Returns a mapping: ``rho``, ``epsilon`` at ``delta`` (default 1e-6),
@@ -420,7 +423,7 @@ def plan(
         domain_tables=domain_tables, domain_from_data=domain_from_data,
         level_weights=level_weights, auto_target=auto_target, neighbours=neighbours,
         privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit,
-        rows_per_unit_public=rows_per_unit_public,
+        rows_per_unit_public=rows_per_unit_public, estimator=estimator,
     )
     if not isinstance(con, duckdb.DuckDBPyConnection):
         raise bad_argument("con", con, "must be a duckdb connection", "pass duckdb.connect()")

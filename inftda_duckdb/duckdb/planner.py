@@ -67,13 +67,9 @@ def plan_rows(spec_text: str, preview: list[dict[str, Any]]) -> list[dict[str, A
     levels = sorted((r for r in preview if r["level"] >= 1), key=lambda r: r["level"])
     cells = [int(r["nodes"]) for r in levels]
     sizes = [int(r["domain_size"]) for r in levels]
-    weights = request.level_weights
-    planned = targets.plan_target(
-        cells, {int(k): float(x) for k, x in spec["targets"].items()}, float(spec["beta"]),
-        neighbours=request.neighbours, max_rows_per_unit=request.max_rows_per_unit,
-        noised_root=request.noised_root,
-        level_weights=weights if weights is None or isinstance(weights, str) else list(weights),
-        auto_target=request.auto_target)
+    planned = targets.plan_request(
+        request, cells, {int(k): float(x) for k, x in spec["targets"].items()},
+        float(spec["beta"]))
     return targets.rows(planned, request.columns, sizes, cells, float(spec["delta"]))
 
 

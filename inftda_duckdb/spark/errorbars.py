@@ -101,12 +101,7 @@ def plan(source: DataFrame | str, columns: Sequence[str], *, max_error: object =
         levels = sorted((r for r in rows if r["level"] >= 1), key=lambda r: r["level"])
         cells = [int(r["nodes"]) for r in levels]
         sizes = [int(r["domain_size"]) for r in levels]
-        weights = request.level_weights
-        planned = targets.plan_target(
-            cells, goals, b, neighbours=request.neighbours,
-            max_rows_per_unit=request.max_rows_per_unit, noised_root=request.noised_root,
-            level_weights=weights if weights is None or isinstance(weights, str)
-            else list(weights), auto_target=request.auto_target)
+        planned = targets.plan_request(request, cells, goals, b)
         table = pa.Table.from_pylist(targets.rows(planned, request.columns, sizes, cells, delta),
                                      schema=targets.SCHEMA)
         return targets.as_mapping(table)

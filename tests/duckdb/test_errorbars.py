@@ -407,6 +407,29 @@ def test_plan_from_python_and_sql_agree_and_spend_nothing(small, charges) -> Non
         pytest.approx(got["bounds"][2])
 
 
+def test_a_plan_for_least_squares_meets_its_own_bound(small, charges) -> None:
+    """The plan knows the estimator's bound (Theorem 1 plus the rounding term): the planned rho,
+    released with the release options it returns, gives intervals within the target; an
+    InfTDA plan's rho is too small for it; a target below the rounding term is refused."""
+    got = inftda_duckdb.plan(small, "t", COLUMNS, max_error=20, level=3, domains=DOMAINS,
+                             estimator="least_squares")
+    plain = inftda_duckdb.plan(small, "t", COLUMNS, max_error=20, level=3, domains=DOMAINS)
+    assert got["rho"] > plain["rho"] and got["release_options"]["estimator"] == "least_squares"
+    assert "estimator" not in plain["release_options"]
+    table = inftda_duckdb.release(small, "t", COLUMNS, domains=DOMAINS, seed=1,
+                                  **got["release_options"])
+    bound = float(meta(inftda_duckdb.intervals(small, table, level=3))["bound"])
+    assert bound == pytest.approx(got["bounds"][3]) and bound <= 20
+    sql = small.sql("SELECT DISTINCT estimator FROM inftda_plan('t', ['a', 'b', 'c'], "
+                    "max_error := 20, level := 3, estimator := 'least_squares', domains := "
+                    "{'a': range(3), 'b': range(4), 'c': range(5)})").fetchall()
+    assert sql == [("least_squares",)]
+    with pytest.raises(InputError, match="rounding term"):
+        inftda_duckdb.plan(small, "t", COLUMNS, max_error=3, level=3, domains=DOMAINS,
+                           estimator="least_squares")
+    assert charges() == 1  # the one release above
+
+
 def test_a_target_per_level(small) -> None:
     got = inftda_duckdb.plan(small, "t", COLUMNS, max_error=[10, None, 40], domains=DOMAINS)
     assert got["bounds"][1] <= 10 and got["bounds"][3] <= 40

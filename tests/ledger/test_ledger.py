@@ -19,7 +19,7 @@ import pytest
 
 from inftda_duckdb.core.accounting import CONVERSION, epsilon_from_rho, rho_from_epsilon_delta
 from inftda_duckdb.core.errors import BudgetExceededError, InputError, InternalError, LedgerError
-from inftda_duckdb.ledger import chain, dialect, report, verify
+from inftda_duckdb.ledger import chain, dialect, plans, report, verify
 from inftda_duckdb.ledger.sources import SourceId, parse
 from inftda_duckdb.ledger.store import REQUIRE_BUDGET, Charge, Ledger, exact_cap
 
@@ -90,7 +90,7 @@ def test_tables_are_created_once_with_the_chain_columns(
     first = ledger.ledger_id()
     assert ledger.ledger_id() == first and ledger.format() == 2
     names = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    assert names == {chain.HEAD, *chain.ROWS}
+    assert names == {chain.HEAD, *chain.ROWS, plans.PLANS}  # the release plans beside the rows
     cols = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE "
                             "table_name = 'inftda_ledger'").fetchall())
     assert cols["columns"] == "VARCHAR[]" and cols["rho"] == "VARCHAR"
