@@ -6,12 +6,17 @@ Install with ``pip install 'inftda-duckdb[spark]'`` (PySpark 4, Java 17)::
     df = inftda_spark.release(trips, ["origin", "dest", "hour"], rho=0.5,
                               domains={"hour": range(24), ...}, ledger="budget.duckdb")
     df.write.parquet("trips_dp.parquet")        # evaluate once; re-evaluation is identical
+    inftda_spark.unpin(df)                      # free the pinned leaves once written
 
 Modules, in the order a release runs them:
 
 - ``domains``   public domains on the driver (lists, domain tables, opt-in data), checked
-- ``leaves``    the leaf GROUP BY in Spark, coded by the domains, pinned; the data checks
+- ``gather``    public data to the driver, and joined, within ``spark.driver.maxResultSize``
+- ``sessions``  what a release asks of its session, classic or Spark Connect
+- ``leaves``    the leaf GROUP BY in Spark, coded by the domains; the data checks
+- ``pins``      the pinned leaves a result reads (``pin``), freed by ``unpin``
 - ``subtrees``  the cut, levels 1..c on the driver, levels c+1..d per subtree on executors
+- ``descent``   the levels below the cut in bands, so that no task holds more than its share
 - ``transit``   which Spark settings encrypt the keys and counts between machines
 - ``ledger``    which ledger a release is charged to (shared with DuckDB), and as which source
 - ``driver``    ``release`` and ``preview``: request, checks, ledger charge, result DataFrame
@@ -22,10 +27,10 @@ Modules, in the order a release runs them:
 A seeded Spark release equals the seeded DuckDB release and ``core.topdown.release_tree``.
 """
 
-from .driver import preview, release
+from .driver import preview, release, unpin
 from .errorbars import intervals, plan
 from .jobs import Run, run_tagged
 from .transit import UnencryptedTransitWarning
 
 __all__ = ["Run", "UnencryptedTransitWarning", "intervals", "plan", "preview", "release",
-           "run_tagged"]
+           "run_tagged", "unpin"]

@@ -10,7 +10,8 @@ needs a declared domain.
 Labels are converted to the source column's Spark type by ``try_cast`` (a label that does not
 convert is reported as DuckDB reports it); codes follow the list's order, or the sorted distinct
 values of a table, as in DuckDB. The values come to the driver as typed Arrow arrays (public
-data, one small job for all lists and one per domain table): the leaves are coded against them by
+data, one small job for all lists and one per domain table, split by :mod:`.gather` when a result
+could pass ``spark.driver.maxResultSize``): the leaves are coded against them by
 broadcast joins, the executors decode the released codes with them, and both are pinned for
 every re-evaluation of a release.
 """
@@ -43,6 +44,8 @@ from ..core.errors import bad_argument, opt
 from ..core.planning import level_cells
 from ..core.request import Labels, ReleaseRequest
 from ..core.tree import Allowed
+from . import gather
+from .ledger import datasets
 
 EXAMPLES = 5  #: values quoted in an error message, as in DuckDB's checks
 
@@ -104,16 +107,18 @@ class Domains:
         return Allowed(keys, np.unique(table, axis=1))
 
     def frame(self, spark: SparkSession, level: int) -> DataFrame:
-        """Level ``level``'s values and codes as a small DataFrame ``(v, code)``."""
+        """Level ``level``'s values and codes as a DataFrame ``(v, code)`` (:func:`.gather.local`:
+        broadcast when small)."""
         values = self.values[level]
         codes = pa.array(np.arange(len(values), dtype=np.int32))
-        return spark.createDataFrame(pa.table({"v": values, "code": codes}))
+        return gather.local(spark, pa.table({"v": values, "code": codes}))
 
     def nest_frame(self, spark: SparkSession, t: int) -> DataFrame:
-        """Nesting t's valid combinations as a DataFrame of codes ``(c0, c1, ...)``."""
+        """Nesting t's valid combinations as a DataFrame of codes ``(c0, c1, ...)``
+        (:func:`.gather.local`)."""
         table = self.nests[t]
         table = np.unique(table[:, (table >= 0).all(axis=0)], axis=1)
-        return spark.createDataFrame(
+        return gather.local(spark,
             pa.table({f"c{j}": pa.array(row.astype(np.int32)) for j, row in enumerate(table)})
         )
 
@@ -141,9 +146,11 @@ def plan(
 
 
 def _refuse_private_table(source: Source, name: str, table: DataFrame) -> None:
-    """A domain table that is the source itself, or reads the source's files, is private."""
-    files = set(input_files(source.frame))
-    same = table.sameSemantics(source.frame) or bool(files & set(input_files(table)))
+    """A domain table that is the source itself, or reads every dataset the source reads, is
+    private (one that reads some of them is a public lookup the source joins:
+    :func:`.ledger.source_of`)."""
+    read = datasets(source.frame)
+    same = table.sameSemantics(source.frame) or (bool(read) and read <= datasets(table))
     if same:
         raise bad_argument(
             "domain_tables",
@@ -155,13 +162,6 @@ def _refuse_private_table(source: Source, name: str, table: DataFrame) -> None:
             f"{opt('domains')}; to read domains from the data explicitly (not private) pass "
             f"{opt('domain_from_data', True)}",
         )
-
-
-def input_files(frame: DataFrame) -> list[str]:
-    try:
-        return list(frame.inputFiles())
-    except Exception:  # a plan Spark cannot list files for: no files
-        return []
 
 
 def resolve(
@@ -196,7 +196,7 @@ def resolve(
     for k, c in enumerate(dplan.columns):
         if c.kind == "data":
             assert data is not None, "domain_from_data needs the leaves"
-            values[k] = _sorted_distinct(data.select(col(f"r{k + 1}")).distinct().toArrow()
+            values[k] = _sorted_distinct(gather.distinct_rows(data.select(col(f"r{k + 1}")))
                                          .column(0))
             checks[k] = _column_check(source.fields[k], values[k], 0, [])
     typed = tuple(v for v in values if v is not None)
@@ -258,9 +258,8 @@ def _cast_in_spark(
         f"l{k}": pa.array(labels[k] + [None] * (longest - len(labels[k])), pa.string())
         for k in levels
     })
-    frame = spark.createDataFrame(table)
     casts = [F.col(f"l{k}").try_cast(source.fields[k].dataType).alias(f"v{k}") for k in levels]
-    typed = frame.select(*casts).toArrow()
+    typed = gather.rows_of(spark, table, lambda frame: frame.select(*casts))
     out = []
     for k in levels:
         cast = typed.column(f"v{k}").combine_chunks().slice(0, len(labels[k]))
@@ -299,7 +298,7 @@ def _read_table(nest: Nesting, table: DataFrame, source: Source) -> pa.Table:
     for j, (k, name) in enumerate(zip(nest.levels, nest.names, strict=True)):
         exprs.append(col(name).try_cast(source.fields[k].dataType).alias(f"w{j}"))
         exprs.append(col(name).cast("string").alias(f"s{j}"))
-    return table.select(*exprs).distinct().toArrow()
+    return gather.distinct_rows(table.select(*exprs))
 
 
 def _code_nest(

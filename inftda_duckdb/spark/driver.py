@@ -50,17 +50,15 @@ from ..core.release import ORIGINS, charged_text, check, draw, least_squares, pu
 from ..core.request import ReleaseRequest, parse_request
 from ..core.topdown import check_total, release_below
 from ..core.tree import Levels, Nodes, mixed_radix
+from . import descent, pins, sessions
 from . import domains as dom
 from . import leaves as lv
 from . import ledger as charges
 from .jobs import Run, run_tagged
-from .subtrees import CHUNK_CELLS, MessageJob, SubtreeJob, choose_cut, decode, export_below
+from .subtrees import CHUNK_CELLS, MessageJob, choose_cut, decode, export_below
 from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
 
 T_ = TypeVar("T_")
-ROWS_PER_PARTITION = 1 << 20
-"""Default subtree partitions: one per this many kept leaves (at least the default parallelism,
-at most one per cut node)."""
 
 
 
@@ -92,8 +90,8 @@ def release(
     (:mod:`.jobs`).
     """
 
-    def work(run: Run) -> DataFrame:
-        return _release(run, source, columns, ledger=ledger, source_name=source_name,
+    def work(spark: SparkSession | None, run: Run) -> DataFrame:
+        return _release(spark, run, source, columns, ledger=ledger, source_name=source_name,
                         partitions=partitions, origin=origin, options=options)
 
     return _tagged(source, work)
@@ -103,16 +101,19 @@ release.__doc__ = (release.__doc__ or "") + option_table.docstring(
     option_table.of(option_table.RELEASE, "spark", request=True))
 
 
-def _tagged(source: object, work: Callable[[Run], T_]) -> T_:
-    """``work`` under a job tag of its own (:func:`.jobs.run_tagged`), when there is a session."""
+def _tagged(source: object, work: Callable[[SparkSession | None, Run], T_]) -> T_:
+    """``work(session, run)`` under a job tag of its own (:func:`.jobs.run_tagged`), when there
+    is a session: the source's, or the active one of the calling thread (a Spark Connect
+    session is active per thread, and the work runs on a helper thread)."""
     spark = source.sparkSession if isinstance(source, DataFrame) else \
         SparkSession.getActiveSession()
     if spark is None:  # a table name without a session: work() says so
-        return work(Run())
-    return run_tagged(spark, work)
+        return work(None, Run())
+    return run_tagged(spark, lambda run: work(spark, run))
 
 
 def _release(
+    session: SparkSession | None,
     run: Run,
     source: DataFrame | str,
     columns: Sequence[str],
@@ -132,17 +133,17 @@ def _release(
         raise bad_argument("partitions", partitions, "must be a positive integer",
                            f"leave it out, or pass e.g. {opt('partitions', 200)}")
     domain_tables = options.pop("domain_tables", None)
-    spark, request, src, tables = _prepare(source, columns, source_name, domain_tables,
+    spark, request, src, tables = _prepare(session, source, columns, source_name, domain_tables,
                                            options)
     chunk = _chunk_cells(spark)
     book = charges.ledger_of(ledger)
-    sid = charges.source_of(spark, source, source_name)
+    dplan, frames = dom.plan(request, src, tables)  # refuses a domain table of private data
+    sid = charges.source_of(spark, source, source_name, frames)
     _warn_transit(spark)
-    dplan, frames = dom.plan(request, src, tables)
     dplan.check_sizes()  # a declared domain above the cell limit: refused before any job
     raw = lv.raw_leaves(request, src)
     if request.domain_from_data:  # the domains are read from the (pinned) raw leaves
-        raw = lv.pin(raw)
+        raw = pins.pin(raw)
     values = dom.resolve(spark, request, src, dplan, frames,
                          raw if request.domain_from_data else None)
     public = load_checks(json.dumps(values.checks))
@@ -155,7 +156,7 @@ def _release(
         charges.check(book, sid, request, rho, origin)
 
     def data() -> Mapping[str, Any]:  # the one job over the data, after the public checks
-        leaves = read["leaves"] = lv.pin(lv.coded(request, values, raw))
+        leaves = read["leaves"] = pins.pin(lv.coded(request, values, raw))
         summary = read["summary"] = lv.summary(request, values, leaves, cut)
         stats = summary.stats
         failing = request.unknown == "error" and any(
@@ -185,17 +186,15 @@ def _release(
     if lsq is not None:  # where each released cut node's subtree continues
         keys = mixed_radix(codes, sizes[:cut], np.int64)
         cut_e = e[np.searchsorted(keys, mixed_radix(cut_nodes.codes, sizes[:cut], np.int64))]
-    job = SubtreeJob(
-        cut=cut, levels=export_below(levels, cut), values=values.values, names=request.columns,
-        rows=request.output == "rows", keyed=lv.keyed(values), chunk_cells=chunk,
-        arith=None if lsq is None else lsq.arith,
-    )
-    result = _subtrees(spark, request, values, leaves, cut_nodes, job, summary.stats["leaves"],
-                       partitions, src.fields, cut_e)
+    # least squares: no bands (a band would have to hand on its nodes' estimates too)
+    shape = descent.layout(spark, sizes, cut, root, partitions, split=lsq is None)
+    result = descent.descend(spark, request, values, leaves, cut_nodes, levels, shape, chunk,
+                             src.fields, arith=None if lsq is None else lsq.arith, cut_e=cut_e)
     warn_not_private(request)
     record = of_release(request, rho=plan.rho, source=sid.label, ledger_id=ledger_id,
                         engine="spark", plan=plan_text)
-    return _provenance(result, request, record)
+    pinned = [leaves, *([raw] if request.domain_from_data else [])]
+    return pins.attach(_provenance(result, request, record), pinned)
 
 
 CHUNK_SETTING = "inftda.spark.chunkCells"
@@ -214,6 +213,7 @@ def _chunk_cells(spark: SparkSession) -> int:
 
 
 def _prepare(
+    session: SparkSession | None,
     source: object,
     columns: object,
     name: str | None,
@@ -225,7 +225,7 @@ def _prepare(
         spark, frame = source.sparkSession, source
         label = name or "DataFrame"
     elif isinstance(source, str):
-        spark = _session()
+        spark = _session(session)
         frame = _table(spark, source, "source")
         label = source
     else:
@@ -250,8 +250,7 @@ def _prepare(
     return spark, request, dom.Source.of(frame, label, request), tables
 
 
-def _session() -> SparkSession:
-    spark = SparkSession.getActiveSession()
+def _session(spark: SparkSession | None) -> SparkSession:
     if spark is None:
         raise InputError("no active SparkSession for a table name. Fix: create one with "
                          "SparkSession.builder.getOrCreate(), or pass a DataFrame")
@@ -267,56 +266,10 @@ def _table(spark: SparkSession, name: str, argument: str) -> DataFrame:
 
 
 def _warn_transit(spark: SparkSession) -> None:
-    master = str(spark.sparkContext.master)
+    master = sessions.master(spark)
     missing = unencrypted_settings(master, lambda key: spark.conf.get(key, None))
     if missing:
         warnings.warn(warning_text(master, missing), UnencryptedTransitWarning, stacklevel=3)
-
-
-def _subtrees(
-    spark: SparkSession,
-    request: ReleaseRequest,
-    values: dom.Domains,
-    leaves: DataFrame,
-    cut_nodes: Nodes,
-    job: SubtreeJob,
-    n_leaves: int,
-    partitions: int | None,
-    types: tuple[T.StructField, ...],
-    cut_e: np.ndarray | None = None,
-) -> DataFrame:
-    """ONE shuffle by subtree, then levels c+1..d on the executors (lazy); with
-    ``estimator := 'least_squares'`` each cut node carries its ``e`` (``cut_e``)."""
-    cut = job.cut
-    address = ["key"] if job.keyed else [f"k{j}" for j in range(1, request.depth + 1)]
-    extra = [] if cut_e is None else ["CAST(NULL AS BIGINT) AS e"]
-    kept = leaves.where(lv.is_kept(values)).selectExpr(
-        f"{lv.subtree(values, cut)} AS s", "false AS node", *address, "n", *extra)
-    schema = T.StructType([
-        T.StructField("s", T.LongType()), T.StructField("node", T.BooleanType()),
-        *[T.StructField(a, T.LongType() if job.keyed else T.IntegerType()) for a in address],
-        T.StructField("n", T.LongType()),
-        *([] if cut_e is None else [T.StructField("e", T.LongType())]),
-    ])
-    s = mixed_radix(cut_nodes.codes, values.sizes[:cut], np.int64)
-    count = s.shape[0]
-    node_table = pa.table(
-        [pa.array(s), pa.array(np.ones(count, bool)),
-         *[pa.nulls(count, pa.int64() if job.keyed else pa.int32()) for _ in address],
-         pa.array(cut_nodes.counts), *([] if cut_e is None else [pa.array(cut_e, pa.int64())])],
-        names=["s", "node", *address, "n", *([] if cut_e is None else ["e"])],
-    )
-    nodes = spark.createDataFrame(node_table, schema=schema)
-    if partitions is None:
-        partitions = max(spark.sparkContext.defaultParallelism,
-                         -(-n_leaves // ROWS_PER_PARTITION))
-    partitions = max(1, min(partitions, count))
-    shuffled = kept.unionByName(nodes).repartition(partitions, "s").sortWithinPartitions("s")
-    fields = [T.StructField(c, f.dataType)
-              for c, f in zip(request.columns, types, strict=True)]
-    if request.output == "counts":
-        fields.append(T.StructField("count", T.LongType(), nullable=False))
-    return shuffled.mapInArrow(job, T.StructType(fields))
 
 
 def _messages(spark: SparkSession, levels: Levels, cut: int, arith: Arithmetic,
@@ -327,7 +280,7 @@ def _messages(spark: SparkSession, levels: Levels, cut: int, arith: Arithmetic,
     sizes = levels.sizes[:cut]
     keys = mixed_radix(cut_cells(levels, cut), sizes, np.int64)
     frame = spark.createDataFrame(pa.table({"s": pa.array(keys, pa.int64())}))
-    parts = max(1, min(keys.shape[0], spark.sparkContext.defaultParallelism))
+    parts = max(1, min(keys.shape[0], sessions.parallelism(spark)))
     schema = T.StructType([T.StructField("s", T.LongType()), T.StructField("t", T.LongType()),
                            T.StructField("vs", T.DoubleType())])
     job = MessageJob(cut=cut, levels=export_below(levels, cut), arith=arith, chunk_cells=chunk)
@@ -350,6 +303,14 @@ def _provenance(result: DataFrame, request: ReleaseRequest, record: dict[str, st
     return result.select(*columns)
 
 
+def unpin(result: DataFrame) -> int:
+    """Free the data a released DataFrame pins (its true leaves, in executor storage or
+    checkpoint files) once it has been written: it cannot be evaluated afterwards. Returns how
+    many pinned DataFrames were freed (0 for a DataFrame :func:`release` did not return, or the
+    second time). Also freed when the DataFrame is garbage collected (Spark's context cleaner)."""
+    return pins.unpin(result)
+
+
 def preview(
     source: DataFrame | str,
     columns: Sequence[str],
@@ -361,15 +322,16 @@ def preview(
     total epsilon at ``delta`` (default 1e-6): the table :func:`inftda_duckdb.preview` returns,
     for the options of :func:`release`. Spends nothing and reads no private data, except with
     ``domain_from_data`` (then marked not private). Ctrl-C cancels its Spark jobs (:mod:`.jobs`)."""
-    return _tagged(source, lambda run: _preview(source, columns, beta, options))
+    return _tagged(source, lambda spark, _: _preview(spark, source, columns, beta, options))
 
 
-def _preview(source: DataFrame | str, columns: Sequence[str], beta: float,
-             options: dict[str, Any]) -> pa.Table:
+def _preview(session: SparkSession | None, source: DataFrame | str, columns: Sequence[str],
+             beta: float, options: dict[str, Any]) -> pa.Table:
     domain_tables = options.pop("domain_tables", None)
     report = planning.report_delta(options)
     beta = planning.check_beta(beta)
-    spark, request, src, tables = _prepare(source, columns, None, domain_tables, options)
+    spark, request, src, tables = _prepare(session, source, columns, None, domain_tables,
+                                           options)
     dplan, frames = dom.plan(request, src, tables)
     raw = lv.raw_leaves(request, src) if request.domain_from_data else None
     values = dom.resolve(spark, request, src, dplan, frames, raw, preview=True)

@@ -11,6 +11,10 @@ handler, installed when the SparkContext was made on the main thread, cancels ev
 context before that), waits until none of them is active, and raises ``ReleaseInterrupted``:
 before the charge nothing was spent (the charge is skipped once cancelled), after it the budget
 is spent and nothing was returned.
+
+On a Spark Connect session the tag is the session's operation tag (``addTag`` on the helper
+thread, whose operations then carry it) and Ctrl-C interrupts the operations carrying it
+(``interruptTag``) on the server.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pyspark.sql import SparkSession
 
 from ..core.errors import ReleaseInterrupted
 from ..core.interrupts import GRACE, interruptible, stopped
+from .sessions import is_connect
 
 T = TypeVar("T")
 
@@ -55,12 +60,18 @@ class Run:
 
 
 def active_jobs(sc: SparkContext, tag: str) -> list[int]:
-    """The ids of the jobs carrying ``tag`` that are still running."""
+    """The ids of the jobs carrying ``tag`` that are still running, or whose tasks still run (a
+    cancelled job ends at once, while its tasks are still being killed: a killed write task may
+    still add files to the output folder)."""
     tracker = sc._jsc.sc().statusTracker()
     running = []
     for job in tracker.getJobIdsForTag(tag):
         info = tracker.getJobInfo(job)
-        if info.isDefined() and str(info.get().status()) == "RUNNING":
+        if not info.isDefined():
+            continue
+        stages = [tracker.getStageInfo(s) for s in info.get().stageIds()]
+        if str(info.get().status()) == "RUNNING" or any(
+                s.isDefined() and s.get().numActiveTasks() > 0 for s in stages):
             running.append(int(job))
     return running
 
@@ -70,6 +81,8 @@ def run_tagged(spark: SparkSession, work: Callable[[Run], T], run: Run | None = 
     Ctrl-C cancels its jobs, waits for them to end, and raises ``run.error()`` (see the module
     docstring)."""
     run = run or Run()
+    if is_connect(spark):
+        return _run_connect(spark, work, run)
     sc = spark.sparkContext
     jsc: Any = sc._jsc.sc()
     properties = jsc.getLocalProperties().clone()  # the caller's, as InheritableThread does
@@ -90,6 +103,24 @@ def run_tagged(spark: SparkSession, work: Callable[[Run], T], run: Run | None = 
         deadline = time.monotonic() + GRACE
         while active_jobs(sc, run.tag) and time.monotonic() < deadline:
             time.sleep(0.05)
+
+    return interruptible(body, stop, run.error)
+
+
+def _run_connect(spark: Any, work: Callable[[Run], T], run: Run) -> T:
+    """:func:`run_tagged` on a Spark Connect session: the operations of the helper thread carry
+    the tag; Ctrl-C interrupts them on the server (each then ends the call waiting on it)."""
+
+    def body() -> T:
+        spark.addTag(run.tag)
+        try:
+            return work(run)
+        finally:
+            spark.removeTag(run.tag)
+
+    def stop() -> None:
+        run.cancelled.set()
+        spark.interruptTag(run.tag)
 
     return interruptible(body, stop, run.error)
 

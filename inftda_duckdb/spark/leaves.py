@@ -3,11 +3,10 @@
 Algorithm 1 needs the true count of every non-empty leaf (c1..cd). Spark computes them in one
 GROUP BY over the source (a privacy unit adds a window that keeps at most ``m`` rows per unit,
 as DuckDB does); :func:`coded` codes each level's values against its public domain (broadcast
-hash joins with small local tables, in the JVM, in the stage of the GROUP BY's final aggregation:
-no Python worker, no extra job), and the result is **pinned**:
-``checkpoint`` (reliable, when the SparkContext has a checkpoint directory) or
-``localCheckpoint`` (executor storage; a lost executor then fails the job instead of re-reading
-data that may have changed). :func:`summary` is the one job that materialises the pinned leaves
+hash joins with small local tables, shuffled ones past :mod:`.gather`'s share of
+``spark.driver.maxResultSize``, in the JVM, in the stage of the GROUP BY's final aggregation:
+no Python worker, no extra job), and the result is **pinned** (:mod:`.pins`). :func:`summary`
+is the one job that materialises the pinned leaves
 and brings the driver the data checks and the true counts above the cut. Every later job of the
 release, and every re-evaluation of the released DataFrame, starts from the pinned leaves.
 
@@ -33,6 +32,7 @@ from pyspark.sql import types as T
 from ..core import units
 from ..core.request import ReleaseRequest
 from ..core.tree import MAX_KEY_SPAN
+from . import gather
 from .domains import EXAMPLES, Domains, Source, col, key_span
 
 
@@ -121,7 +121,7 @@ def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFram
             continue
         values = domains.frame(spark, k).select(F.col("v").cast(kind).alias(f"v{k + 1}"),
                                                 F.col("code").alias(f"c{k + 1}"))
-        frame = frame.join(F.broadcast(values), F.col(f"r{k + 1}") == F.col(f"v{k + 1}"),
+        frame = frame.join(values, F.col(f"r{k + 1}") == F.col(f"v{k + 1}"),
                            "left")
     bits = " | ".join(f"CASE WHEN r{k + 1} IS NULL THEN {1 << k}L WHEN c{k + 1} IS NULL "
                       f"THEN {1 << (32 + k)}L ELSE 0L END" for k in range(d))
@@ -143,10 +143,10 @@ def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFram
         if listed.size <= LITERAL_KEYS:  # a hash set in the plan (InSet): no job
             unlisted = ~at.isin([int(x) for x in listed]) if listed.size else F.lit(True)
         else:
-            keys = spark.createDataFrame(pa.table({f"a{t}": pa.array(listed, pa.int64()),
-                                                   f"l{t}": pa.array(np.ones(listed.size,
-                                                                             bool))}))
-            frame = frame.join(F.broadcast(keys), clean & (at == F.col(f"a{t}")), "left")
+            keys = gather.local(spark, pa.table({f"a{t}": pa.array(listed, pa.int64()),
+                                                 f"l{t}": pa.array(np.ones(listed.size,
+                                                                           bool))}))
+            frame = frame.join(keys, clean & (at == F.col(f"a{t}")), "left")
             unlisted = F.col(f"l{t}").isNull()
         outside = outside.bitwiseOR(F.when(clean & unlisted, F.lit(1 << t))
                                     .otherwise(F.lit(0)).cast("long"))
@@ -173,11 +173,11 @@ def _listed_codes(spark: SparkSession, frame: DataFrame, clean: Any, t: int,
     listed = np.unique(table, axis=1) if table.size else table
     columns = {f"a{t}_{j}": pa.array(row.astype(np.int32)) for j, row in enumerate(listed)}
     columns[f"l{t}"] = pa.array(np.ones(listed.shape[1], bool))
-    keys = spark.createDataFrame(pa.table(columns))
+    keys = gather.local(spark, pa.table(columns))
     on = clean
     for j, k in enumerate(levels):
         on = on & (F.col(f"c{k + 1}") == F.col(f"a{t}_{j}"))
-    frame = frame.join(F.broadcast(keys), on, "left").drop(*[f"a{t}_{j}" for j in
+    frame = frame.join(keys, on, "left").drop(*[f"a{t}_{j}" for j in
                                                             range(len(levels))])
     return frame, F.col(f"l{t}").isNull()
 
@@ -218,21 +218,6 @@ def _key_sql(codes: list[str], sizes: list[int]) -> str:
 def is_kept(domains: Domains) -> str:
     """The condition of a kept leaf on the pinned layout (SQL)."""
     return "key IS NOT NULL" if keyed(domains) else "k1 IS NOT NULL"
-
-
-def pin(frame: DataFrame) -> DataFrame:
-    """Cut the lineage so that every later use reads one materialisation of ``frame``.
-
-    With a checkpoint directory: a reliable checkpoint, now (``frame`` is cached first, so the
-    checkpoint writes the rows the caching job computed). Otherwise a local checkpoint,
-    materialised by the next job (:func:`summary`): executor storage, and a lost executor then
-    fails the job instead of re-reading data that may have changed."""
-    if frame.sparkSession.sparkContext.getCheckpointDir() is not None:
-        cached = frame.persist()
-        pinned = cached.checkpoint(eager=True)
-        cached.unpersist()
-        return pinned
-    return frame.localCheckpoint(eager=False)
 
 
 def subtree(domains: Domains, cut: int) -> str:
@@ -311,7 +296,7 @@ def examples(request: ReleaseRequest, domains: Domains, raw: DataFrame, spark: S
             continue
         values = domains.frame(spark, k)
         r = F.col(f"r{k + 1}")
-        bad = raw.join(F.broadcast(values), r == F.col("v"), "left_anti").where(r.isNotNull())
+        bad = raw.join(values, r == F.col("v"), "left_anti").where(r.isNotNull())
         rows = bad.select(r).distinct().orderBy(r).limit(EXAMPLES).collect()
         found[f"r{k + 1}"] = [_text(row[0]) for row in rows]
     for t, nest in enumerate(domains.plan.nestings):
@@ -331,11 +316,11 @@ def _outside(spark: SparkSession, domains: Domains, t: int, frame: DataFrame) ->
     for k in nest.levels:
         values = domains.frame(spark, k).withColumnRenamed("v", f"v{k}") \
             .withColumnRenamed("code", f"c{k}")
-        frame = frame.join(F.broadcast(values), F.col(f"r{k + 1}") == F.col(f"v{k}"), "inner")
+        frame = frame.join(values, F.col(f"r{k + 1}") == F.col(f"v{k}"), "inner")
     ok = domains.nest_frame(spark, t)
     ok = ok.select(*[F.col(f"c{j}").alias(f"o{j}") for j in range(len(nest.levels))])
     on = [F.col(f"c{k}") == F.col(f"o{j}") for j, k in enumerate(nest.levels)]
-    return frame.join(F.broadcast(ok), on, "left_anti")
+    return frame.join(ok, on, "left_anti")
 
 
 def _text(value: object) -> str:

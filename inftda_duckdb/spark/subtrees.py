@@ -36,7 +36,7 @@ from ..core import leastsquares
 from ..core.errors import InternalError
 from ..core.leastsquares import Arithmetic
 from ..core.topdown import release_below
-from ..core.tree import MAX_KEY_SPAN, Levels, Nodes
+from ..core.tree import MAX_KEY_SPAN, Levels, Nodes, mixed_radix
 
 CUT_CELLS = 1 << 13
 """At most this many cells at the cut level: the driver's share of a release (its memory, and
@@ -65,6 +65,29 @@ def choose_cut(nodes: Sequence[int], sizes: Sequence[int]) -> int:
     return cut
 
 
+def plan_bands(sizes: Sequence[int], cut: int, share: int) -> list[int]:
+    """The levels where the descent below the cut is split: ``[cut, b_1, ..., d]``.
+
+    The subtrees of level ``b`` hold at most ``prod(sizes[b:])`` leaves (public sizes). While that
+    passes ``share`` (a task's fair share of leaves), the next split level ``e`` is the first
+    whose subtrees fit it, as long as a band of levels ``b+1..e`` under one node stays within
+    :data:`CHUNK_CELLS` cells (else a band ends earlier and another follows; one level at least)
+    and the prefixes of level ``e`` have BIGINT keys. Tree-addressed noise makes any split give
+    the same release."""
+    d, bands, b = len(sizes), [cut], cut
+    while b < d - 1 and math.prod(sizes[b:]) > share:
+        e = b + 1
+        while (e < d - 1 and math.prod(sizes[e:]) > share
+               and math.prod(sizes[b:e + 1]) <= CHUNK_CELLS
+               and math.prod(sizes[:e + 1]) < MAX_KEY_SPAN):
+            e += 1
+        if math.prod(sizes[:e]) >= MAX_KEY_SPAN:
+            break
+        bands.append(e)
+        b = e
+    return [*bands, d]
+
+
 def decode(keys: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     """Codes (len(sizes), N) of mixed-radix keys ``((c1 * s2 + c2) * s3 + ...)``."""
     codes = np.empty((len(sizes), keys.shape[0]), np.int32)
@@ -74,11 +97,14 @@ def decode(keys: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     return codes
 
 
-def export_below(levels: Levels, cut: int) -> dict[str, Any]:
-    """:meth:`Levels.export` for the executors, which release levels cut+1..d only: the keys of
-    levels 1..cut are replaced by fresh random bytes, so those keys never leave the driver."""
+def export_below(levels: Levels, cut: int, upto: int | None = None) -> dict[str, Any]:
+    """:meth:`Levels.export` for the executors, which release levels cut+1..upto only (default:
+    to the leaves): the keys of the other levels are replaced by fresh random bytes, so those
+    keys never leave the driver."""
     data = levels.export()
-    data["keys"] = [os.urandom(32) if k < cut else key for k, key in enumerate(data["keys"])]
+    upto = levels.depth if upto is None else upto
+    data["keys"] = [key if cut <= k < upto else os.urandom(32)
+                    for k, key in enumerate(data["keys"])]
     return data
 
 
@@ -90,6 +116,10 @@ class SubtreeJob:
     partition: a released cut node ``(s, node=true, n=its released count)`` and the pinned true
     leaves ``(s, node=false, key or k1..kd, n)``. Output: the released leaves decoded to the
     columns' values, with ``count`` (or repeated, for rows output).
+
+    A *band* (``upto`` < d) releases levels cut+1..upto only: its true rows are the prefixes of
+    level ``upto`` (``key``, their mixed-radix keys, and ``n``), and it outputs the released nodes
+    of level ``upto`` as ``(s, n)``, ``s`` their keys: the cut nodes of the next band.
     """
 
     cut: int
@@ -99,6 +129,7 @@ class SubtreeJob:
     rows: bool
     keyed: bool
     chunk_cells: int = CHUNK_CELLS
+    upto: int | None = None  # a band: release down to this level, output its nodes
     arith: Arithmetic | None = None  # estimator 'least_squares': nodes carry their ``e``
 
     def __repr__(self) -> str:  # never print the keys
@@ -121,7 +152,7 @@ class SubtreeJob:
 
     def _run(self, batches: Iterator[pa.RecordBatch], levels: Levels
              ) -> Iterator[pa.RecordBatch]:
-        bound = _cells_bound(levels.sizes[self.cut:], every=self.arith is not None)
+        bound = _cells_bound(levels.sizes[self.cut:self.upto], every=self.arith is not None)
         buffer: list[pa.RecordBatch] = []
         cells = 0
         for batch in batches:
@@ -151,7 +182,7 @@ class SubtreeJob:
             raise InternalError("a subtree has two cut nodes")
         nodes = Nodes(decode(s[node], levels.sizes[: self.cut]), n[node])
         leaf = ~node  # a cut node's row has NULL key (k1..kd): read only the leaves' rows
-        if self.keyed:  # mixed-radix keys of the leaves (t = d)
+        if self.keyed:  # mixed-radix keys of the leaves (t = d), or of a band's prefixes
             truth = integers(table.column("key"), leaf)
         else:
             truth = np.stack([integers(table.column(f"k{j}"), leaf)
@@ -159,19 +190,36 @@ class SubtreeJob:
         if self.arith is not None:  # the integer pass reads the subtrees' own estimates
             levels = leastsquares.below(levels, self.arith, self.cut, nodes.codes,
                                         integers(table.column("e"), node))
-        out = release_below(levels, nodes, truth, n[leaf])
+        out = release_below(levels, nodes, truth, n[leaf], upto=self.upto)
         if int(out.counts.sum()) != int(nodes.counts.sum()):
             raise InternalError("a subtree's leaves do not add up to its cut node")
-        yield from self._decoded(out)
+        if self.upto is None:
+            yield from self._decoded(out)
+            return
+        keys = mixed_radix(out.codes, levels.sizes[: self.upto], np.int64)
+        for lo in range(0, keys.shape[0], OUT_ROWS):
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(keys[lo: lo + OUT_ROWS]), pa.array(out.counts[lo: lo + OUT_ROWS])],
+                names=["s", "n"])
 
     def _decoded(self, out: Nodes) -> Iterator[pa.RecordBatch]:
-        index = np.arange(out.counts.shape[0])
-        if self.rows:
-            index = np.repeat(index, out.counts)
+        """The released nodes as batches of :attr:`batch_rows` rows: with ``count``, or each
+        node repeated ``count`` times (rows output; a batch's rows are found by a search of the
+        running counts, so no chunk's rows are ever built in one array)."""
         names = list(self.names) + ([] if self.rows else ["count"])
         step = self.batch_rows
-        for lo in range(0, index.shape[0], step):
-            part = index[lo: lo + step]
+        ends = np.cumsum(out.counts) if self.rows else np.arange(1, out.counts.shape[0] + 1)
+        total = int(ends[-1]) if ends.shape[0] else 0
+        for lo in range(0, total, step):
+            hi = min(lo + step, total)
+            if self.rows:
+                first = int(np.searchsorted(ends, lo, side="right"))
+                last = int(np.searchsorted(ends, hi - 1, side="right"))
+                nodes = np.arange(first, last + 1)
+                starts = np.maximum(ends[nodes] - out.counts[nodes], lo)
+                part = np.repeat(nodes, np.minimum(ends[nodes], hi) - starts)
+            else:
+                part = np.arange(lo, hi)
             columns = [values.take(pa.array(out.codes[j][part]))
                        for j, values in enumerate(self.values)]
             if not self.rows:

@@ -18,7 +18,7 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     pytest.importorskip("pyspark")
     from pyspark.sql import SparkSession
 
@@ -32,6 +32,7 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.maxResultSize", "1m")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

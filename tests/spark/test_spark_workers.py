@@ -110,3 +110,24 @@ def test_cut_and_chunk_bound() -> None:
     # a node released with count 3 below levels of 40: 40 + min(3, 40) * 40 + 3 * 40 cells
     assert _cells_bound([40, 40, 40])(np.array([3, 10**6])) == (40 + 120 + 120) + (
         40 + 1600 + 64000)
+
+
+def test_rows_output_never_builds_a_chunks_rows_in_one_array() -> None:
+    """A node released with 2**40 records: its rows come in batches of ``batch_rows``, the
+    first at once (was: ``np.repeat`` of the whole chunk, 8 TiB, a MemoryError)."""
+    import itertools
+
+    values = (pa.array(["a", "b", "c"]), pa.array([10, 20, 30, 40], pa.int32()))
+    job = SubtreeJob(0, {}, values, ("x", "y"), rows=True, keyed=True)
+    out = Nodes(np.array([[0, 2, 2], [1, 0, 3]], np.int32),
+                np.array([3, 2**40, 5], np.int64))
+    first = list(itertools.islice(job._decoded(out), 2))
+    assert [b.num_rows for b in first] == [job.batch_rows] * 2
+    assert first[0].to_pylist()[:4] == [{"x": "a", "y": 20}] * 3 + [{"x": "c", "y": 10}]
+    small = Nodes(out.codes, np.array([3, 4, 5], np.int64))
+    job = SubtreeJob(0, {}, values, ("x", "y"), rows=True, keyed=True, chunk_cells=4)
+    object.__setattr__(job, "batch_rows", 5)  # batches that split a node's rows
+    rows = [tuple(r.values()) for b in job._decoded(small) for r in b.to_pylist()]
+    assert rows == [("a", 20)] * 3 + [("c", 10)] * 4 + [("c", 40)] * 5
+    counts = SubtreeJob(0, {}, values, ("x", "y"), rows=False, keyed=True)
+    assert [r["count"] for b in counts._decoded(small) for r in b.to_pylist()] == [3, 4, 5]

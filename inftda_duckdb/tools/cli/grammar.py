@@ -95,8 +95,9 @@ def add_source_options(p: argparse.ArgumentParser, need: bool) -> None:
     e.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
                    help="duckdb (default), or spark: the same release on Apache Spark (needs "
                    "the spark extra; the ledger file --ledger, or --db, is charged)")
-    e.add_argument("--master", metavar="URL", default="local[*]",
-                   help="with --engine spark: the Spark master (default local[*])")
+    e.add_argument("--master", metavar="URL", default=None,
+                   help="with --engine spark: the Spark master (default: the one spark-submit "
+                   "or spark-defaults.conf gives, else local[*])")
 
 
 def add_public_options(p: argparse.ArgumentParser) -> None:

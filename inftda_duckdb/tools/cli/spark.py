@@ -7,8 +7,9 @@ catalog, ``--ledger`` (else ``--db``, else ``INFTDA_LEDGER``) is the ledger file
 (required), and the result is written by Spark: ``--output x.parquet`` is a folder of part
 files (Spark's format; written by its commit protocol, so a failed job leaves no output) with
 the provenance record beside it (``x.parquet.provenance.json``; each column's metadata holds it
-too), ``--into-table`` a table in Spark's catalog. The CLI starts a session on ``--master``
-(stopped at the end) unless one is active.
+too), ``--into-table`` a table in Spark's catalog. The CLI uses the active session, else starts
+one (stopped at the end) on ``--master``, else on the master ``spark-submit`` gives (a cluster:
+``spark-submit --master yarn script.py release --engine spark ...``), else ``local[*]``.
 """
 
 from __future__ import annotations
@@ -28,22 +29,29 @@ from pyspark.sql import DataFrame, SparkSession
 from ...core.errors import bad_argument, number
 from ...core.release import charged_text
 from ...ledger.locate import LEDGER_VARIABLE
-from ...spark import Run, preview, release, run_tagged
+from ...ledger.sources import dataset
+from ...spark import Run, preview, release, run_tagged, sessions, unpin
 from ..output import emit, sidecar
 from ..status import EXIT_OK, charged_failure, is_interrupt
 from .arguments import FILE_KINDS, budget_of, name_list, output_kind, release_options
 from .progress import Progress, relay_warnings
 
 
-def session(master: str) -> tuple[SparkSession, bool]:
-    """The active session, or a new one on ``master`` (and whether this call created it)."""
+def session(master: str | None) -> tuple[SparkSession, bool]:
+    """The active session, or a new one (and whether this call created it): on ``master`` when
+    given, else on the master ``spark-submit`` (or ``spark-defaults.conf``) gives, which is
+    ``local[*]`` when nothing does."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors: this interpreter
-    spark = (SparkSession.builder.master(master).appName("inftda-duckdb")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    builder = SparkSession.builder.appName("inftda-duckdb") \
+        .config("spark.ui.showConsoleProgress", "false")
+    if master is not None:
+        builder = builder.master(master)
+    spark = builder.getOrCreate()
+    if not sessions.is_connect(spark):  # failures reach the user as exceptions (Error: lines);
+        spark.sparkContext.setLogLevel("OFF")  # a cancelled job's logs would print stack traces
     return spark, True
 
 
@@ -55,6 +63,28 @@ def _kind(path: str) -> str:
         raise bad_argument("--input", path, "must end in .parquet, .pq or .csv (or be a folder "
                            "of Parquet files)", "pass e.g. --input 'data/*.parquet'")
     return kind
+
+
+def charged_as(args: argparse.Namespace) -> str | None:
+    """The source ``--input`` is charged to: the one dataset its paths name
+    (:func:`inftda_duckdb.ledger.sources.dataset`; a glob names the folder it searches), as the
+    DuckDB path charges ``--input`` (None for ``--table``: Spark's catalog says)."""
+    if args.input is None:
+        return None
+    found = sorted({dataset(_searched(os.path.abspath(p))) for p in args.input})
+    if len(found) > 1:
+        raise bad_argument("--input", args.input, f"names {len(found)} datasets "
+                           f"({', '.join(found)}): a release is charged to one source",
+                           "release one dataset at a time: one file, or one folder "
+                           "(--input FOLDER, or a glob inside it)")
+    return "file:" + found[0]
+
+
+def _searched(path: str) -> str:
+    """A glob's folder (the path up to its first component with a wildcard); else the path."""
+    parts = path.split(os.sep)
+    magic = [i for i, part in enumerate(parts) if any(c in part for c in "*?[")]
+    return os.sep.join(parts[: magic[0]]) or os.sep if magic else path
 
 
 def source(spark: SparkSession, args: argparse.Namespace) -> DataFrame | str:
@@ -97,6 +127,7 @@ def spark_release(args: argparse.Namespace) -> int:
     columns = name_list(args.columns)
     kind = output_kind(args, folder_ok=True) if args.output is not None else ""
     options = _options(args)
+    charged_to = charged_as(args)
     if args.seed is not None:
         sys.stderr.write(
             "WARNING: --seed makes this release NOT PRIVATE: anyone who knows the seed can "
@@ -107,49 +138,56 @@ def spark_release(args: argparse.Namespace) -> int:
     try:
         frame = source(spark, args)
         progress.say(f"release of {args.table or ', '.join(args.input)} ({', '.join(columns)}) "
-                     f"on Spark ({spark.sparkContext.master}) started")
+                     f"on Spark ({sessions.master(spark)}) started")
         with relay_warnings(skip="seed"):
             result = release(frame, columns, **budget, **options, output=args.output_kind,
-                             unknown=args.unknown, ledger=ledger, origin="cli")
+                             unknown=args.unknown, ledger=ledger, origin="cli",
+                             source_name=charged_to)
         record = json.loads(result.schema[0].metadata["inftda"])
         progress.say(f"charged rho {number(Fraction(record['rho']))} to the ledger in "
                      f"{ledger} (id {record['ledger_id']}); releasing the subtrees")
-        mode = "overwrite" if args.overwrite else "errorifexists"
-        # the write runs the subtree job: Ctrl-C cancels it (the budget is spent: exit 130 says so)
-        charged = Run(charged=charged_text(Fraction(record["rho"]), record["source"]),
-                      ledger_id=int(record["ledger_id"]))
+        spent = charged_text(Fraction(record["rho"]), record["source"])
         try:
-            if args.into_table is not None:
-                run_tagged(spark,
-                           lambda _: result.write.mode(mode).saveAsTable(args.into_table), charged)
-                where = f"table {args.into_table} (provenance: its columns' metadata)"
-            else:
-                folder = os.path.abspath(args.output)
-                existed = os.path.exists(folder)
-                writer = result.write.mode(mode)
-                try:
-                    if kind == "csv":
-                        run_tagged(spark,
-                                   lambda _: writer.option("header", True).csv(folder), charged)
-                    else:
-                        run_tagged(spark, lambda _: writer.parquet(folder), charged)
-                except BaseException:
-                    if not existed and os.path.isdir(folder):  # what the failed write left
-                        shutil.rmtree(folder, ignore_errors=True)
-                    raise
-                with open(sidecar(args.output), "w") as f:
-                    json.dump(record, f, indent=1)
-                where = f"{args.output} and {sidecar(args.output)}"
+            where = _write(spark, args, kind, result, record)
         except Exception as error:  # after the charge: its budget is spent, whatever failed
             if is_interrupt(error):
                 raise
-            raise charged_failure(error, charged.charged, charged.ledger_id) from None
+            raise charged_failure(error, spent, int(record["ledger_id"])) from None
+        finally:
+            unpin(result)  # the pinned leaves: freed once written (or not)
     finally:
         if created:
             spark.stop()
     verdict = "" if record["private"] == "true" else " (NOT PRIVATE)"
     progress.say(f"wrote {where}{verdict}")
     return EXIT_OK
+
+
+def _write(spark: SparkSession, args: argparse.Namespace, kind: str, result: DataFrame,
+           record: dict[str, Any]) -> str:
+    """Write the released DataFrame once (Spark evaluates it: the subtree job); Ctrl-C cancels
+    it (the budget is spent: exit 130 says so). Returns where it went."""
+    mode = "overwrite" if args.overwrite else "errorifexists"
+    charged = Run(charged=charged_text(Fraction(record["rho"]), record["source"]),
+                  ledger_id=int(record["ledger_id"]))
+    if args.into_table is not None:
+        run_tagged(spark, lambda _: result.write.mode(mode).saveAsTable(args.into_table), charged)
+        return f"table {args.into_table} (provenance: its columns' metadata)"
+    folder = os.path.abspath(args.output)
+    existed = os.path.exists(folder)
+    writer = result.write.mode(mode)
+    try:
+        if kind == "csv":
+            run_tagged(spark, lambda _: writer.option("header", True).csv(folder), charged)
+        else:
+            run_tagged(spark, lambda _: writer.parquet(folder), charged)
+    except BaseException:
+        if not existed and os.path.isdir(folder):  # what the failed write left
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    with open(sidecar(args.output), "w") as f:
+        json.dump(record, f, indent=1)
+    return f"{args.output} and {sidecar(args.output)}"
 
 
 def spark_preview(args: argparse.Namespace) -> int:
