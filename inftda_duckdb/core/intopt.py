@@ -65,7 +65,6 @@ reused buffers). Both are re-exported here.
 
 from __future__ import annotations
 
-from .intopt_blocks import buffer as _buffer  # noqa: F401  (the kernel's scratch arrays)
 from .intopt_blocks import intopt_positive, intopt_positive_runs
 from .intopt_closed_form import intopt, intopt_ragged
 

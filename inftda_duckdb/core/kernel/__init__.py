@@ -36,7 +36,8 @@ import numpy.typing as npt
 
 from .. import memory
 from ..errors import InternalError, bad_argument
-from ..intopt import _buffer, intopt_positive
+from ..intopt import intopt_positive
+from ..intopt_blocks import buffer
 from .contract import SAFE_LIMIT, SEARCH, SIGNATURES
 
 IntArray = npt.NDArray[np.int64]
@@ -186,9 +187,9 @@ def intopt_pairs(x: IntArray, width: int, c: IntArray, lo: IntArray, hi: IntArra
 def _solved(name: str, x: IntArray, width: int, c: IntArray,
             *truth: Any) -> tuple[IntArray, IntArray, IntArray]:
     n_rows = c.shape[0]
-    flat = _buffer("kept_flat", (x.shape[0],), np.int64)  # this thread's, reused
-    vals = _buffer("kept_vals", (x.shape[0],), np.int64)
-    scratch = _buffer("kept_scratch", (8 * width + 1024,), np.int64)
+    flat = buffer("kept_flat", (x.shape[0],), np.int64)  # this thread's, reused
+    vals = buffer("kept_vals", (x.shape[0],), np.int64)
+    scratch = buffer("kept_scratch", (8 * width + 1024,), np.int64)
     sums = np.empty(n_rows, np.int64)
     kept = _call(name, x, width, c, *truth, flat, vals, sums, scratch)
     if kept < 0:  # values too large for int64 sums: densified already, solve exactly
