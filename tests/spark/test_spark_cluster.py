@@ -50,8 +50,10 @@ def environment() -> dict[str, str]:
             "PYTHONPATH", "")]))
 
 
-def persistent(spark: Any) -> int:
-    return int(spark.sparkContext._jsc.getPersistentRDDs().size())
+def persistent(spark: Any) -> set[int]:
+    """The ids of the session's persisted RDDs (other tests' results may be freed meanwhile by
+    Spark's cleaner, so the test follows ids, not a count)."""
+    return {int(k) for k in spark.sparkContext._jsc.getPersistentRDDs().keySet().toArray()}
 
 
 def test_the_command_line_keeps_the_master_spark_submit_gives(tmp_path: Path) -> None:
@@ -106,15 +108,16 @@ def test_unpin_frees_the_pinned_leaves_and_the_command_line_does_once_written(
                                   [f"c{k}" for k in range(5)], rho=1, domains=domains,
                                   ledger=book)
     result.write.parquet(str(tmp_path / "api.parquet"))
-    assert persistent(spark) == before + 1  # the pinned leaves, in executor storage
-    assert inftda_spark.unpin(result) == 1 and persistent(spark) == before
+    pinned = persistent(spark) - before
+    assert len(pinned) == 1  # the pinned leaves, in executor storage
+    assert inftda_spark.unpin(result) == 1 and not pinned & persistent(spark)
     assert inftda_spark.unpin(result) == 0
     with pytest.raises(Exception, match="CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND"):
         result.count()
     # the command line (on this active session) frees them once the result is written
     assert cli.main([*release_args(tmp_path / "data.parquet", tmp_path / "cli.parquet",
                                    tmp_path / "budget.duckdb"), "--quiet"]) == 0
-    assert persistent(spark) == before
+    assert persistent(spark) <= before  # nothing of its own left pinned
     assert spark.read.parquet(str(tmp_path / "cli.parquet")).agg(F.sum("count")).collect()[0][0] \
         == 3000
     # with a checkpoint directory the leaves are checkpoint files: unpin deletes them
