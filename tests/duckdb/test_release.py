@@ -882,6 +882,7 @@ def test_sql_not_private_release_says_so_once(trips, caplog, recwarn):
     assert not [r for r in caplog.records if r.name == "inftda_duckdb"]
 
 
+@pytest.mark.slow  # about a minute: every block size and split on one tree
 def test_splitting_work_into_blocks_changes_nothing(monkeypatch):
     # noise is addressed by the tree and IntOpt works row by row: how a level is cut into
     # blocks, how many workers run them and how the sampler chunks its ids only change the time
