@@ -82,8 +82,9 @@ def clean_message(error: BaseException, sql: str | None = None) -> str:
     load(), a misspelled parameter named from the statement ``sql``)."""
     text = str(error).strip()
     stripped = _UDF_WRAPPER.sub("", text, count=1) or text
-    if stripped != text:  # our message: one line (DuckDB appends the statement's LINE context)
-        stripped = re.sub(r"\s*\n\s*LINE \d+:.*$", "", stripped, flags=re.S)
+    if stripped != text:  # our message: one line (DuckDB appends the statement's LINE context,
+        # and DuckDB 1.5 the UDF's Python stack after "At:")
+        stripped = re.sub(r"\s*\n\s*(LINE \d+:|At:\n).*$", "", stripped, flags=re.S)
     return duckdb_hint(stripped, sql) or stripped
 
 

@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+pytest.importorskip("pyspark")  # the spark extra (the engine's modules import PySpark)
+
 from inftda_duckdb.core import limits
 from inftda_duckdb.core.errors import InputError
 from inftda_duckdb.core.tree import Nodes
