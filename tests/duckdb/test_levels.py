@@ -10,6 +10,7 @@ import sys
 import duckdb
 import numpy as np
 import pytest
+from test_release import levels_only  # (tests/duckdb: one hook for the levels' reports)
 
 from inftda_duckdb.core import memory, topdown
 from inftda_duckdb.core.accounting import plan_budget
@@ -36,12 +37,6 @@ def con() -> duckdb.DuckDBPyConnection:
               "FROM range(60000) r(i)")
     yield c
     c.close()
-
-
-def levels_only(seen: list[LevelProgress]) -> object:
-    """A progress hook keeping the levels' reports (DuckDB's scan reports come first when the
-    scan takes over a second, as on a busy machine)."""
-    return lambda p: seen.append(p) if isinstance(p, LevelProgress) else None
 
 
 def query(seed: int = 3) -> str:

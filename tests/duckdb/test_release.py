@@ -777,12 +777,10 @@ def test_sixteen_level_binary_tree_equals_reference(con):
     )
     cols = list(wl.columns)
     doms = {c: [0, 1] for c in cols}
-    events: list[object] = []
+    levels: list[LevelProgress] = []
     with pytest.warns(UserWarning, match="NOT private"):
         out = release(con, "bin16_rows", cols, rho=2, domains=doms, seed=5,
-                      progress=events.append)
-    # the levels' reports (a ScanProgress comes first when DuckDB's scan takes over a second)
-    levels = [p for p in events if isinstance(p, LevelProgress)]
+                      progress=levels_only(levels))
     got = [tuple(r.values()) for r in out.drop_columns(["inftda_not_private"]).to_pylist()]
     n = con.execute("SELECT count(*) FROM bin16_rows").fetchall()[0][0]
     assert sum(r[-1] for r in got) == n and all(r[-1] > 0 for r in got)
