@@ -1,16 +1,20 @@
 """Benchmark: the Spark release vs Spark's bare leaf GROUP BY on the same Parquet (local[2]).
 
-Targets (issue 16), measured side by side in one run:
+Targets (issues 16 and 36), measured side by side in one run:
 
 - flat: 10M rows, 4 columns with 50 x 20 x 24 x 10 values, from Parquet: the Spark release
   (``inftda_duckdb.spark.release`` evaluated once, by writing it) takes at most 1.3x Spark's own
   bare leaf GROUP BY (written the same way); the DuckDB release on the same Parquet beside it;
+- scale: the same flat tree at 1e6, 1e7 and 1e8 rows (``--scale``), release / GROUP BY per size;
+- skew: 87% of the rows under one of 3 values of level 1 (the cut), 3 x 20,000 x 100 values:
+  the leaves each task releases, largest against the fair share (leaves / tasks), with the
+  descent split into bands (the default) and in one band (the subtrees alone, as before);
 - deep: 10M rows, 5 levels x 40 values, uniform (~1e8 noised cells) completes with the driver's
   memory bounded (``spark.driver.maxResultSize=1m`` throughout; the driver's peak RSS and JVM
   heap stated), and the time per noised cell.
 
     python benchmarks/bench_spark.py [--rows 10000000] [--repeat 5] [--deep-rows 10000000]
-        [--no-deep] [--no-write]
+        [--scale 1000000,10000000,100000000] [--skew-rows 10000000] [--no-deep] [--no-write]
 
 Results are written with Spark's ``noop`` sink (the whole plan runs, nothing is stored), except
 the deep release, written to Parquet to count its noised cells from its own output. Writes its
@@ -36,6 +40,8 @@ from results import cpu_model, peak_rss_mb, write_section
 
 FLAT = (50, 20, 24, 10)
 DEEP = (40, 40, 40, 40, 40)
+SKEW = (3, 20_000, 100)
+SKEW_TASKS = 8
 DRIVER_MEMORY = "2g"
 
 
@@ -67,9 +73,16 @@ SCALING = [
     "same leaves), spread over all cores: ~1e10 noised cells (1e9 leaves, ~10 children per "
     "parent) at the per-cell cost measured above is a few core-hours, minutes on a few hundred "
     "cores. Memory per task is bounded by the chunk (2^20 cells) plus one subtree's leaves. "
-    "Subtrees are the unit of parallelism: at most 8,192 of them (the cut), so at most 8,192 "
-    "busy tasks, and a skewed tree (one value of the first columns holding most of the data) "
-    "puts its largest subtree on one task: a deeper cut in two stages would be the next step.",
+    "Below the cut the descent is split into bands wherever a subtree may hold more than a "
+    "task's fair share of leaves (by the public sizes and the released root count): the skew "
+    "section shows the largest task's share with and without the split. Each band adds one "
+    "shuffle of at most the prefixes of its bottom level, so a 1e9-leaf tree on a few hundred "
+    "cores runs as many tasks as the leaves' bound over 2^20 (about 1,000), none holding more "
+    "than its share.",
+    "- **Rows**: the scale table measures release / GROUP BY from 1e6 to 1e8 rows on the same "
+    "tree: the release's extra cost is the leaves' (fixed by the tree), so the ratio falls as "
+    "the rows grow; 1e10 rows over the same tree adds only scan and map-side counting, which "
+    "Spark's bare GROUP BY pays too.",
     "- **Ledger**: one charge per release on the driver (a DuckDB file); budgets shared with "
     "DuckDB releases through the same file.",
     "",
@@ -87,6 +100,17 @@ def write_parquet(path: Path, rows: int, sizes: tuple[int, ...], skewed: bool) -
         con.execute("SET threads = 2")
         con.execute(f"COPY (SELECT {', '.join(cols)} FROM range({rows}) t(i)) TO "
                     f"'{path}' (FORMAT parquet, ROW_GROUP_SIZE 1000000)")
+
+
+def write_skewed(path: Path, rows: int) -> None:
+    """``rows`` rows over SKEW: 87% under the first value of c1, the rest uniform."""
+    with duckdb.connect() as con:
+        con.execute("SET threads = 2")
+        con.execute(
+            "COPY (SELECT 'v' || CASE WHEN hash(i, 1) % 1000 < 870 THEN 0 "
+            "ELSE 1 + hash(i, 4) % 2 END AS c1, "
+            f"'v' || hash(i, 2) % {SKEW[1]} AS c2, 'v' || hash(i, 3) % {SKEW[2]} AS c3 "
+            f"FROM range({rows}) t(i)) TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE 1000000)")
 
 
 def domains(sizes: tuple[int, ...]) -> dict[str, list[str]]:
@@ -117,7 +141,11 @@ def noop(frame: Any) -> None:
     frame.write.format("noop").mode("overwrite").save()
 
 
-def bench_flat(spark: Any, path: Path, repeat: int, ledger: str) -> dict[str, Any]:
+def bench_flat(spark: Any, path: Path, repeat: int, ledger: str, *, warm_release: bool = True
+               ) -> dict[str, Any]:
+    """Interleaved runs of (Spark GROUP BY, Spark release, DuckDB GROUP BY, DuckDB release) on
+    the flat tree; first a warm-up of the GROUP BY (the file cache) and, with ``warm_release``,
+    of the release (the JVM's code, the Python workers)."""
     from inftda_duckdb.spark import release
 
     names = [f"c{i}" for i in range(1, len(FLAT) + 1)]
@@ -131,7 +159,7 @@ def bench_flat(spark: Any, path: Path, repeat: int, ledger: str) -> dict[str, An
     def spark_release() -> None:  # stages: release() returns (leaf GROUP BY, checks, levels
         start = time.perf_counter()  # 1..c on the driver), then the lazy subtree job runs
         result = release(spark.read.parquet(str(path)), names, rho=1, domains=doms,
-                         ledger=ledger)
+                         ledger=con)  # the DuckDB releases' ledger: one file, one handle
         stages.append(time.perf_counter() - start)
         noop(result)
 
@@ -150,7 +178,9 @@ def bench_flat(spark: Any, path: Path, repeat: int, ledger: str) -> dict[str, An
     def duck() -> None:
         duck_release(con, "flat", names, rho=1, domains=doms)
 
-    bare(), spark_release()  # warm-up: JVM, Python workers, file cache
+    bare()  # warm-up: the file cache
+    if warm_release:
+        spark_release()  # the JVM's code, Python workers
     stages.clear()
     pairs = []
     for _ in range(repeat):
@@ -163,6 +193,35 @@ def bench_flat(spark: Any, path: Path, repeat: int, ledger: str) -> dict[str, An
     return {"bare": b, "release": r, "ratio_medians": r / b,
             "ratio_pairs": statistics.median(ratios), "duck_bare": db, "duck": dr,
             "pairs": pairs, "before": before, "after": after}
+
+
+def bench_skew(spark: Any, path: Path, ledger: str) -> dict[str, Any]:
+    """The leaves each of SKEW_TASKS tasks releases (``spark_partition_id`` of the released
+    rows: the last ``mapInArrow`` keeps its shuffle's partitions), largest first, and the time
+    to evaluate the release, in bands (the default) and in one band (a task's share set past
+    the leaves' bound: the subtrees of the cut alone)."""
+    from pyspark.sql import functions as F
+
+    from inftda_duckdb.spark import release
+    from inftda_duckdb.spark.descent import SHARE_SETTING
+
+    names = [f"c{i}" for i in range(1, len(SKEW) + 1)]
+    frame = spark.read.parquet(str(path))
+    found: dict[str, Any] = {"bare": timed(lambda: noop(frame.groupBy(*names).count()))}
+    for mode, share in (("bands", None), ("one band", str(1 << 62))):
+        if share is not None:
+            spark.conf.set(SHARE_SETTING, share)
+        try:
+            start = time.perf_counter()
+            result = release(frame, names, rho=1, domains=domains(SKEW), ledger=ledger,
+                             partitions=SKEW_TASKS)
+            rows = result.groupBy(F.spark_partition_id().alias("p")).count().collect()
+            seconds = time.perf_counter() - start
+        finally:
+            spark.conf.unset(SHARE_SETTING)
+        shares = sorted((r["count"] for r in rows), reverse=True)
+        found[mode] = {"seconds": seconds, "shares": shares, "leaves": sum(shares)}
+    return found
 
 
 def reset_peak_rss() -> None:
@@ -203,11 +262,66 @@ def bench_deep(spark: Any, path: Path, out: Path, ledger: str) -> dict[str, Any]
             "rss": driver_rss}
 
 
+def scale_section(spark: Any, folder: Path, scale: list[int], args: Any, flat: dict[str, Any],
+                  ledger: str) -> list[str]:
+    """The flat tree at each row count: median pairs (3 runs up to 1e7 rows, 1 past it; the
+    flat section's own runs at its row count)."""
+    lines = [
+        "### Scale: the flat tree (50 x 20 x 24 x 10) from 1e6 to 1e8 rows",
+        "",
+        "| rows | runs | Spark GROUP BY | Spark release | release / GROUP BY | "
+        "DuckDB GROUP BY | DuckDB release | DuckDB ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for rows in scale:
+        if rows == args.rows:
+            r, runs = flat, args.repeat
+        else:
+            path = folder / f"flat_{rows}.parquet"
+            write_parquet(path, rows, FLAT, skewed=True)
+            runs = 3 if rows <= 10_000_000 else 1
+            r = bench_flat(spark, path, runs, ledger, warm_release=False)
+            path.unlink()
+        lines.append(
+            f"| {rows:,} | {runs} | {r['bare']:.2f} s | {r['release']:.2f} s | "
+            f"{r['ratio_medians']:.2f} | {r['duck_bare']:.2f} s | {r['duck']:.2f} s | "
+            f"{r['duck'] / r['duck_bare']:.2f} |")
+    return [
+        *lines,
+        "",
+        "Ratio of the medians of interleaved runs after a warm-up GROUP BY (the file cache); "
+        "the release's warm-up (the JVM's code) is the flat section's.",
+        "",
+    ]
+
+
+def skew_section(found: dict[str, Any], rows: int) -> list[str]:
+    lines = [
+        f"### Skew: {rows:,} rows, 3 x 20,000 x 100 values, 87% under one value of level 1",
+        "",
+        f"Spark's bare GROUP BY {found['bare']:.2f} s. Released leaves per task "
+        f"({SKEW_TASKS} tasks), largest first; fair share = leaves / {SKEW_TASKS}.",
+        "",
+        "| descent | release (evaluated) | leaves | largest task / fair share | "
+        "leaves per task |",
+        "|---|---|---|---|---|",
+    ]
+    for mode in ("bands", "one band"):
+        m = found[mode]
+        fair = m["leaves"] / SKEW_TASKS
+        lines.append(f"| {mode} | {m['seconds']:.2f} s | {m['leaves']:,} | "
+                     f"{m['shares'][0] / fair:.2f} | {', '.join(f'{x:,}' for x in m['shares'])} |")
+    return [*lines, ""]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--deep-rows", type=int, default=10_000_000)
+    parser.add_argument("--scale", default="1000000,10000000,100000000",
+                        help="row counts of the scale table (comma-separated; empty: none)")
+    parser.add_argument("--skew-rows", type=int, default=10_000_000, help="0: no skew section")
     parser.add_argument("--no-deep", action="store_true")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--no-write", action="store_true")
@@ -217,7 +331,8 @@ def main() -> None:
 
     lines = [
         f"`python benchmarks/bench_spark.py --rows {args.rows} --repeat {args.repeat} "
-        f"--deep-rows {args.deep_rows}` on {datetime.date.today()}: {cpu_model()}, "
+        f"--deep-rows {args.deep_rows} --scale {args.scale} --skew-rows {args.skew_rows}` on "
+        f"{datetime.date.today()}: {cpu_model()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}, PySpark "
         f"{pyspark.__version__}, DuckDB {duckdb.__version__}; master {args.master}, "
         f"spark.driver.memory {DRIVER_MEMORY}, spark.driver.maxResultSize 1m. The machine is "
@@ -252,6 +367,17 @@ def main() -> None:
             "",
         ]
         print("\n".join(lines))
+        scale = [int(x) for x in args.scale.split(",") if x.strip()]
+        if scale:
+            section = scale_section(spark, folder, scale, args, r, ledger)
+            print("\n".join(section))
+            lines += section
+        if args.skew_rows:
+            skewed = folder / "skewed.parquet"
+            write_skewed(skewed, args.skew_rows)
+            section = skew_section(bench_skew(spark, skewed, ledger), args.skew_rows)
+            print("\n".join(section))
+            lines += section
         if not args.no_deep:
             deep = folder / "deep.parquet"
             write_parquet(deep, args.deep_rows, DEEP, skewed=False)

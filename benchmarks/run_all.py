@@ -37,7 +37,8 @@ SCRIPTS: dict[str, list[str]] = {
     "bench_ledger": ["--rows", "200", "--repeat", "5"],
     "bench_accuracy": ["--quick"],
     "bench_least_squares": ["--quick"],
-    "bench_spark": ["--rows", "200000", "--repeat", "1", "--no-deep"],
+    "bench_spark": ["--rows", "200000", "--repeat", "1", "--no-deep", "--scale", "100000",
+                    "--skew-rows", "200000"],
 }
 
 
