@@ -26,7 +26,7 @@ from results import cpu_model, write_section
 from inftda_duckdb.core.intopt import intopt, intopt_ragged
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "core"))
 from test_intopt import paper_intopt  # noqa: E402  (the oracle lives with the tests)
 
 LOAD = ""

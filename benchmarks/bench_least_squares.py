@@ -245,7 +245,7 @@ def main() -> None:
     for name in args.releases:
         cost = memory(name, args.quick)
         con = duckdb.connect()
-        cells = sum(build(con, name, True).cells) if args.quick else None
+        cells = sum(build(con, name, True).nodes) if args.quick else None
         con.close()
         _, sizes, _ = RELEASE_WORKLOADS[name]
         total = cells or sum(int(np.prod(sizes[:k])) for k in range(1, len(sizes) + 1))
