@@ -25,7 +25,7 @@
 -- @release_macro
 inftda_release(
     source, columns, $parameters
-) AS TABLE SELECT * FROM system.main.query($generator(to_json({
+) AS TABLE SELECT * FROM system.main.query($generator(system.main.to_json({
     'source': source, 'columns': columns, $fields,
     'current_database': system.main.current_database(),
     'current_schema': system.main.current_schema(),
@@ -42,7 +42,7 @@ inftda_release(
 -- @preview_macro
 inftda_preview(
     source, columns, $parameters
-) AS TABLE SELECT * FROM system.main.query($generator(to_json({
+) AS TABLE SELECT * FROM system.main.query($generator(system.main.to_json({
     'source': source, 'columns': columns, $fields,
     'current_database': system.main.current_database(),
     'current_schema': system.main.current_schema(),

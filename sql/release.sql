@@ -11,6 +11,9 @@
 -- release with fresh noise and is charged to the ledger by the levels step's first call (once per
 -- execution, before any noise is drawn; inftda_begin has checked the statement's capability
 -- token and the data first).
+-- DuckDB's own functions are named system.main.<name> (as in macros.sql): a macro of the same
+-- name (TEMP, or kept in a database file) would otherwise answer for them, e.g. a least(a, b)
+-- returning a would lift the privacy unit's cap (tests/security/test_builtin_shadowing.py).
 
 -- @typed
 -- one row of typed NULLs, one per hierarchy column: gives cast_to_type() and typeof() the
@@ -48,33 +51,33 @@ leaf_coded AS MATERIALIZED (
 -- refuses them), or dropped. inftda_w: the rows a candidate stands for.
 (SELECT $cols, inftda_unit, inftda_w FROM (
     SELECT $cols, inftda_unit, inftda_w,
-        row_number() OVER (PARTITION BY inftda_unit ORDER BY inftda_key) AS inftda_rn
+        system.main.row_number() OVER (PARTITION BY inftda_unit ORDER BY inftda_key) AS inftda_rn
     FROM (
         SELECT $cols, inftda_unit, CASE WHEN inftda_unit IS NULL THEN inftda_c ELSE 1 END AS inftda_w,
             $sort_key AS inftda_key
         FROM (SELECT *, $group AS inftda_g$exps
-              FROM (SELECT $cols, $unit AS inftda_unit, count(*) AS inftda_c
+              FROM (SELECT $cols, $unit AS inftda_unit, system.main.count(*) AS inftda_c
                     FROM $source GROUP BY ALL) CROSS JOIN inftda_rk)
     )
 ) WHERE (inftda_rn <= $m OR inftda_unit IS NULL) AND $keep_null)
 
 -- @unit_key_one
 -- m = 1: one candidate per group, E_0 (no lists)
--ln($u0) / inftda_c
+-system.main.ln($u0) / inftda_c
 
 -- @unit_exps
 -- m > 1: the group's E_i, i = 0 .. min(c, m) - 1
-, CASE WHEN inftda_unit IS NULL THEN []::DOUBLE[] ELSE list_transform(range(least(inftda_c, $m)),
-    lambda i: -ln($ui) / (inftda_c - i)) END AS inftda_e
+, CASE WHEN inftda_unit IS NULL THEN []::DOUBLE[] ELSE system.main.list_transform(system.main.range(system.main.least(inftda_c, $m)),
+    lambda i: -system.main.ln($ui) / (inftda_c - i)) END AS inftda_e
 
 -- @unit_keys
 -- m > 1: one row per candidate, keyed E_0 + ... + E_i
-unnest(CASE WHEN inftda_unit IS NULL THEN [0.0]
-       ELSE list_transform(range(1, len(inftda_e) + 1), lambda j: list_sum(inftda_e[1:j])) END)
+system.main.unnest(CASE WHEN inftda_unit IS NULL THEN [0.0]
+       ELSE system.main.list_transform(system.main.range(1, system.main.len(inftda_e) + 1), lambda j: system.main.list_sum(inftda_e[1:j])) END)
 
 -- @unit_u
 -- U_i in (0, 1): 52 bits of sha256(row key ':' i ':' group), plus one half
-((('0x' || left(sha256(inftda_k || ':' || $i || ':' || inftda_g), 13))::BIGINT + 0.5)
+((('0x' || system.main.left(system.main.sha256(inftda_k || ':' || $i || ':' || inftda_g), 13))::BIGINT + 0.5)
  / 4503599627370496.0)
 
 -- @row_key
@@ -85,7 +88,7 @@ inftda_rk AS MATERIALIZED (SELECT $rowkey($seed) AS inftda_k)
 -- explicit public domain of level $i: labels (text) in code order, cast to the column's type;
 -- $labels is a range() for integer progressions, else one JSON array literal (fast to parse)
 dom${i}_l AS MATERIALIZED (
-    SELECT l.label, l.code::INTEGER AS code, try(cast_to_type(l.label, t.v$i)) AS v
+    SELECT l.label, l.code::INTEGER AS code, try(system.main.cast_to_type(l.label, t.v$i)) AS v
     FROM ($labels) AS l(label, code) CROSS JOIN typed AS t
 )
 
@@ -93,12 +96,12 @@ dom${i}_l AS MATERIALIZED (
 -- ENUM labels of level $i (from the type name, so the SQL binds on any type; a non-ENUM column
 -- gives an empty domain, reported by inftda_begin as a missing domain)
 $name AS MATERIALIZED (
-    SELECT l.label, (l.i - 1)::INTEGER AS code, try(cast_to_type(l.label, t.v$i)) AS v
+    SELECT l.label, (l.i - 1)::INTEGER AS code, try(system.main.cast_to_type(l.label, t.v$i)) AS v
     FROM (
-        SELECT unnest(lst) AS label, generate_subscripts(lst, 1) AS i FROM (
-            SELECT list_transform(regexp_extract_all(
-                CASE WHEN typeof(v$i) LIKE 'ENUM(%' THEN typeof(v$i) ELSE '' END,
-                '''((?:[^'']|'''')*)''', 1), lambda x: replace(x, '''''', '''')) AS lst
+        SELECT system.main.unnest(lst) AS label, system.main.generate_subscripts(lst, 1) AS i FROM (
+            SELECT system.main.list_transform(system.main.regexp_extract_all(
+                CASE WHEN system.main.typeof(v$i) LIKE 'ENUM(%' THEN system.main.typeof(v$i) ELSE '' END,
+                '''((?:[^'']|'''')*)''', 1), lambda x: system.main.replace(x, '''''', '''')) AS lst
             FROM typed)
     ) AS l CROSS JOIN typed AS t
 )
@@ -109,15 +112,15 @@ $name AS MATERIALIZED (
 dom${i}_l AS MATERIALIZED (
     SELECT label, code, v FROM dom${i}_e
     UNION ALL
-    SELECT NULL::VARCHAR, (row_number() OVER (ORDER BY w) - 1)::INTEGER, w
-    FROM (SELECT DISTINCT try(cast_to_type(x.$tcol, t.v$i)) AS w FROM $table AS x CROSS JOIN typed AS t)
-    WHERE w IS NOT NULL AND (SELECT typeof(v$i) FROM typed) NOT LIKE 'ENUM(%'
+    SELECT NULL::VARCHAR, (system.main.row_number() OVER (ORDER BY w) - 1)::INTEGER, w
+    FROM (SELECT DISTINCT try(system.main.cast_to_type(x.$tcol, t.v$i)) AS w FROM $table AS x CROSS JOIN typed AS t)
+    WHERE w IS NOT NULL AND (SELECT system.main.typeof(v$i) FROM typed) NOT LIKE 'ENUM(%'
 )
 
 -- @dom_data
 -- level $i's domain read from the PRIVATE data (domain_from_data: not private)
 dom${i}_l AS MATERIALIZED (
-    SELECT NULL::VARCHAR AS label, (row_number() OVER (ORDER BY r$i) - 1)::INTEGER AS code, r$i AS v
+    SELECT NULL::VARCHAR AS label, (system.main.row_number() OVER (ORDER BY r$i) - 1)::INTEGER AS code, r$i AS v
     FROM (SELECT DISTINCT r$i FROM leaf_raw WHERE r$i IS NOT NULL)
 )
 
@@ -172,7 +175,7 @@ leaf_coded AS (SELECT *, $oks FROM leaf_hit WHERE $hit UNION ALL SELECT * FROM l
 -- refuses EXPLAIN, profiling and DuckDB's operator logs: they show the data's row counts). One row: the typed row (the
 -- ENUM columns' checks read it) and, for a release, the data stats (s) in its FROM, not as
 -- scalar subqueries (~0.25 ms less to plan)
-checks AS (SELECT to_json({$totals
+checks AS (SELECT system.main.to_json({$totals
     'session': {'query': system.main.current_query(), 'profiling': system.main.current_setting('enable_profiling'),
                 'logging': {'on': system.main.current_setting('enable_logging'),
                             'level': system.main.current_setting('logging_level')}},
@@ -186,35 +189,35 @@ checks AS (SELECT to_json({$totals
 -- folded, as DuckDB's binder compares names). duckdb_columns() lists the columns of tables and
 -- views alike (each has one at least); database_name = 'temp', DuckDB's TEMP catalog, makes it
 -- read that catalog only: ~0.2 ms less than duckdb_tables() and duckdb_views() together
-'shadow': (SELECT count(*) FROM system.main.duckdb_columns()
+'shadow': (SELECT system.main.count(*) FROM system.main.duckdb_columns()
            WHERE database_name = 'temp' AND NOT internal
-             AND translate(table_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name),
+             AND system.main.translate(table_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name),
 
 -- @frame_check
 -- the source is a TEMP view over a registered pandas DataFrame (catalog only): its ENUM columns
 -- are Categoricals, whose categories pandas may have taken from the data (a warning); DuckDB
 -- 1.5.0 gives such a view an empty SQL text (no CREATE VIEW can)
-'frame': (SELECT count(*) FROM system.main.duckdb_views()
+'frame': (SELECT system.main.count(*) FROM system.main.duckdb_views()
           WHERE temporary
-            AND translate(view_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name
-            AND (sql LIKE '%pandas_scan(%' OR trim(coalesce(sql, '')) = '')),
+            AND system.main.translate(view_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = $name
+            AND (sql LIKE '%pandas_scan(%' OR system.main.trim(coalesce(sql, '')) = '')),
 
 -- @column_check
 -- level $i's public domain in one query: type, size, labels not valid for the type, duplicates
-(SELECT {'type': typeof(any_value(t.v$i)), 'size': count(d.v),
-         'bad': count(d.code) FILTER (d.v IS NULL),
-         'bad_examples': (list(d.label) FILTER (d.v IS NULL))[1:5],
-         'dups': count(d.v) - count(DISTINCT d.v)}
+(SELECT {'type': system.main.typeof(system.main.any_value(t.v$i)), 'size': system.main.count(d.v),
+         'bad': system.main.count(d.code) FILTER (d.v IS NULL),
+         'bad_examples': (system.main.list(d.label) FILTER (d.v IS NULL))[1:5],
+         'dups': system.main.count(d.v) - system.main.count(DISTINCT d.v)}
  FROM typed AS t LEFT JOIN dom${i}_l AS d ON true)
 
 -- @column_check_range
 -- a preview of level $i's declared range of $size values: its two ends are cast to the column's
 -- type (never the values in between: arithmetic on sizes)
-(SELECT {'type': typeof(t.v$i), 'size': $size,
-         'bad': (try(cast_to_type($first, t.v$i)) IS NULL)::INTEGER
-                + (try(cast_to_type($last, t.v$i)) IS NULL)::INTEGER,
-         'bad_examples': CASE WHEN try(cast_to_type($first, t.v$i)) IS NULL
-                               OR try(cast_to_type($last, t.v$i)) IS NULL
+(SELECT {'type': system.main.typeof(t.v$i), 'size': $size,
+         'bad': (try(system.main.cast_to_type($first, t.v$i)) IS NULL)::INTEGER
+                + (try(system.main.cast_to_type($last, t.v$i)) IS NULL)::INTEGER,
+         'bad_examples': CASE WHEN try(system.main.cast_to_type($first, t.v$i)) IS NULL
+                               OR try(system.main.cast_to_type($last, t.v$i)) IS NULL
                               THEN [$first, $last] ELSE []::VARCHAR[] END,
          'dups': 0}
  FROM typed AS t)
@@ -223,7 +226,7 @@ checks AS (SELECT to_json({$totals
 -- level $i's ENUM labels: valid and distinct by construction (read from the typed row in the
 -- FROM of the checks: no subquery per column, ~0.7 ms less planning for four; no bad labels or
 -- duplicates to report: load_checks fills in the zeros, ~0.3 ms less)
-{'type': typeof(v$i), 'size': len(enum_range(v$i))}
+{'type': system.main.typeof(v$i), 'size': system.main.len(system.main.enum_range(v$i))}
 
 -- @datastats
 -- one pass over the coded leaves: rows, rows kept, and per column NULLs and undeclared values
@@ -233,7 +236,7 @@ datastats AS MATERIALIZED (
 )
 
 -- @stats
-SELECT coalesce(sum(n), 0)::BIGINT AS n, coalesce(sum(n) FILTER ($keep), 0)::BIGINT AS kept,
+SELECT coalesce(system.main.sum(n), 0)::BIGINT AS n, coalesce(system.main.sum(n) FILTER ($keep), 0)::BIGINT AS kept,
     $stats
     FROM $leaves
 
@@ -241,36 +244,36 @@ SELECT coalesce(sum(n), 0)::BIGINT AS n, coalesce(sum(n) FILTER ($keep), 0)::BIG
 -- with domain tables: the hits are all kept and have no NULL or undeclared value (one sum);
 -- the column statistics come from the rows that missed
 SELECT h.n + m.n AS n, h.n + m.kept AS kept, m.* EXCLUDE (n, kept$unit)$unit_sum
-FROM (SELECT coalesce(sum(n), 0)::BIGINT AS n$unit_hit FROM leaf_hit WHERE $hit) AS h,
+FROM (SELECT coalesce(system.main.sum(n), 0)::BIGINT AS n$unit_hit FROM leaf_hit WHERE $hit) AS h,
      ($misses) AS m
 
 -- @datastat_enum
 -- an ENUM column's values all have a code: only its NULLs are counted (load_checks fills in
 -- no unknown values; constant columns here cost ~0.3 ms each to plan and run)
-coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i
+coalesce(system.main.sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i
 
 -- @datastat_masks
 -- all-ENUM leaves under one key: the rows of each mask of NULL columns (at most 2**d - 1 pairs
 -- [mask, rows]; load_checks counts each column's NULLs from them: one small GROUP BY instead of
 -- one filtered sum per column, ~1 ms less to plan for four columns)
-(SELECT list([-1 - kz, c]) FROM (SELECT kz, sum(n)::BIGINT AS c FROM leaf_coded WHERE kz < 0
+(SELECT system.main.list([-1 - kz, c]) FROM (SELECT kz, system.main.sum(n)::BIGINT AS c FROM leaf_coded WHERE kz < 0
                                  GROUP BY ALL)) AS masks
 
 -- @datastat
-coalesce(sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
-    coalesce(sum(n) FILTER (r$i IS NOT NULL AND k$i IS NULL), 0)::BIGINT AS unknown$i,
-    list_sort(list_distinct(list(r$i) FILTER (r$i IS NOT NULL AND k$i IS NULL)))[1:5]::VARCHAR[]
+coalesce(system.main.sum(n) FILTER (r$i IS NULL), 0)::BIGINT AS nulls$i,
+    coalesce(system.main.sum(n) FILTER (r$i IS NOT NULL AND k$i IS NULL), 0)::BIGINT AS unknown$i,
+    system.main.list_sort(system.main.list_distinct(system.main.list(r$i) FILTER (r$i IS NOT NULL AND k$i IS NULL)))[1:5]::VARCHAR[]
         AS examples$i
 
 -- @nest_check
 -- (the examples' text is built for the rows outside only: a FILTER clause would build it for
 -- every leaf first, ~0.26 s of CPU at 549k leaves)
-{'defects': (SELECT count(*) FILTER (defect) FROM nest$t),
- 'defect_examples': (SELECT list(txt) FILTER (defect) FROM nest$t)[1:5],
- 'orphans': (SELECT count(*) FROM dom$first WHERE code NOT IN (SELECT k$first FROM nest$t WHERE NOT defect)),
- 'orphan_examples': (SELECT list(v::VARCHAR) FROM dom$first WHERE code NOT IN (SELECT k$first FROM nest$t WHERE NOT defect))[1:5],
- 'outside': (SELECT coalesce(sum(n) FILTER (nok$t IS NULL AND $all_coded), 0) FROM $leaves),
- 'outside_examples': (SELECT list(DISTINCT $nest_raw_text) FROM $leaves WHERE nok$t IS NULL AND $all_coded)[1:5],
+{'defects': (SELECT system.main.count(*) FILTER (defect) FROM nest$t),
+ 'defect_examples': (SELECT system.main.list(txt) FILTER (defect) FROM nest$t)[1:5],
+ 'orphans': (SELECT system.main.count(*) FROM dom$first WHERE code NOT IN (SELECT k$first FROM nest$t WHERE NOT defect)),
+ 'orphan_examples': (SELECT system.main.list(v::VARCHAR) FROM dom$first WHERE code NOT IN (SELECT k$first FROM nest$t WHERE NOT defect))[1:5],
+ 'outside': (SELECT coalesce(system.main.sum(n) FILTER (nok$t IS NULL AND $all_coded), 0) FROM $leaves),
+ 'outside_examples': (SELECT system.main.list(DISTINCT $nest_raw_text) FROM $leaves WHERE nok$t IS NULL AND $all_coded)[1:5],
  'nodes': [$nest_nodes]}
 
 -- @begin
@@ -289,7 +292,7 @@ leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 -- product is below 2**62 (2 lists instead of one per column and the counts'; ~0.1 s less at
 -- 549k leaves of 6 columns), else the codes (only one of the two is built: FILTER)
 (SELECT {'k': $klists,
-         'key': list(CASE WHEN z.small THEN $key END) FILTER (z.small), 'n': list(n)}
+         'key': system.main.list(CASE WHEN z.small THEN $key END) FILTER (z.small), 'n': system.main.list(n)}
  FROM leaf CROSS JOIN (SELECT *, $product < $max AS small
                        FROM (SELECT $sizes) AS z) AS z)
 
@@ -298,10 +301,10 @@ leaf AS (SELECT $codes, n FROM leaf_coded WHERE $keep)
 -- any count; inftda_begin read r from the checks), 'n' NULL: half the lists and half their
 -- Arrow copy, and the core sorts them as they are (key * 2**b + n: no division to repack).
 -- Keys and counts as two lists instead when 2**b times the key span would pass 2**62.
-(SELECT {'k': NULL::INTEGER[], 'key': list(CASE WHEN p.b <= $cap THEN ($key << p.b) | n
+(SELECT {'k': NULL::INTEGER[], 'key': system.main.list(CASE WHEN p.b <= $cap THEN ($key << p.b) | n
                                                 ELSE $key END),
-         'n': list(n) FILTER (p.b > $cap)}
- FROM leaf CROSS JOIN (SELECT length(bin(kept)) AS b FROM datastats) AS p)
+         'n': system.main.list(n) FILTER (p.b > $cap)}
+ FROM leaf CROSS JOIN (SELECT system.main.length(system.main.bin(kept)) AS b FROM datastats) AS p)
 
 -- @allowed
 (SELECT {'k': $klists, 'key': NULL::BIGINT[], 'n': []::BIGINT[]}
@@ -326,7 +329,7 @@ inftda_e AS (SELECT $levels(b.b.rid, 0, $leaf, [$allowed]::$ptype[],
              FROM inftda_b AS b),
 -- each column's public values in code order: decoding is a list lookup
 inftda_dl AS MATERIALIZED (SELECT $lists FROM typed),
-inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)
+inftda_r AS (SELECT $unnest, system.main.unnest(e.e.n) AS n FROM inftda_e AS e)
 
 -- @levels_grouped
 -- The same release in parts, for a DuckDB memory_limit too small for every leaf in one list
@@ -339,8 +342,8 @@ inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)
 -- noised too. DuckDB streams the parts; no list holds more than one part's leaves.
 inftda_k AS (SELECT $key AS key, n FROM leaf),
 inftda_t AS MATERIALIZED (
-    SELECT $levels(b.b.rid, -1, (SELECT {'k': NULL::INTEGER[], 'key': list(p), 'n': list(n)}
-                                 FROM (SELECT key // $cut_radix AS p, sum(n)::BIGINT AS n
+    SELECT $levels(b.b.rid, -1, (SELECT {'k': NULL::INTEGER[], 'key': system.main.list(p), 'n': system.main.list(n)}
+                                 FROM (SELECT key // $cut_radix AS p, system.main.sum(n)::BIGINT AS n
                                        FROM inftda_k GROUP BY ALL)),
                    [$allowed]::$ptype[], system.main.current_setting('threads')::BIGINT, $cut, $parts) AS t
     FROM inftda_b AS b),
@@ -350,14 +353,14 @@ inftda_e AS (SELECT $levels(t.t.rid, $part, {'k': NULL::INTEGER[], 'key': g.k, '
              $part_rows),
 -- each column's public values in code order: decoding is a list lookup
 inftda_dl AS MATERIALIZED (SELECT $lists FROM typed),
-inftda_r AS (SELECT $unnest, unnest(e.e.n) AS n FROM inftda_e AS e)
+inftda_r AS (SELECT $unnest, system.main.unnest(e.e.n) AS n FROM inftda_e AS e)
 
 -- @part_lists
-inftda_g AS (SELECT key // $part_radix AS part, list(key) AS k, list(n) AS n
+inftda_g AS (SELECT key // $part_radix AS part, system.main.list(key) AS k, system.main.list(n) AS n
              FROM inftda_k GROUP BY ALL)
 
 -- @part_rows
-FROM range($parts) AS p(i) CROSS JOIN inftda_t AS t
+FROM system.main.range($parts) AS p(i) CROSS JOIN inftda_t AS t
              LEFT JOIN inftda_g AS g ON g.part = p.i
 
 -- @part_lists_batched
@@ -374,8 +377,8 @@ inftda_g(b, part, k, n) AS (
     UNION ALL
     SELECT q.b, p.i, g.k, g.n
     FROM (SELECT DISTINCT b + 1 AS b FROM inftda_g WHERE b + 1 < $batches) AS q
-    JOIN range($parts) AS p(i) ON p.i // $batch = q.b
-    LEFT JOIN (SELECT l.key // $part_radix AS part, list(l.key) AS k, list(l.n) AS n
+    JOIN system.main.range($parts) AS p(i) ON p.i // $batch = q.b
+    LEFT JOIN (SELECT l.key // $part_radix AS part, system.main.list(l.key) AS k, system.main.list(l.n) AS n
                FROM inftda_k AS l JOIN (SELECT DISTINCT b + 1 AS b FROM inftda_g) AS w
                ON l.key // $batch_radix = w.b GROUP BY ALL) AS g ON g.part = p.i)
 
@@ -384,13 +387,13 @@ FROM inftda_g AS g CROSS JOIN inftda_t AS t WHERE g.b >= 0
 
 -- @decode_list
 -- level $i's public values in code order
-(SELECT list(v ORDER BY code) FROM dom$i) AS l$i
+(SELECT system.main.list(v ORDER BY code) FROM dom$i) AS l$i
 
 -- @decode_enum
 -- level $i's ENUM values in code order (the catalog showed an ENUM when the statement was
 -- generated: coded by enum_code(), no domain CTEs; ~3 ms less planning for four such columns),
 -- read from the typed row, the FROM of inftda_dl
-list_transform(enum_range(v$i), lambda x: cast_to_type(x, v$i)) AS l$i
+system.main.list_transform(system.main.enum_range(v$i), lambda x: system.main.cast_to_type(x, v$i)) AS l$i
 
 -- @final_counts
 -- decode to the columns' own values and types, in code order ($marker: a release that is not
@@ -399,5 +402,5 @@ SELECT $decoded, r.n AS "count"$marker FROM inftda_r AS r CROSS JOIN inftda_dl A
 
 -- @final_rows
 SELECT $decoded_names$marker FROM (
-    SELECT $decoded, unnest(range(r.n)) AS inftda_i FROM inftda_r AS r CROSS JOIN inftda_dl AS dl
+    SELECT $decoded, system.main.unnest(system.main.range(r.n)) AS inftda_i FROM inftda_r AS r CROSS JOIN inftda_dl AS dl
 )

@@ -186,7 +186,7 @@ def macro_parameters(surface: str) -> str:
 
 
 def macro_fields(surface: str) -> str:
-    """The ``to_json({...})`` fields that hand the macro's options to its generator."""
+    """The ``system.main.to_json({...})`` fields that hand the macro's options to its generator."""
     return ", ".join(f"'{o.name}': {o.name}" for o in of(surface, "duckdb", sql=True))
 
 

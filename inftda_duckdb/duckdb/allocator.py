@@ -58,7 +58,8 @@ def returning_memory(con: Any, cells: int) -> Iterator[None]:
         if entry[0] == 0:
             try:
                 with con.cursor() as cur:
-                    old = cur.execute(f"SELECT current_setting('{SETTING}')").fetchall()[0][0]
+                    old = cur.execute(
+                        f"SELECT system.main.current_setting('{SETTING}')").fetchall()[0][0]
                 if not old:
                     _set(con, True)
                     entry[1] = old
@@ -84,7 +85,8 @@ def memory_limit(con: Any) -> int | None:
     text = con
     if not isinstance(con, str):
         try:
-            text = str(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+            text = str(con.execute(
+                "SELECT system.main.current_setting('memory_limit')").fetchall()[0][0])
         except duckdb.Error:
             return None
     m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]+)\s*", text)

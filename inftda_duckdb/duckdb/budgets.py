@@ -455,23 +455,28 @@ def register(con: Any) -> None:
 
     n = register_udfs(con, "ledger", create)
     create_macro(con, "inftda_budget(delta := 1e-6) AS TABLE "
-                 f"SELECT * FROM query(inftda_budget_sql_{n}(delta))")
+                 f"SELECT * FROM system.main.query(inftda_budget_sql_{n}(delta))")
     # the caller's context, so names resolve as in a release: database, schema, search path
     # (and for the setter its TEMP objects: a table function's arguments take no subquery)
-    context = "current_database(), current_schema(), current_setting('search_path')"
-    temp = ("(SELECT list(n) FROM (SELECT table_name AS n FROM duckdb_tables() WHERE temporary "
-            "UNION ALL SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal))")
+    context = ("system.main.current_database(), system.main.current_schema(), "
+               "system.main.current_setting('search_path')")
+    temp = ("(SELECT system.main.list(n) FROM (SELECT table_name AS n FROM "
+            "system.main.duckdb_tables() WHERE temporary UNION ALL SELECT view_name FROM "
+            "system.main.duckdb_views() WHERE temporary AND NOT internal))")
     create_macro(
         con,
         "inftda_set_budget(source, rho := NULL, epsilon := NULL, "
         f"delta := NULL, name := NULL, missing_ok := false) AS inftda_set_budget_udf_{n}("
-        "to_json(source)::VARCHAR, rho::VARCHAR, epsilon::VARCHAR, delta::VARCHAR, "
-        f"name::VARCHAR, missing_ok, {context}, {temp}, getvariable('inftda_vouch'))",
+        "system.main.to_json(source)::VARCHAR, rho::VARCHAR, epsilon::VARCHAR, "
+        f"delta::VARCHAR, name::VARCHAR, missing_ok, {context}, {temp}, "
+        "system.main.getvariable('inftda_vouch'))",
     )
     create_macro(con, "inftda_releases(source := NULL) AS TABLE SELECT * FROM "
-                 f"query(inftda_releases_sql_{n}(to_json(source)::VARCHAR, {context}))")
+                 f"system.main.query(inftda_releases_sql_{n}("
+                 f"system.main.to_json(source)::VARCHAR, {context}))")
     create_macro(con, "inftda_require_budget(required := true) AS "
-                 f"inftda_require_budget_udf_{n}(required, getvariable('inftda_vouch'))")
+                 f"inftda_require_budget_udf_{n}(required, "
+                 "system.main.getvariable('inftda_vouch'))")
 
 
 __all__ = ["budget", "charge", "ledger_rows", "move_ledger", "outside_transaction", "register",

@@ -61,11 +61,13 @@ def resolve(
     """
     parts = parse_qualified(source)
     db, schema, path = context or con.execute(
-        "SELECT current_database(), current_schema(), current_setting('search_path')"
+        "SELECT system.main.current_database(), system.main.current_schema(), "
+        "system.main.current_setting('search_path')"
     ).fetchall()[0]
     rows = con.execute(
-        "SELECT database_name, schema_name, table_name FROM duckdb_tables() UNION ALL "
-        "SELECT database_name, schema_name, view_name FROM duckdb_views() WHERE NOT internal"
+        "SELECT database_name, schema_name, table_name FROM system.main.duckdb_tables() "
+        "UNION ALL SELECT database_name, schema_name, view_name FROM system.main.duckdb_views() "
+        "WHERE NOT internal"
     ).fetchall()
     objects = {tuple(fold(p) for p in r): (r[0], r[1], r[2]) for r in rows}
     objects.update({("temp", "main", fold(t)): ("temp", "main", t) for t in temp})
@@ -115,9 +117,9 @@ def resolve_release(con: Any, source: str, context: Context | None = None) -> tu
 def candidates(con: Any, name: str, temp: tuple[str, ...] = ()) -> list[str]:
     """Visible tables and views whose names are close to ``name`` (for error messages)."""
     rows = con.execute(
-        "SELECT database_name, schema_name, table_name FROM duckdb_tables() WHERE NOT internal "
-        "UNION ALL SELECT database_name, schema_name, view_name FROM duckdb_views() WHERE NOT "
-        "internal").fetchall()
+        "SELECT database_name, schema_name, table_name FROM system.main.duckdb_tables() "
+        "WHERE NOT internal UNION ALL SELECT database_name, schema_name, view_name "
+        "FROM system.main.duckdb_views() WHERE NOT internal").fetchall()
     names = {label(r) for r in rows} | {label(("temp", "main", t)) for t in temp}
     last = fold(parse_qualified(name)[-1]) if name.strip() else ""
     close = difflib.get_close_matches(last, sorted({fold(n.split(".")[-1]) for n in names}),
@@ -177,7 +179,8 @@ def default_database(con: Any) -> str:
     known = _DEFAULT.get(con)
     if known is None:
         with con.cursor() as cur:
-            known = _DEFAULT[con] = str(cur.execute("SELECT current_database()").fetchall()[0][0])
+            known = _DEFAULT[con] = str(
+                cur.execute("SELECT system.main.current_database()").fetchall()[0][0])
     return known
 
 
@@ -378,10 +381,11 @@ def ledgers(con: Any) -> list[Ledger]:
         return [_through_instance(con, choice)]
     with con.cursor() as cur:
         rows = cur.execute(
-            "SELECT d.database_name, d.path, d.readonly FROM duckdb_databases() d WHERE NOT "
-            "d.internal AND EXISTS (SELECT 1 FROM duckdb_tables() t WHERE t.database_name = "
-            "d.database_name AND t.schema_name = 'main' AND t.table_name = 'inftda_ledger') "
-            "ORDER BY d.database_name = current_database() DESC, d.database_name").fetchall()
+            "SELECT d.database_name, d.path, d.readonly FROM system.main.duckdb_databases() d "
+            "WHERE NOT d.internal AND EXISTS (SELECT 1 FROM system.main.duckdb_tables() t "
+            "WHERE t.database_name = d.database_name AND t.schema_name = 'main' AND "
+            "t.table_name = 'inftda_ledger') ORDER BY "
+            "d.database_name = system.main.current_database() DESC, d.database_name").fetchall()
     return [Ledger.in_database(con, n, path=p or None, read_only=bool(r)) for n, p, r in rows]
 
 
@@ -438,7 +442,7 @@ def _placed(con: Any, name: str, context: Context | None) -> tuple[str, str, str
     """Where ``CREATE TABLE name`` would put a new table."""
     parts = parse_qualified(name)
     db, schema, _ = context or con.execute(
-        "SELECT current_database(), current_schema(), ''").fetchall()[0]
+        "SELECT system.main.current_database(), system.main.current_schema(), ''").fetchall()[0]
     if len(parts) == 3:
         return (parts[0], parts[1], parts[2])
     if len(parts) == 2:

@@ -66,6 +66,6 @@ def create_macro(con: Any, definition: str) -> None:
     database's ``main`` schema for its cursors (skipped where the database is read-only)."""
     con.execute(f"CREATE OR REPLACE TEMP MACRO {definition}")
     with con.cursor() as cur, contextlib.suppress(Exception):  # read-only: TEMP only
-        db = cur.execute("SELECT current_database()").fetchall()[0][0]
+        db = cur.execute("SELECT system.main.current_database()").fetchall()[0][0]
         quoted = '"' + str(db).replace('"', '""') + '"'
         cur.execute(f"CREATE OR REPLACE MACRO {quoted}.main.{definition}")

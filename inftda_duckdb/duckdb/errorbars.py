@@ -536,7 +536,8 @@ def register(con: Any) -> None:
          "'per': per, 'beta': beta, 'joint': joint, 'release': release"),
     ):
         create_macro(con, f"inftda_{name}({params}) AS TABLE SELECT * FROM system.main.query("
-                     f"inftda_{name}_sql_{n}(to_json({{{fields}, {_CONTEXT}}})::VARCHAR))")
+                     f"inftda_{name}_sql_{n}(system.main.to_json({{{fields}, {_CONTEXT}}})"
+                     "::VARCHAR))")
 
 
 __all__ = ["Located", "bounds_table", "intervals", "intervals_sql", "locate", "register",

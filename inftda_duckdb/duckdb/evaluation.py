@@ -416,8 +416,9 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
         con,
         "inftda_evaluate(true_table, released_table, columns, "
         "rho := NULL, epsilon := NULL, delta := NULL, beta := 0.05, domains := NULL, "
-        "domain_tables := NULL, true_count := NULL) AS TABLE SELECT * FROM query("
-        f"inftda_evaluate_sql_{n}(true_table, released_table, columns, to_json({{'rho': rho, "
+        "domain_tables := NULL, true_count := NULL) AS TABLE SELECT * FROM system.main.query("
+        f"inftda_evaluate_sql_{n}(true_table, released_table, columns, "
+        "system.main.to_json({'rho': rho, "
         "'epsilon': epsilon, 'delta': delta, 'beta': beta, 'domains': domains, "
         "'domain_tables': domain_tables, 'true_count': true_count})::VARCHAR))"
     )

@@ -82,7 +82,8 @@ _SETTINGS = ("enable_progress_bar", "enable_progress_bar_print")
 
 def _enable(con: Any) -> list[tuple[str, Any]] | None:
     try:
-        saved = [(name, con.execute(f"SELECT current_setting('{name}')").fetchall()[0][0])
+        saved = [(name, con.execute(
+            f"SELECT system.main.current_setting('{name}')").fetchall()[0][0])
                  for name in _SETTINGS]
         con.execute("SET enable_progress_bar = true")
         con.execute("SET enable_progress_bar_print = false")

@@ -112,7 +112,8 @@ def _ctes_public(request: ReleaseRequest, plan: DomainPlan, names: UdfNames) -> 
     for t, nest in enumerate(plan.nestings, 1):
         lv = [k + 1 for k in nest.levels]
         casts = ", ".join(
-            f"try(cast_to_type(x.{quote(n)}, t.v{i})) AS w{i}, x.{quote(n)}::VARCHAR AS s{i}"
+            f"try(system.main.cast_to_type(x.{quote(n)}, t.v{i})) AS w{i}, "
+            f"x.{quote(n)}::VARCHAR AS s{i}"
             for i, n in zip(lv, nest.names, strict=True)
         )
         joins = " ".join(f"LEFT JOIN dom{i} AS d{i} ON w.w{i} = d{i}.v" for i in lv)
@@ -151,10 +152,11 @@ def _labels(labels: Labels) -> str:
     """A query of (label, code) rows: a range() for integer progressions, else a JSON array."""
     r = _progression(labels)
     if r is not None:
-        return f"SELECT ({r.start} + r.i * {r.step})::VARCHAR, r.i FROM range({len(r)}) AS r(i)"
+        return (f"SELECT ({r.start} + r.i * {r.step})::VARCHAR, r.i "
+                f"FROM system.main.range({len(r)}) AS r(i)")
     array = literal(json.dumps(list(labels)))
     return (
-        "SELECT unnest(lst), generate_subscripts(lst, 1) - 1 "
+        "SELECT system.main.unnest(lst), system.main.generate_subscripts(lst, 1) - 1 "
         f"FROM (SELECT from_json({array}, '[\"VARCHAR\"]') AS lst)"
     )
 
@@ -176,7 +178,7 @@ def _leaf_keyed(request: ReleaseRequest, keyed: list[int]) -> str:
     raw = [f"r{i}" for i in range(1, request.depth + 1)]
     return _f("leaf_keyed", raw=", ".join(raw),
               all_set=" AND ".join(f"{r} IS NOT NULL" for r in raw),
-              key=_key(keyed, request.depth, [f"enum_code({r})" for r in raw]),
+              key=_key(keyed, request.depth, [f"system.main.enum_code({r})" for r in raw]),
               mask=" + ".join(f"{1 << i} * ({r} IS NULL)::BIGINT" for i, r in enumerate(raw)))
 
 
@@ -212,13 +214,14 @@ def _leaf_coded_nested(plan: DomainPlan, d: int, code: dict[int, str], code_cols
 def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
     src = quote_qualified(plan.source)
     cols = ", ".join(quote(c) for c in request.columns)
-    rows, unit_nulls, count = src, "", "count(*)"
+    rows, unit_nulls, count = src, "", "system.main.count(*)"
     if request.privacy_unit is not None:
         # NULL units are counted (all of them: refused before charging) or, with unknown :=
         # 'drop', dropped; never pooled into one unit
         keep = "inftda_unit IS NOT NULL" if request.unknown == "drop" else "true"
-        count = "sum(inftda_w)"
-        unit_nulls = ", sum(inftda_w) FILTER (inftda_unit IS NULL)::BIGINT AS nulls_unit"
+        count = "system.main.sum(inftda_w)"
+        unit_nulls = (", system.main.sum(inftda_w) FILTER (inftda_unit IS NULL)::BIGINT "
+                      "AS nulls_unit")
         unit = quote(request.privacy_unit)
         m = int(request.max_rows_per_unit)
         if m == 1:
@@ -231,7 +234,7 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
             "unit_source",
             cols=cols,
             unit=unit,
-            group=f"to_json([{texts}])",
+            group=f"system.main.to_json([{texts}])",
             exps=exps,
             sort_key=sort_key,
             source=src,
@@ -272,7 +275,8 @@ def _nest_checks(plan: DomainPlan, data: bool, leaves: str = "leaf_coded") -> st
     for t, nest in enumerate(plan.nestings, 1):
         lv = [k + 1 for k in nest.levels]
         nodes = ", ".join(
-            f"(SELECT count(*) FROM (SELECT DISTINCT {', '.join(f'k{i}' for i in lv[:j])} "
+            f"(SELECT system.main.count(*) FROM "
+            f"(SELECT DISTINCT {', '.join(f'k{i}' for i in lv[:j])} "
             f"FROM nest{t} WHERE NOT defect))"
             for j in range(1, len(lv) + 1)
         )
@@ -295,7 +299,7 @@ def _nest_checks(plan: DomainPlan, data: bool, leaves: str = "leaf_coded") -> st
 def _lists(columns: list[str]) -> str:
     """One INTEGER list of the columns' values, column after column. Built by one aggregate
     with the counts' list, so every list follows the same row order."""
-    return " || ".join(f"list({c})" for c in columns)
+    return " || ".join(f"system.main.list({c})" for c in columns)
 
 
 def leaf_lists(request: ReleaseRequest, plan: DomainPlan) -> str:
@@ -315,10 +319,10 @@ def _runtime_keys(plan: DomainPlan, d: int) -> str:
     """The leaves when some domain sizes are known only as the statement runs (domain tables,
     domain_from_data): keys when the sizes' product is below 2**62 (two lists instead of d + 1),
     else the codes column after column; FILTER builds only one of them."""
-    sizes = [str(c.size) if c.size is not None else f"(SELECT count(*) FROM dom{i})"
+    sizes = [str(c.size) if c.size is not None else f"(SELECT system.main.count(*) FROM dom{i})"
              for i, c in enumerate(plan.columns[:d], 1)]
     codes = [f"k{j}" for j in range(1, d + 1)]
-    lists = " || ".join(f"list({c}) FILTER (NOT z.small)" for c in codes)
+    lists = " || ".join(f"system.main.list({c}) FILTER (NOT z.small)" for c in codes)
     return _f("prefix_keys_runtime", klists=lists,
               key=_key([f"z.s{j}" for j in range(1, d + 1)], d),
               sizes=", ".join(f"{size} AS s{j}" for j, size in enumerate(sizes, 1)),
@@ -400,7 +404,8 @@ def render_release(
     # an ENUM column seen in the catalog is coded by its label position (no join needed)
     enum = {i for i, c in enumerate(plan.columns, 1) if c.known_enum}
     code = {
-        i: f"enum_code(l.r{i})::INTEGER" if i in enum else f"d{i}.code" for i in range(1, d + 1)
+        i: f"system.main.enum_code(l.r{i})::INTEGER" if i in enum else f"d{i}.code"
+        for i in range(1, d + 1)
     }
     code_cols = ", ".join(f"{code[i]} AS k{i}" for i in range(1, d + 1))
     joins = " ".join(
@@ -426,7 +431,7 @@ def render_release(
     stats = _f("datastat_masks") if keyed is not None else ",\n    ".join(
         _f("datastat_enum" if i in enum else "datastat", i=i) for i in range(1, d + 1))
     if request.privacy_unit is not None:
-        stats += ",\n    coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit"
+        stats += ",\n    coalesce(system.main.sum(nulls_unit), 0)::BIGINT AS nulls_unit"
     totals = "'stats': s," + _frame_check(plan)
     if plan.shadow is not None:
         totals += _f("shadow_check", name=literal(fold(plan.shadow)))
@@ -436,8 +441,8 @@ def render_release(
         unit = request.privacy_unit is not None
         select = _f("stats_nested", hit=hit, misses=select, unit=", nulls_unit" if unit else "",
                     unit_sum=", h.nulls_unit + m.nulls_unit AS nulls_unit" if unit else "",
-                    unit_hit=", coalesce(sum(nulls_unit), 0)::BIGINT AS nulls_unit" if unit
-                    else "")
+                    unit_hit=(", coalesce(system.main.sum(nulls_unit), 0)::BIGINT "
+                              "AS nulls_unit") if unit else "")
     ctes.append(_f("datastats", select=select))
     ctes.append(
         _f(
@@ -463,7 +468,7 @@ def render_release(
     lists = ", ".join(
         _f("decode_enum", i=i) if i in enum else _f("decode_list", i=i) for i in range(1, d + 1)
     )
-    unnest = ", ".join(f"unnest(e.e.k[{i}]) AS k{i}" for i in range(1, d + 1))
+    unnest = ", ".join(f"system.main.unnest(e.e.k[{i}]) AS k{i}" for i in range(1, d + 1))
     grouping = _grouping(plan, d, memory_limit)
     recursive = False
     if grouping is None:
@@ -523,7 +528,7 @@ def render_preview(
     ctes.append(checks)
     spec = preview_spec_json(request, plan, beta, delta, token, origin)
     call = f"{names.preview}({literal(spec)}, j)"
-    final = f"SELECT u.* FROM (SELECT unnest({call}) AS u FROM checks)"
+    final = f"SELECT u.* FROM (SELECT system.main.unnest({call}) AS u FROM checks)"
     return "WITH\n" + ",\n".join(ctes) + "\n" + final
 
 

@@ -9,7 +9,9 @@ profiling with ``current_setting(...)``, and ran the rendered release with ``que
 - ``CREATE MACRO query(x) AS TABLE ...`` could rewrite the release's SQL before it ran (here:
   every count times 1000, so one person moves a count by 1000 under noise calibrated to 1).
 
-The package's SQL now names DuckDB's functions as ``system.main.<name>``, which no macro can be."""
+The package's SQL now names DuckDB's functions as ``system.main.<name>``, which no macro can be:
+the macros, and every function the rendered release calls (``least(c, m)``, the privacy unit's
+cap, was one of them: ``CREATE MACRO least(a, b) AS a`` kept every row of a unit)."""
 
 from __future__ import annotations
 
@@ -65,4 +67,64 @@ def test_a_query_macro_cannot_rewrite_the_release() -> None:
                 "replace(x, 'count(*)', '(count(*) * 1000)'))")
     total = con.execute(f"SELECT sum(count) FROM ({R})").fetchall()[0][0]
     assert total == N  # substitute neighbours: the total is public and exact
+    con.close()
+
+
+# Every DuckDB function a release statement calls, shadowed at once by TEMP macros of every
+# arity up to 4 that fail when called: a bare name in the rendered SQL would reach the macro
+# (e.g. ``least(c, m)`` is the privacy unit's cap: ``CREATE MACRO least(a, b) AS a`` would
+# keep every row of a unit under noise calibrated to m rows).
+UNIT = ("SELECT * FROM inftda_release('u', ['a', 'b'], rho := 1, privacy_unit := 'p', "
+        "max_rows_per_unit := 2, domains := {{'a': ['0', '1', '2'], 'b': [0, 1, 2, 3]}}, "
+        "seed := 3{more}) ORDER BY ALL")
+WITH_ENUM = ("SELECT * FROM inftda_release('u', ['e', 'b'], rho := 1, "
+             "domains := {{'b': [0, 1, 2, 3]}}, seed := 3{more}) ORDER BY ALL")
+
+
+def _rendered(con: duckdb.DuckDBPyConnection, statements: list[str]) -> str:
+    from inftda_duckdb.duckdb import statements as module
+
+    seen: list[str] = []
+    render = module.render_release
+
+    def spy(*args: object, **kwargs: object) -> str:
+        seen.append(render(*args, **kwargs))  # type: ignore[arg-type]
+        return seen[-1]
+
+    module.render_release = spy  # type: ignore[assignment]
+    try:
+        for statement in statements:
+            con.execute(statement).fetchall()
+    finally:
+        module.render_release = render  # type: ignore[assignment]
+    return "\n".join(line.split("--")[0] for text in seen for line in text.splitlines())
+
+
+@pytest.mark.filterwarnings("ignore:this release used seed")
+@pytest.mark.parametrize("more", ["", ", estimator := 'least_squares'"])
+def test_the_release_calls_duckdb_functions_no_macro_can_shadow(more: str) -> None:
+    import re
+
+    con = duckdb.connect()
+    con.execute("CREATE TYPE e AS ENUM ('x', 'y')")
+    con.execute("CREATE TABLE u AS SELECT (i % 3)::VARCHAR AS a, i % 4 AS b, i % 50 AS p, "
+                "['x', 'y'][i % 2 + 1]::e AS e FROM range(600) r(i)")
+    load(con)
+    statements = [UNIT.format(more=more), WITH_ENUM.format(more=more)]
+    sql = _rendered(con, statements)
+    builtin = {r[0] for r in con.execute(
+        "SELECT DISTINCT function_name FROM duckdb_functions() WHERE internal AND NOT "
+        "starts_with(function_name, 'inftda')").fetchall()}
+    called = {m.group(1).lower() for m in re.finditer(r"(?<![\w.\"])(\w+)\s*\(", sql)}
+    assert called & builtin <= {"filter"}, called & builtin  # FILTER (...) is a clause
+    qualified = sorted({m.group(1) for m in re.finditer(r"system\.main\.(\w+)\s*\(", sql)})
+    assert {"least", "count", "sum", "list", "unnest", "ln", "sha256"} <= set(qualified)
+    expected = [con.execute(s).fetchall() for s in statements]
+    for name in qualified:
+        if name == "query":
+            continue
+        arities = ", ".join(f"({', '.join(f'x{i}' for i in range(k))}) AS error('shadowed')"
+                            for k in range(5))
+        con.execute(f"CREATE TEMP MACRO \"{name}\"{arities}")
+    assert [con.execute(s).fetchall() for s in statements] == expected
     con.close()
