@@ -118,9 +118,9 @@ def out_of_memory(limit: int | None, charged: str | None) -> ReleaseOutOfMemoryE
              else f"its budget was already charged ({charged} is spent, as the ledger records)")
     return ReleaseOutOfMemoryError(
         f"the release needs more memory than DuckDB's memory_limit{now} allows: {spent} and "
-        f"nothing was returned. Fix: raise the limit (e.g. SET memory_limit = {fix}) or let "
-        "DuckDB spill to disk (SET temp_directory = '/a/path/with/space'), then run the "
-        "release again", charged is not None)
+        f"nothing was returned. Fix: raise the limit (e.g. SET memory_limit = {fix}) and let "
+        "DuckDB spill to disk (SET temp_directory = '/a/path/with/space' if it has none), then "
+        "run the release again", charged is not None)
 
 
 def uncovered_text(rho: Fraction, label: str, spec: str) -> str:

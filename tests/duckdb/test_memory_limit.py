@@ -14,6 +14,7 @@ import duckdb
 import pytest
 
 from inftda_duckdb import ReleaseOutOfMemoryError
+from inftda_duckdb.core.release import out_of_memory
 from inftda_duckdb.duckdb import api
 from inftda_duckdb.duckdb.extension import release
 
@@ -67,3 +68,12 @@ def test_a_release_into_a_table_out_of_memory_leaves_no_table(
                         statement=lambda sql: f"CREATE TABLE released AS {sql}")
     wide.execute("RESET memory_limit")
     assert _ledger(wide) == before and _tables(wide) == tables
+
+
+def test_after_the_charge_the_message_says_what_was_spent() -> None:
+    err = out_of_memory(50 * 10**6, "rho 1 on memory.main.wide")
+    assert err.charged is True and isinstance(err, MemoryError)
+    assert "(47.7 MiB now)" in str(err) and "SET memory_limit = '100MB'" in str(err)
+    assert "its budget was already charged (rho 1 on memory.main.wide is spent" in str(err)
+    assert "nothing was charged" not in str(err)
+    assert "memory_limit allows: nothing was charged" in str(out_of_memory(None, None))
