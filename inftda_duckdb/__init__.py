@@ -45,7 +45,14 @@ Map of the package (the folder listing reads like the algorithm):
 """
 
 from ._version import __version__
-from .core.errors import BudgetExceededError, InftdaError, InputError, InternalError, LedgerError
+from .core.errors import (
+    BudgetExceededError,
+    InftdaError,
+    InputError,
+    InternalError,
+    LedgerError,
+    ReleaseOutOfMemoryError,
+)
 from .core.interrupts import ReleaseInterrupted  # raised where a release is stopped
 from .core.limits import ReleaseAbortedError  # raised past the cell limit, after the charge
 from .core.provenance import NotPrivateWarning
@@ -70,6 +77,7 @@ __all__ = [
     "NotPrivateWarning",
     "ReleaseAbortedError",
     "ReleaseInterrupted",
+    "ReleaseOutOfMemoryError",
     "__version__",
     "budget",
     "evaluate",

@@ -11,6 +11,9 @@
   returned.
 - :class:`ReleaseAbortedError`: a release too large for the cell limit, found only after the
   charge (the noised total decides it). Its budget WAS spent; nothing is returned.
+- :class:`ReleaseOutOfMemoryError` (a ``MemoryError``): the engine ran out of its memory limit
+  during a release; the message gives the limit and the fix, and ``charged`` says whether its
+  budget was spent. Nothing is returned.
 - :class:`ReleaseInterrupted` (a ``KeyboardInterrupt``): Ctrl-C or ``interrupt()`` stopped a
   release; the message and ``charged`` say whether its budget was spent.
 
@@ -353,6 +356,15 @@ class ReleaseAbortedError(InftdaError):
     only be decided from the noised total, which is drawn after the charge."""
 
     charged = True
+
+
+class ReleaseOutOfMemoryError(InftdaError, MemoryError):
+    """The engine ran out of its memory limit during a release; ``charged`` says whether the
+    release's budget had been spent (False: the engine failed before the charge)."""
+
+    def __init__(self, message: str, charged: bool) -> None:
+        super().__init__(message)
+        self.charged = charged
 
 
 class ReleaseInterrupted(KeyboardInterrupt):

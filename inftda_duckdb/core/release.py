@@ -38,7 +38,7 @@ from .accounting import REPORT_DELTA, BudgetPlan
 from .checks import raise_for_data_checks, raise_for_public_checks
 from .domains import DomainPlan
 from .errorbars import plan_json
-from .errors import InftdaError, call, number
+from .errors import InftdaError, ReleaseOutOfMemoryError, call, number
 from .planning import budget_plan, level_cells
 from .randomness import RandomSource
 from .request import ReleaseRequest
@@ -103,6 +103,24 @@ def charged_text(rho: Fraction, source: str) -> str:
     """What a charged release spent, as every message says it, decimal first:
     ``'rho 0.5 on main.trips'`` (the ledger keeps it exact)."""
     return f"rho {number(rho)} on {source}"
+
+
+def out_of_memory(limit: int | None, charged: str | None) -> ReleaseOutOfMemoryError:
+    """The error of a release the engine could not run within its memory limit (``limit``
+    bytes, None if unknown): the limit and the fix, and whether anything was spent (``charged``
+    as :func:`charged_text` says it, None before the charge). Names no size of the data (the
+    engine's own message would: memory in use when it failed)."""
+    if limit is None:
+        now, fix = "", "'4GB'"
+    else:
+        now, fix = f" ({limit / 2**20:.1f} MiB now)", f"'{-(-2 * limit // 10**6)}MB'"
+    spent = ("nothing was charged" if charged is None
+             else f"its budget was already charged ({charged} is spent, as the ledger records)")
+    return ReleaseOutOfMemoryError(
+        f"the release needs more memory than DuckDB's memory_limit{now} allows: {spent} and "
+        f"nothing was returned. Fix: raise the limit (e.g. SET memory_limit = {fix}) and let "
+        "DuckDB spill to disk (SET temp_directory = '/a/path/with/space' if it has none), then "
+        "run the release again", charged is not None)
 
 
 def uncovered_text(rho: Fraction, label: str, spec: str) -> str:

@@ -43,7 +43,7 @@ from ..core.errors import (
 )
 from ..core.interrupts import interruptible, stopped
 from ..core.provenance import PREVIEW_FROM_DATA, of_release, warn_not_private
-from ..core.release import ORIGINS, charged_text
+from ..core.release import ORIGINS, charged_text, out_of_memory
 from ..core.request import ReleaseRequest, parse_request
 from ..core.topdown import LevelProgress
 from ..ledger.sources import SourceId
@@ -227,8 +227,8 @@ def run_release(
             plan.check_sizes()
         public_first(con, request, plan, origin, charge=charge)
         where = charge or Where.of(plan.source)
-        sql, token = rendered(request, plan, names, origin, None, where,
-                              allocator.memory_limit(con))
+        limit = allocator.memory_limit(con)
+        sql, token = rendered(request, plan, names, origin, None, where, limit)
         hook: Callable[[Any], None] | None = (
             progress if progress is not None else TextProgress() if in_notebook() else None)
         levels_began = threading.Event()
@@ -256,6 +256,9 @@ def run_release(
             except duckdb.Error as exc:
                 if not RELEASES.has_error(token) and is_interrupt(exc):
                     raise interrupted() from None
+                if isinstance(exc, duckdb.OutOfMemoryException) and not RELEASES.has_error(token):
+                    RELEASES.wait_idle(token)
+                    raise out_of_memory(limit, spent if RELEASES.charged(token) else None) from None
                 _reraise(exc, token)
                 raise  # pragma: no cover
 

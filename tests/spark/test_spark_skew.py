@@ -23,7 +23,7 @@ from inftda_duckdb.spark import release as spark_release
 from inftda_duckdb.spark.descent import SHARE_SETTING
 from inftda_duckdb.spark.subtrees import CUT_CELLS, choose_cut, plan_bands
 
-from .test_spark_wide_keys import as_rows, sparse_tree, table
+from .compare import SEED, as_rows, duckdb_rows, spark_rows, sparse_tree, table
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:this release used seed")]
 
@@ -108,18 +108,13 @@ def _equal_to_duckdb(spark: Any, sizes: list[int], rho: float, conf: dict[str, s
     names = [f"c{k}" for k in range(len(sizes))]
     domains = {n: values[k] for k, n in enumerate(names)}
     data = table(values, leaves, counts)
-    con = duckdb.connect()
-    extension.load(con)
-    con.register("data_arrow", data)
-    con.execute("CREATE TABLE data AS SELECT * FROM data_arrow")
-    duck = extension.release(con, "data", names, rho=rho, domains=domains, seed=41)
-    got_duck = sorted(tuple(r.values())[:-1] for r in duck.to_pylist())
+    con, got_duck = duckdb_rows({"data": data}, names, rho, domains=domains)
     for key, value in conf.items():
         spark.conf.set(key, value)
     try:
-        result = spark_release(spark.createDataFrame(data), names, rho=rho, domains=domains,
-                               seed=41, ledger=con, source_name="data")
-        got_spark = sorted(tuple(r)[:-1] for r in result.collect())
+        got_spark = spark_rows(spark_release(spark.createDataFrame(data), names, rho=rho,
+                                             domains=domains, seed=SEED, ledger=con,
+                                             source_name="data"))
     finally:
         for key in conf:
             spark.conf.unset(key)
