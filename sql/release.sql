@@ -12,8 +12,8 @@
 -- execution, before any noise is drawn; inftda_begin has checked the statement's capability
 -- token and the data first).
 -- DuckDB's own functions are named system.main.<name> (as in macros.sql): a macro of the same
--- name (TEMP, or kept in a database file) would otherwise answer for them, e.g. a least(a, b)
--- returning a would lift the privacy unit's cap (tests/security/test_builtin_shadowing.py).
+-- name (TEMP, or kept in a database file) would otherwise answer for them, e.g. enum_code(x)
+-- returning 0 would count every row under the first label (tests/security/test_builtin_shadowing.py).
 
 -- @typed
 -- one row of typed NULLs, one per hierarchy column: gives cast_to_type() and typeof() the

@@ -10,8 +10,9 @@ profiling with ``current_setting(...)``, and ran the rendered release with ``que
   every count times 1000, so one person moves a count by 1000 under noise calibrated to 1).
 
 The package's SQL now names DuckDB's functions as ``system.main.<name>``, which no macro can be:
-the macros, and every function the rendered release calls (``least(c, m)``, the privacy unit's
-cap, was one of them: ``CREATE MACRO least(a, b) AS a`` kept every row of a unit)."""
+the macros, and every function the rendered release calls (``CREATE TEMP MACRO enum_code(x) AS
+0`` had counted every row of an ENUM column under its first label; ``ln``, ``sha256`` or
+``list_sum`` macros chose which rows of a privacy unit the cap keeps)."""
 
 from __future__ import annotations
 
@@ -71,9 +72,7 @@ def test_a_query_macro_cannot_rewrite_the_release() -> None:
 
 
 # Every DuckDB function a release statement calls, shadowed at once by TEMP macros of every
-# arity up to 4 that fail when called: a bare name in the rendered SQL would reach the macro
-# (e.g. ``least(c, m)`` is the privacy unit's cap: ``CREATE MACRO least(a, b) AS a`` would
-# keep every row of a unit under noise calibrated to m rows).
+# arity up to 4 that fail when called: a bare name in the rendered SQL would reach the macro.
 UNIT = ("SELECT * FROM inftda_release('u', ['a', 'b'], rho := 1, privacy_unit := 'p', "
         "max_rows_per_unit := 2, domains := {{'a': ['0', '1', '2'], 'b': [0, 1, 2, 3]}}, "
         "seed := 3{more}) ORDER BY ALL")
