@@ -48,13 +48,19 @@ leaf_coded AS MATERIALIZED (
 -- keys E_0 + ... + E_i, E_i = -ln(U_i) / (c - i), U_i from sha256(key ':' i ':' group): the
 -- smallest of c Exp(1) keys, so a uniform m-subset of the unit's rows is kept (core/units.py is
 -- the reference). Rows with a NULL unit are never pooled: all are kept and counted (inftda_begin
--- refuses them), or dropped. inftda_w: the rows a candidate stands for.
-(SELECT $cols, inftda_unit, inftda_w FROM (
+-- refuses them), or dropped. inftda_w: the rows a candidate stands for. inftda_read: the rows
+-- the unit had before the cap (on its first kept candidate, 0 elsewhere and for NULL units): a
+-- group's count on its first candidate, summed over the unit in the same window (same sort), so
+-- the curator's notice of rows kept of rows read costs no other pass.
+(SELECT $cols, inftda_unit, inftda_w, CASE WHEN inftda_rn = 1 THEN inftda_t ELSE 0 END AS inftda_read
+ FROM (
     SELECT $cols, inftda_unit, inftda_w,
-        system.main.row_number() OVER (PARTITION BY inftda_unit ORDER BY inftda_key) AS inftda_rn
+        system.main.row_number() OVER (PARTITION BY inftda_unit ORDER BY inftda_key) AS inftda_rn,
+        system.main.sum(inftda_r) OVER (PARTITION BY inftda_unit ORDER BY inftda_key
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS inftda_t
     FROM (
         SELECT $cols, inftda_unit, CASE WHEN inftda_unit IS NULL THEN inftda_c ELSE 1 END AS inftda_w,
-            $sort_key AS inftda_key
+            $sort_key AS inftda_key, $reads AS inftda_r
         FROM (SELECT *, $group AS inftda_g$exps
               FROM (SELECT $cols, $unit AS inftda_unit, system.main.count(*) AS inftda_c
                     FROM $source GROUP BY ALL) CROSS JOIN inftda_rk)
@@ -74,6 +80,16 @@ leaf_coded AS MATERIALIZED (
 -- m > 1: one row per candidate, keyed E_0 + ... + E_i
 system.main.unnest(CASE WHEN inftda_unit IS NULL THEN [0.0]
        ELSE system.main.list_transform(system.main.range(1, system.main.len(inftda_e) + 1), lambda j: system.main.list_sum(inftda_e[1:j])) END)
+
+-- @unit_reads_one
+-- m = 1: the group's rows read, on its one candidate (NULL units: not counted)
+CASE WHEN inftda_unit IS NULL THEN 0 ELSE inftda_c END
+
+-- @unit_reads
+-- m > 1: the group's rows read on its first candidate, 0 on the others (unnested beside
+-- @unit_keys: lists of the same length, zipped)
+system.main.unnest(CASE WHEN inftda_unit IS NULL THEN [0::BIGINT]
+       ELSE system.main.list_transform(system.main.range(system.main.len(inftda_e)), lambda j: CASE WHEN j = 0 THEN inftda_c ELSE 0 END) END)
 
 -- @unit_u
 -- U_i in (0, 1): 52 bits of sha256(row key ':' i ':' group), plus one half

@@ -34,6 +34,8 @@ def load_checks(checks_json: str) -> dict[str, Any]:
     if stats is not None:
         checks["n"], checks["kept"] = stats["n"], stats["kept"]
         checks["nulls_unit"] = stats.get("nulls_unit", 0)
+        if "read_unit" in stats:  # a privacy unit: its rows with a unit, before the cap
+            checks["read_unit"] = stats["read_unit"]
         if "masks" in stats:  # all-ENUM leaves under one key: [mask of NULL columns, rows]
             masks = stats["masks"] or []
             for i in range(1, len(checks["columns"]) + 1):

@@ -67,6 +67,7 @@ class Checked(Generic[T]):
     hidden: InftdaError | None
     found: T
     arith: leastsquares.Arithmetic | None = None  # estimator 'least_squares': its arithmetic
+    unit_rows: tuple[int, int] | None = None  # privacy unit: rows (kept, read) by its cap
 
 
 def check(request: ReleaseRequest, domains: DomainPlan, public: Mapping[str, Any], *,
@@ -96,7 +97,10 @@ def check(request: ReleaseRequest, domains: DomainPlan, public: Mapping[str, Any
         if not hide:
             raise
         hidden = exc
-    return Checked(request, domains, plan, sizes, cells, n, fits, hidden, found, arith)
+    unit_rows = None
+    if "read_unit" in checks:  # rows with a unit: those the cap kept, and those read
+        unit_rows = (int(checks["n"]) - int(checks.get("nulls_unit", 0)), int(checks["read_unit"]))
+    return Checked(request, domains, plan, sizes, cells, n, fits, hidden, found, arith, unit_rows)
 
 
 def charged_text(rho: Fraction, source: str) -> str:
@@ -130,6 +134,17 @@ def uncovered_text(rho: Fraction, label: str, spec: str) -> str:
             "copy or an export of data is a new source, with its own account). Fix: cap it with "
             f"{call('set_budget', spec, rho=...)}, or refuse every release no budget covers with "
             f"{call('require_budget')}")
+
+
+def unit_cap_text(request: ReleaseRequest, kept: int, read: int) -> str:
+    """The curator's notice of what a privacy unit's cap dropped (``max_rows_per_unit``): rows
+    kept of rows read, counted among the rows with a unit (a NULL unit is refused, or dropped
+    with ``unknown := 'drop'``). Exact private counts: curator mode only, never in public-facing
+    mode or in a provenance (the released table is public)."""
+    share = f" ({100 * kept / read:.1f}%)" if read else ""
+    m = request.max_rows_per_unit
+    return (f"privacy unit {request.privacy_unit!r} (at most {m} row{'' if m == 1 else 's'} "
+            f"each): kept {kept:,} of {read:,} rows read{share}")
 
 
 def repeated_text(charged: str) -> str:
@@ -190,4 +205,5 @@ def least_squares(checked: Checked[Any], source: RandomSource) -> leastsquares.L
 
 
 __all__ = ["ORIGINS", "Checked", "charge_fields", "charged_text", "check", "draw",
-           "least_squares", "public_plan", "repeated_text", "uncovered_text"]
+           "least_squares", "public_plan", "repeated_text", "uncovered_text",
+           "unit_cap_text"]

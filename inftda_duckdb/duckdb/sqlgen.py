@@ -221,14 +221,15 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
         keep = "inftda_unit IS NOT NULL" if request.unknown == "drop" else "true"
         count = "system.main.sum(inftda_w)"
         unit_nulls = (", system.main.sum(inftda_w) FILTER (inftda_unit IS NULL)::BIGINT "
-                      "AS nulls_unit")
+                      "AS nulls_unit, system.main.sum(inftda_read)::BIGINT AS read_unit")
         unit = quote(request.privacy_unit)
         m = int(request.max_rows_per_unit)
         if m == 1:
             exps, sort_key = "", _f("unit_key_one", u0=_f("unit_u", i="'0'"))
+            reads = _f("unit_reads_one")
         else:
             exps = _f("unit_exps", m=m, ui=_f("unit_u", i="i::VARCHAR"))
-            sort_key = _f("unit_keys")
+            sort_key, reads = _f("unit_keys"), _f("unit_reads")
         texts = ", ".join(f"{x}::VARCHAR" for x in ["inftda_unit", *map(quote, request.columns)])
         rows = _f(
             "unit_source",
@@ -237,6 +238,7 @@ def _leaf_raw(request: ReleaseRequest, plan: DomainPlan) -> str:
             group=f"system.main.to_json([{texts}])",
             exps=exps,
             sort_key=sort_key,
+            reads=reads,
             source=src,
             m=m,
             keep_null=keep,
@@ -431,7 +433,8 @@ def render_release(
     stats = _f("datastat_masks") if keyed is not None else ",\n    ".join(
         _f("datastat_enum" if i in enum else "datastat", i=i) for i in range(1, d + 1))
     if request.privacy_unit is not None:
-        stats += ",\n    coalesce(system.main.sum(nulls_unit), 0)::BIGINT AS nulls_unit"
+        stats += (",\n    coalesce(system.main.sum(nulls_unit), 0)::BIGINT AS nulls_unit"
+                  ",\n    coalesce(system.main.sum(read_unit), 0)::BIGINT AS read_unit")
     totals = "'stats': s," + _frame_check(plan)
     if plan.shadow is not None:
         totals += _f("shadow_check", name=literal(fold(plan.shadow)))
@@ -439,10 +442,13 @@ def render_release(
     select = _f("stats", keep=keep, stats=stats, leaves=coded)
     if hit is not None:
         unit = request.privacy_unit is not None
-        select = _f("stats_nested", hit=hit, misses=select, unit=", nulls_unit" if unit else "",
-                    unit_sum=", h.nulls_unit + m.nulls_unit AS nulls_unit" if unit else "",
-                    unit_hit=(", coalesce(system.main.sum(nulls_unit), 0)::BIGINT "
-                              "AS nulls_unit") if unit else "")
+        select = _f("stats_nested", hit=hit, misses=select,
+                    unit=", nulls_unit, read_unit" if unit else "",
+                    unit_sum=", h.nulls_unit + m.nulls_unit AS nulls_unit, "
+                             "h.read_unit + m.read_unit AS read_unit" if unit else "",
+                    unit_hit=", coalesce(system.main.sum(nulls_unit), 0)::BIGINT AS "
+                             "nulls_unit, coalesce(system.main.sum(read_unit), 0)::BIGINT AS "
+                             "read_unit" if unit else "")
     ctes.append(_f("datastats", select=select))
     ctes.append(
         _f(

@@ -53,6 +53,7 @@ from ..core.release import (
     least_squares,
     public_plan,
     repeated_text,
+    unit_cap_text,
 )
 from ..core.request import ReleaseRequest, from_json
 from ..core.topdown import Cancelled, LevelProgress, check_total, release_below
@@ -178,6 +179,9 @@ def _claim(state: Release) -> None:
         with disclosure.hidden(charged):  # charged: one fixed message, whatever failed
             raise checked.hidden
     RELEASES.keep_ledger_id(state.token, ledger_id, public)
+    if checked.unit_rows is not None and not disclosure.is_public(con):
+        # to the curator only, on stderr: exact private counts (never in public-facing mode)
+        _LOG.warning("%s", unit_cap_text(request, *checked.unit_rows))
     with disclosure.hidden(charged) if disclosure.is_public(con) else contextlib.nullcontext():
         source, state.root = draw(checked, charged)  # the cell limit from the noised total
         state.lsq = least_squares(checked, source)

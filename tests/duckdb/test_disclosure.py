@@ -464,3 +464,26 @@ def test_cli_public_is_refused_with_the_spark_engine(tmp_path: Any, capsys: Any,
         args += ["--output", str(tmp_path / "out.parquet")]
     assert main(args) == 2
     assert "--public" in capsys.readouterr().err
+
+
+def test_public_mode_says_nothing_of_a_privacy_units_cap(
+        connect: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The curator's notice of rows kept of rows read quotes exact private counts: never in
+    public-facing mode, at any logging level (nor in curator mode's absence of a unit)."""
+    sql = ("SELECT * FROM inftda_release('t', ['st'], rho := 1, privacy_unit := 'pid', "
+           "max_rows_per_unit := 1, domains := {'st': ['NY', 'NJ']})")
+    said = []
+    for mode in ("public", None):
+        con = connect("a", mode)
+        set_budget(con, "t", rho=10)
+        con.execute("CREATE TABLE c AS SELECT * FROM t WHERE pid IS NOT NULL")
+        set_budget(con, "c", rho=10)
+        caplog.clear()
+        with caplog.at_level("DEBUG"):
+            con.execute(sql.replace("'t'", "'c'")).fetchall()
+            inftda_duckdb.release(con, "c", ["st"], rho=1, privacy_unit="pid",
+                                  max_rows_per_unit=1, domains={"st": ["NY", "NJ"]})
+        said.append([r.getMessage() for r in caplog.records if "rows read" in r.getMessage()])
+    assert said[0] == []  # public-facing
+    assert said[1] == ["privacy unit 'pid' (at most 1 row each): kept 3 of 31 rows read "
+                       "(9.7%)"] * 2  # the curator (3 units of 3, 12 and 16 rows)

@@ -907,3 +907,52 @@ def test_splitting_work_into_blocks_changes_nothing(monkeypatch):
     assert not np.array_equal(results[0][0], DiscreteGaussian(3).sample(src.derive(1), ids))
 
 
+
+
+# ------------------------------------------------ a privacy unit's cap, told to the curator
+
+# units 1, 2, 3 have 5, 2 and 1 rows (and 2 rows have no unit): at most 2 rows each keeps
+# 2 + 2 + 1 = 5 of the 8 rows with a unit, whichever rows the keyed PRF picks
+CAPPED = ("(VALUES (1, 'a', 'p'), (1, 'a', 'p'), (1, 'a', 'q'), (1, 'b', 'p'), (1, 'b', 'q'), "
+          "(2, 'a', 'p'), (2, 'b', 'q'), (3, 'b', 'p'), (NULL, 'a', 'p'), (NULL, 'b', 'q')) "
+          "AS v(u, x, y)")
+CAP_SAID = "privacy unit 'u' (at most 2 rows each): kept 5 of 8 rows read (62.5%)"
+
+
+def _said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "privacy unit" in r.getMessage()]
+
+
+@pytest.mark.parametrize("kind", ["lists", "enums", "domain table"])
+def test_the_cap_of_a_privacy_unit_says_rows_kept_of_rows_read(
+        con: duckdb.DuckDBPyConnection, caplog: pytest.LogCaptureFixture, kind: str) -> None:
+    # each way of coding the leaves carries the rows read to the check row (the domain
+    # tables' hits and misses are summed apart)
+    if kind == "enums":
+        con.execute("CREATE TYPE xs AS ENUM ('a', 'b'); CREATE TYPE ys AS ENUM ('p', 'q')")
+        con.execute(f"CREATE TABLE t AS SELECT u, x::xs AS x, y::ys AS y FROM {CAPPED}")
+    else:
+        con.execute(f"CREATE TABLE t AS SELECT * FROM {CAPPED}")
+    con.execute("CREATE TABLE geo AS SELECT * FROM (VALUES ('a', 'p'), ('a', 'q'), ('b', 'p'), "
+                "('b', 'q')) AS g(x, y)")
+    domains = {"lists": {"domains": {"x": ["a", "b"], "y": ["p", "q"]}}, "enums": {},
+               "domain table": {"domain_tables": ["geo"]}}[kind]
+    opts = dict(rho=1, privacy_unit="u", unknown="drop", neighbours="add_remove", **domains)
+    for m in (1, 2, 3):  # m = 1 keys each group once; m > 1 unnests candidates
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="inftda_duckdb"):
+            table = release(con, "t", ["x", "y"], max_rows_per_unit=m, seed=m, **opts)
+        public = str(table.schema.metadata) + str(table.to_pylist())  # the table is public
+        assert "rows read" not in public and " of 8 " not in public
+        kept = {1: "3 of 8 rows read (37.5%)", 2: "5 of 8 rows read (62.5%)",
+                3: "6 of 8 rows read (75.0%)"}[m]
+        row = "row" if m == 1 else "rows"
+        assert _said(caplog) == [f"privacy unit 'u' (at most {m} {row} each): kept {kept}"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="inftda_duckdb"):  # from SQL: the same notice
+        con.sql("SELECT * FROM inftda_release('t', ['x', 'y'], rho := 1, privacy_unit := 'u', "
+                "max_rows_per_unit := 2, unknown := 'drop', neighbours := 'add_remove', "
+                "domains := {'x': ['a', 'b'], 'y': ['p', 'q']})").fetchall()
+        release(con, "t", ["x", "y"], rho=1, domains={"x": ["a", "b"], "y": ["p", "q"]})
+    assert _said(caplog) == [CAP_SAID]  # and nothing without a unit
+

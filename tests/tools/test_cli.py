@@ -293,6 +293,29 @@ def test_release_privacy_unit(work: Path) -> None:
     # substitute with public row counts: the rows kept (at most 2 per person) are exact
     kept = query(db, "SELECT sum(least(n, 2)) FROM (SELECT count(*) n FROM people GROUP BY person)")
     assert total(db, "people_dp") == kept[0][0]
+    # the curator is told what the cap dropped (1000 persons of 3 rows each, at most 2 kept)
+    said = "privacy unit 'person' (at most 2 rows each): kept 2,000 of 3,000 rows read (66.7%)"
+    assert said in result.stderr.splitlines()
+
+
+def test_the_cap_of_a_privacy_unit_in_the_shell_and_not_in_public_facing_mode(
+        work: Path) -> None:
+    db = work / "trips.duckdb"
+    sql = ("SELECT count(*) FROM inftda_release('people', ['hour'], rho := 1, "
+           "domains := {'hour': range(24)}, privacy_unit := 'person', max_rows_per_unit := 1);")
+    said = "privacy unit 'person' (at most 1 row each): kept 1,000 of 3,000 rows read (33.3%)"
+    shell = cli("shell", db, "-c", sql)
+    assert shell.returncode == 0, shell.stderr
+    assert said in shell.stderr.splitlines()
+    assert cli("budget", db, "--set", "people", "--rho", "10").returncode == 0
+    public = cli("shell", "--public", db, "-c", sql)
+    assert public.returncode == 0, public.stderr
+    assert "rows read" not in public.stderr and ledger_rows(db) == 2  # charged, said nothing
+    release = cli("release", "--public", "--db", db, "--table", "people", "--columns", "hour",
+                  "--rho", "1", "--domain", "hour=0..23", "--privacy-unit", "person",
+                  "--max-rows-per-unit", "1", "--into-table", "people_dp")
+    assert release.returncode == 0, release.stderr
+    assert "rows read" not in release.stderr and ledger_rows(db) == 3
 
 
 def test_release_into_new_database_from_a_file(work: Path) -> None:
