@@ -22,6 +22,7 @@ partition) gives the same rows and charges nothing. Write it once (``df.write.pa
 from __future__ import annotations
 
 import json
+import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
@@ -46,7 +47,15 @@ from ..core.provenance import (
     of_release,
     warn_not_private,
 )
-from ..core.release import ORIGINS, charged_text, check, draw, least_squares, public_plan
+from ..core.release import (
+    ORIGINS,
+    charged_text,
+    check,
+    draw,
+    least_squares,
+    public_plan,
+    unit_cap_text,
+)
 from ..core.request import ReleaseRequest, parse_request
 from ..core.topdown import check_total, release_below
 from ..core.tree import Levels, Nodes, mixed_radix
@@ -57,6 +66,8 @@ from . import ledger as charges
 from .jobs import Run, run_tagged
 from .subtrees import CHUNK_CELLS, MessageJob, choose_cut, decode, export_below
 from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
+
+_LOG = logging.getLogger("inftda_duckdb")
 
 T_ = TypeVar("T_")
 
@@ -170,6 +181,8 @@ def _release(
     plan_text = public_plan(checked)
     ledger_id = charges.charge(book, sid, request, plan.rho, origin, plan_text)  # refused: no noise
     run.charged, run.ledger_id = charged_text(plan.rho, sid.label), ledger_id
+    if checked.unit_rows is not None:  # to the curator, on stderr (the engine has no public mode)
+        _LOG.warning("%s", unit_cap_text(request, *checked.unit_rows))
     secret, root = draw(checked, run.charged)
     lsq = least_squares(checked, secret)
     allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}

@@ -10,11 +10,13 @@ is the one job that materialises the pinned leaves
 and brings the driver the data checks and the true counts above the cut. Every later job of the
 release, and every re-evaluation of the released DataFrame, starts from the pinned leaves.
 
-A pinned leaf is ``(key, n, flags[, outside][, nulls_unit])``: ``key`` the mixed-radix key of its
-codes ``((c1 * s2 + c2) * s3 + ...)`` (NULL for a row that is not kept), ``n`` its count, and
-``flags`` NULL for a clean row, else bit ``k`` for a NULL in column k and bit ``32 + k`` for a
-value outside column k's domain; ``outside`` has bit t for a combination that domain table t does
-not list. When the key would pass 2**62 the codes travel as columns ``k1..kd`` instead.
+A pinned leaf is ``(key, n, flags[, outside][, nulls_unit, read_unit])``: ``key`` the
+mixed-radix key of its codes ``((c1 * s2 + c2) * s3 + ...)`` (NULL for a row that is not kept),
+``n`` its count, and ``flags`` NULL for a clean row, else bit ``k`` for a NULL in column k and bit
+``32 + k`` for a value outside column k's domain; ``outside`` has bit t for a combination that
+domain table t does not list; ``read_unit`` (a privacy unit) the rows its units had before the
+cap (the curator's notice, :func:`inftda_duckdb.core.release.unit_cap_text`). When the key would
+pass 2**62 the codes travel as columns ``k1..kd`` instead.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from .domains import EXAMPLES, Domains, Source, col, key_span
 
 
 def raw_leaves(request: ReleaseRequest, source: Source) -> DataFrame:
-    """Counts of the distinct raw leaves ``(r1..rd, n[, nulls_unit])``: the one GROUP BY."""
+    """Counts of the distinct raw leaves ``(r1..rd, n[, nulls_unit, read_unit])``: the one
+    GROUP BY."""
     raw = [col(f.name).alias(f"r{k}") for k, f in enumerate(source.fields, 1)]
     names = [f"r{k}" for k in range(1, request.depth + 1)]
     if source.unit is None:
@@ -46,6 +49,7 @@ def raw_leaves(request: ReleaseRequest, source: Source) -> DataFrame:
     return kept.groupBy(*names).agg(
         F.sum("w").alias("n"), F.coalesce(F.sum(F.when(F.col("u").isNull(), F.col("w"))),
                                           F.lit(0)).cast("long").alias("nulls_unit"),
+        F.sum("read").cast("long").alias("read_unit"),
     )
 
 
@@ -55,7 +59,10 @@ def _capped(request: ReleaseRequest, rows: DataFrame, names: list[str]) -> DataF
     exponential keys): identical rows of a unit form a group of ``c``; its candidates
     ``i < min(c, m)`` get ``E_0 + ... + E_i``, ``E_i = -ln(U_i) / (c - i)``; each unit keeps its
     ``m`` smallest. Rows with a NULL unit are never pooled: all are kept (``w = c``) and counted
-    (refused before charging), or dropped with ``unknown='drop'``. ``w``: rows per candidate."""
+    (refused before charging), or dropped with ``unknown='drop'``. ``w``: rows per candidate;
+    ``read``: the rows its unit had before the cap, on the unit's first candidate (0 on the
+    others and for NULL units): each group's count on its first candidate, summed over the unit
+    in the cap's own window (no other pass)."""
     key = units.row_key(request.seed)  # drawn on the driver, before the data is read
     m = request.max_rows_per_unit
     groups = rows.groupBy(*names, "u").agg(F.count(F.lit(1)).alias("c"))
@@ -73,10 +80,16 @@ def _capped(request: ReleaseRequest, rows: DataFrame, names: list[str]) -> DataF
     null = F.col("u").isNull()
     keyed = (groups.withColumn("g", text)
              .withColumn("e", F.when(null, F.array(F.lit(0.0))).otherwise(exps))
-             .select(*names, "u", F.when(null, c).otherwise(1).alias("w"),
-                     F.explode(F.when(null, F.array(F.lit(0.0))).otherwise(sums)).alias("k")))
-    rank = F.row_number().over(Window.partitionBy("u").orderBy("k"))
-    kept = keyed.withColumn("rn", rank).where((F.col("rn") <= m) | null)
+             .select(*names, "u", F.when(null, c).otherwise(1).alias("w"), "c",
+                     F.posexplode(F.when(null, F.array(F.lit(0.0))).otherwise(sums))
+                     .alias("i", "k")))
+    unit = Window.partitionBy("u").orderBy("k")
+    whole = unit.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    first = F.when(null | (F.col("i") > 0), F.lit(0)).otherwise(c)  # the group's rows, once
+    kept = (keyed.withColumn("rn", F.row_number().over(unit))
+            .withColumn("read", F.when(F.col("rn") == 1, F.sum(first).over(whole))
+                        .otherwise(F.lit(0)))
+            .where((F.col("rn") <= m) | null).drop("c", "i"))
     return kept.where(~null) if request.unknown == "drop" else kept
 
 
@@ -161,7 +174,7 @@ def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFram
     if domains.plan.nestings:
         columns.append(F.when(clean & ~kept, outside).alias("outside"))
     if request.privacy_unit is not None:
-        columns.append(F.col("nulls_unit"))
+        columns += [F.col("nulls_unit"), F.col("read_unit")]
     return frame.select(*columns)
 
 
@@ -247,7 +260,8 @@ def summary(request: ReleaseRequest, domains: Domains, leaves: DataFrame, cut: i
     s = f"CASE WHEN {is_kept(domains)} THEN {subtree(domains, cut)} END AS s"
     keys: list[Any] = [F.expr(s), "flags", *(["outside"] if domains.plan.nestings else [])]
     aggs = ["sum(n) AS n", "count(1) AS leaves",
-            *(["sum(nulls_unit) AS nulls_unit"] if request.privacy_unit is not None else [])]
+            *(["sum(nulls_unit) AS nulls_unit", "sum(read_unit) AS read_unit"]
+              if request.privacy_unit is not None else [])]
     table = leaves.groupBy(*keys).agg(*[F.expr(a) for a in aggs]).toArrow()
 
     def column(name: str) -> np.ndarray:
@@ -260,6 +274,8 @@ def summary(request: ReleaseRequest, domains: Domains, leaves: DataFrame, cut: i
     stats = {"n": int(n.sum()), "kept": int(n[s_valid].sum()),
              "leaves": int(column("leaves")[s_valid].sum()),
              "nulls_unit": int(column("nulls_unit").sum())}
+    if request.privacy_unit is not None:
+        stats["read_unit"] = int(column("read_unit").sum())
     for k in range(request.depth):
         stats[f"nulls{k + 1}"] = int(n[(flags >> k) & 1 == 1].sum())
         stats[f"unknown{k + 1}"] = int(n[(flags >> (32 + k)) & 1 == 1].sum())
@@ -273,6 +289,8 @@ def checks_json(request: ReleaseRequest, domains: Domains, data: dict[str, Any],
     """The check row in the form :mod:`inftda_duckdb.core.checks` reads."""
     stats_row: dict[str, Any] = {"n": data["n"], "kept": data["kept"],
                                  "nulls_unit": data.get("nulls_unit", 0)}
+    if "read_unit" in data:
+        stats_row["read_unit"] = data["read_unit"]
     for k in range(1, request.depth + 1):
         stats_row[f"nulls{k}"] = data[f"nulls{k}"]
         stats_row[f"unknown{k}"] = data[f"unknown{k}"]

@@ -266,3 +266,35 @@ def test_unit_capping_is_the_same_on_duckdb(spark: Any) -> None:
 
 def release_rows(frame: Any) -> list[tuple]:
     return sorted(tuple(r) for r in frame.collect())
+
+
+def test_the_cap_of_a_privacy_unit_says_rows_kept_of_rows_read(
+        spark: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The curator's notice of a privacy unit's cap, from the same scan, in the core's words:
+    the same data and texts as tests/duckdb/test_release.py (8 rows with a unit, 2 without,
+    dropped by ``unknown='drop'``); nothing without a unit."""
+    data = pa.table({"u": pa.array([1, 1, 1, 1, 1, 2, 2, 3, None, None], pa.int64()),
+                     "x": ["a", "a", "a", "b", "b", "a", "b", "b", "a", "b"],
+                     "y": ["p", "p", "q", "p", "q", "p", "q", "p", "p", "q"]})
+    con = duckdb.connect()
+    extension.load(con)
+    domains = {"x": ["a", "b"], "y": ["p", "q"]}
+    said = {1: "3 of 8 rows read (37.5%)", 2: "5 of 8 rows read (62.5%)",
+            3: "6 of 8 rows read (75.0%)"}
+    for m in (1, 2, 3):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="inftda_duckdb"):
+            result = spark_release(spark.createDataFrame(data), ["x", "y"], rho=1, seed=m,
+                                   domains=domains, privacy_unit="u", max_rows_per_unit=m,
+                                   unknown="drop", neighbours="add_remove", ledger=con,
+                                   source_name="capped")
+        row = "row" if m == 1 else "rows"
+        assert [r.getMessage() for r in caplog.records if "privacy unit" in r.getMessage()] \
+            == [f"privacy unit 'u' (at most {m} {row} each): kept {said[m]}"]
+        assert "rows read" not in str(result.collect())
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="inftda_duckdb"):
+        spark_release(spark.createDataFrame(data.drop(["u"])), ["x", "y"], rho=1, seed=1,
+                      domains=domains, ledger=con, source_name="plain")
+    assert not [r for r in caplog.records if "privacy unit" in r.getMessage()]
+    con.close()
