@@ -44,6 +44,15 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+
+@pytest.fixture
+def db(files: Path, tmp_path: Path) -> Path:
+    """This test's own copy of the sample database (trips, a budget of 10)."""
+    copy = tmp_path / "t.duckdb"
+    copy.write_bytes((files / "trips.duckdb").read_bytes())
+    return copy
+
+
 def ledger_count(db: Path) -> int:
     with duckdb.connect(str(db), read_only=True) as con:
         return int(con.execute("SELECT count(*) FROM inftda_ledger").fetchall()[0][0])
@@ -150,9 +159,7 @@ def test_each_dash_c_is_one_command(files: Path) -> None:
     assert result.stdout == "a\n42\nb\ntwo\n"
 
 
-def test_shell_says_what_a_statement_charged(files: Path, tmp_path: Path) -> None:
-    db = tmp_path / "t.duckdb"
-    db.write_bytes((files / "trips.duckdb").read_bytes())
+def test_shell_says_what_a_statement_charged(db: Path) -> None:
     result = cli("shell", db, "-c",
                  "CREATE TABLE dp AS SELECT * FROM inftda_release('trips', ['origin'], "
                  "rho := 0.5)")
@@ -190,9 +197,7 @@ def test_shell_interrupt_after_the_charge_says_it_was_charged(files: Path,
     assert sh.status == 130
 
 
-def test_public_shell_refuses_private_tables(files: Path, tmp_path: Path) -> None:
-    db = tmp_path / "t.duckdb"
-    db.write_bytes((files / "trips.duckdb").read_bytes())
+def test_public_shell_refuses_private_tables(db: Path, files: Path) -> None:
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE VIEW v AS SELECT * FROM trips")
         con.execute("CREATE MACRO leak() AS (SELECT count(*) FROM trips)")
@@ -331,11 +336,9 @@ def test_misspelled_parameter_explained_in_ipython_and_jupysql() -> None:
 # ------------------------------------------------------------ budgets the user did not know
 
 
-def test_a_source_no_budget_covers_is_said_once(files: Path, tmp_path: Path,
+def test_a_source_no_budget_covers_is_said_once(db: Path, files: Path, tmp_path: Path,
                                                 caplog: pytest.LogCaptureFixture) -> None:
     # a copy of the data was charged to a new, uncapped key without a word
-    db = tmp_path / "t.duckdb"
-    db.write_bytes((files / "trips.duckdb").read_bytes())
     con = duckdb.connect(str(db))
     try:
         load(con)
@@ -374,10 +377,8 @@ def test_a_source_no_budget_covers_is_said_once(files: Path, tmp_path: Path,
         f"with inftda-duckdb budget --ledger {ledger} --require-budget on")
 
 
-def test_budget_hints_work_where_the_caller_stands(files: Path, tmp_path: Path,
+def test_budget_hints_work_where_the_caller_stands(db: Path, files: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    db = tmp_path / "t.duckdb"
-    db.write_bytes((files / "trips.duckdb").read_bytes())
     over = ("SELECT * FROM inftda_release('trips', ['hour'], rho := 50, "
             "domains := {'hour': range(24)})")
     con = duckdb.connect(str(db))
@@ -443,11 +444,8 @@ def test_spark_failure_after_the_charge_exits_4(tmp_path: Path, monkeypatch: pyt
                    "again)\n")
 
 
-def test_a_release_statement_run_again_is_said(files: Path, tmp_path: Path,
-                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_a_release_statement_run_again_is_said(db: Path, caplog: pytest.LogCaptureFixture) -> None:
     # jupysql's %%sql --save re-ran (and re-charged) the release wherever it was used, silently
-    db = tmp_path / "t.duckdb"
-    db.write_bytes((files / "trips.duckdb").read_bytes())
     q = ("SELECT * FROM inftda_release('trips', ['hour'], rho := 0.25, "
          "domains := {'hour': range(24)})")
     with duckdb.connect(str(db)) as con:
