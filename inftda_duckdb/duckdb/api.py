@@ -244,9 +244,12 @@ def run_release(
         ledger_id = public = None
         spent = charged_text(request.budget.total, where.label)
 
-        def interrupted() -> ReleaseInterrupted:  # DuckDB stopped it, or Ctrl-C here
+        def spent_now() -> str | None:  # what the release spent, once its UDFs are idle
             RELEASES.wait_idle(token)
-            return stopped(spent if RELEASES.charged(token) else None)
+            return spent if RELEASES.charged(token) else None
+
+        def interrupted() -> ReleaseInterrupted:  # DuckDB stopped it, or Ctrl-C here
+            return stopped(spent_now())
 
         def execute() -> Any:
             try:
@@ -254,11 +257,11 @@ def run_release(
                     return con.sql(sql).to_arrow_table()
                 return con.execute(statement(sql)).fetchall()
             except duckdb.Error as exc:
-                if not RELEASES.has_error(token) and is_interrupt(exc):
-                    raise interrupted() from None
-                if isinstance(exc, duckdb.OutOfMemoryException) and not RELEASES.has_error(token):
-                    RELEASES.wait_idle(token)
-                    raise out_of_memory(limit, spent if RELEASES.charged(token) else None) from None
+                if not RELEASES.has_error(token):  # DuckDB's own error, not one of ours
+                    if is_interrupt(exc):
+                        raise interrupted() from None
+                    if isinstance(exc, duckdb.OutOfMemoryException):
+                        raise out_of_memory(limit, spent_now()) from None
                 _reraise(exc, token)
                 raise  # pragma: no cover
 
