@@ -16,6 +16,7 @@ the macros, and every function the rendered release calls (``CREATE TEMP MACRO e
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import duckdb
@@ -80,37 +81,31 @@ WITH_ENUM = ("SELECT * FROM inftda_release('u', ['e', 'b'], rho := 1, "
              "domains := {{'b': [0, 1, 2, 3]}}, seed := 3{more}) ORDER BY ALL")
 
 
-def _rendered(con: duckdb.DuckDBPyConnection, statements: list[str]) -> str:
+def _rendered(con: duckdb.DuckDBPyConnection, statements: list[str],
+              monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run ``statements``; the release SQL they rendered, without its comments."""
     from inftda_duckdb.duckdb import statements as module
 
     seen: list[str] = []
     render = module.render_release
-
-    def spy(*args: object, **kwargs: object) -> str:
-        seen.append(render(*args, **kwargs))  # type: ignore[arg-type]
-        return seen[-1]
-
-    module.render_release = spy  # type: ignore[assignment]
-    try:
-        for statement in statements:
-            con.execute(statement).fetchall()
-    finally:
-        module.render_release = render  # type: ignore[assignment]
+    monkeypatch.setattr(module, "render_release",
+                        lambda *a, **k: seen.append(render(*a, **k)) or seen[-1])
+    for statement in statements:
+        con.execute(statement).fetchall()
     return "\n".join(line.split("--")[0] for text in seen for line in text.splitlines())
 
 
 @pytest.mark.filterwarnings("ignore:this release used seed")
 @pytest.mark.parametrize("more", ["", ", estimator := 'least_squares'"])
-def test_the_release_calls_duckdb_functions_no_macro_can_shadow(more: str) -> None:
-    import re
-
+def test_the_release_calls_duckdb_functions_no_macro_can_shadow(
+        more: str, monkeypatch: pytest.MonkeyPatch) -> None:
     con = duckdb.connect()
     con.execute("CREATE TYPE e AS ENUM ('x', 'y')")
     con.execute("CREATE TABLE u AS SELECT (i % 3)::VARCHAR AS a, i % 4 AS b, i % 50 AS p, "
                 "['x', 'y'][i % 2 + 1]::e AS e FROM range(600) r(i)")
     load(con)
     statements = [UNIT.format(more=more), WITH_ENUM.format(more=more)]
-    sql = _rendered(con, statements)
+    sql = _rendered(con, statements, monkeypatch)
     builtin = {r[0] for r in con.execute(
         "SELECT DISTINCT function_name FROM duckdb_functions() WHERE internal AND NOT "
         "starts_with(function_name, 'inftda')").fetchall()}
@@ -119,11 +114,10 @@ def test_the_release_calls_duckdb_functions_no_macro_can_shadow(more: str) -> No
     qualified = sorted({m.group(1) for m in re.finditer(r"system\.main\.(\w+)\s*\(", sql)})
     assert {"least", "count", "sum", "list", "unnest", "ln", "sha256"} <= set(qualified)
     expected = [con.execute(s).fetchall() for s in statements]
+    arities = ", ".join(f"({', '.join(f'x{i}' for i in range(k))}) AS error('shadowed')"
+                        for k in range(5))
     for name in qualified:
-        if name == "query":
-            continue
-        arities = ", ".join(f"({', '.join(f'x{i}' for i in range(k))}) AS error('shadowed')"
-                            for k in range(5))
-        con.execute(f"CREATE TEMP MACRO \"{name}\"{arities}")
+        if name != "query":
+            con.execute(f"CREATE TEMP MACRO \"{name}\"{arities}")
     assert [con.execute(s).fetchall() for s in statements] == expected
     con.close()
