@@ -5,6 +5,7 @@ output promise holds, and what is refused is refused before the charge."""
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 from typing import Any
 
@@ -211,6 +212,79 @@ def test_any_split_at_a_cut_equals_the_whole_tree(name: str, cut: int) -> None:
     got_counts = np.concatenate([o.counts for o in out])
     order = np.lexsort(got.T[::-1])
     assert np.array_equal(got[order], want[0]) and np.array_equal(got_counts[order], want[1])
+
+
+@pytest.mark.parametrize(("name", "bands"), [
+    ("level weights", [0, 1, 4]), ("level weights", [0, 2, 3, 4]), ("level weights", [1, 3, 4]),
+    ("two nested levels", [0, 1, 3]), ("two nested levels", [0, 1, 2, 3]),
+    ("nested, add_remove, weights", [0, 2, 3]), ("nested, add_remove, weights", [1, 2, 3])])
+def test_any_split_into_bands_equals_the_whole_tree(name: str, bands: list[int]) -> None:
+    """Spark's bands: the sums below every public cell of each band's lower level, summed band
+    by band from the leaves' up (:func:`ls.messages` with ``upto``, in any batches), the levels
+    above the cut (:func:`ls.top`), each band's levels below released nodes in any batch
+    (:func:`ls.band`, handing on the errors of its nodes), the last band to the leaves
+    (:func:`ls.below`): the same release as the whole tree in one process."""
+    levels, plan, source = _setup(name, seed=11)
+    rng = np.random.default_rng(4)
+    cells = _public_cells(levels)[-1]
+    picked = rng.choice(len(cells), len(cells) // 2, replace=False)
+    leaves = np.array([cells[i] for i in sorted(picked)], np.int64)
+    counts = rng.integers(1, 30, leaves.shape[0])
+    want = release_tree(leaves, counts, levels.sizes, plan, RandomSource.from_seed(11),
+                        dict(enumerate(levels.allowed)), estimator="least_squares")
+    arith = ls.arithmetic_of(plan, levels.sizes, [a is not None for a in levels.allowed])
+
+    def under(sums: ls.Sums, b: int, roots: np.ndarray) -> ls.Sums:  # the sums below roots
+        mine = np.isin(mixed_radix(sums[0][:b], levels.sizes[:b], np.int64),
+                       mixed_radix(roots, levels.sizes[:b], np.int64))
+        return sums[0][:, mine], sums[1][mine], sums[2][mine]
+
+    def in_batches(level: int, upto: int | None, sums: ls.Sums | None) -> ls.Sums:
+        codes = ls.cut_cells(levels, level)
+        order = rng.permutation(codes.shape[1])
+        parts = [(codes[:, part], *ls.messages(
+                     levels, arith, level, codes[:, part], upto=upto,
+                     sums=None if sums is None else under(sums, level, codes[:, part])))
+                 for part in np.array_split(order, min(3, order.shape[0])) if part.size]
+        return (np.concatenate([p[0] for p in parts], axis=1),
+                np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]))
+
+    sums: ls.Sums | None = None
+    below: dict[int, ls.Sums] = {}
+    for b, e in reversed(list(itertools.pairwise(bands))):
+        sums = below[b] = in_batches(b, None if e == levels.depth else e, sums)
+    cut = bands[0]
+    run = ls.LeastSquares(arith, int(counts.sum()), ls.root_noise(plan, source),
+                          plan.root_sigma2)
+    top, root, codes, e = run.top(levels, cut, *below[cut])
+    nodes = Nodes.root(root)
+    if cut:
+        nodes = release_below(top, nodes, leaves.T, counts, upto=cut)
+    for b, upto in itertools.pairwise(bands):
+        keys = mixed_radix(codes, levels.sizes[:b], np.int64)
+        e_nodes = e[np.searchsorted(keys, mixed_radix(nodes.codes, levels.sizes[:b], np.int64))]
+        out, found = [], []
+        for batch in np.array_split(rng.permutation(nodes.counts.shape[0]), 2):
+            if not batch.size:
+                continue
+            part = Nodes(nodes.codes[:, batch], nodes.counts[batch])
+            if upto == levels.depth:
+                tree = ls.below(levels, arith, b, part.codes, e_nodes[batch])
+            else:
+                tree, c, x = ls.band(levels, arith, b, part.codes, e_nodes[batch], upto,
+                                     under(below[upto], b, part.codes))
+                found.append((c, x))
+            out.append(release_below(tree, part, leaves.T, counts, upto=upto))
+        nodes = Nodes(np.concatenate([o.codes for o in out], axis=1),
+                      np.concatenate([o.counts for o in out]))
+        if found:
+            codes = np.concatenate([f[0] for f in found], axis=1)
+            e = np.concatenate([f[1] for f in found])
+            order = np.lexsort(codes[::-1])
+            codes, e = codes[:, order], e[order]
+    got = nodes.codes.T
+    order = np.lexsort(got.T[::-1])
+    assert np.array_equal(got[order], want[0]) and np.array_equal(nodes.counts[order], want[1])
 
 
 @pytest.fixture

@@ -27,8 +27,10 @@ The package, in the order a release runs it:
 - :mod:`.passes`: the upward and downward passes;
 - this module: the engines' entry points, :func:`whole` (one process: the whole tree),
   :func:`messages`, :func:`top` and :func:`below` (a tree split at a cut level: the subtrees'
-  sums, the levels above the cut, each subtree's levels), and :class:`Estimates`, which the
-  integer pass reads in place of the noise.
+  sums, the levels above the cut, each subtree's levels), :func:`band` (the levels between
+  two cuts, below nodes whose errors the band above gave: the sums below the lower cut come
+  from :func:`messages` of its cells, themselves summed cut by cut from the leaves' up), and
+  :class:`Estimates`, which the integer pass reads in place of the noise.
 """
 
 from __future__ import annotations
@@ -112,15 +114,19 @@ def whole(levels: Levels, arith: Arithmetic, n: int, z0: int | None,
     return levels.with_estimates(Estimates(forest)), root
 
 
+Sums = tuple[np.ndarray, IntArray, FloatArray]
+"""The sums below some cells of a level: their codes (one row per level), ``t`` and ``vs``
+(:func:`messages`), in any order."""
+
+
 def messages(levels: Levels, arith: Arithmetic, top: int, roots: np.ndarray,
-             stop: Stop = None) -> tuple[IntArray, FloatArray]:
+             stop: Stop = None, *, upto: int | None = None,
+             sums: Sums | None = None) -> tuple[IntArray, FloatArray]:
     """The sums below cells of level ``top`` (codes, one row per level, distinct, in any order;
     the sums in the same order): the children's upward estimates (fixed point) and variances;
-    noise only, no data."""
-    roots = _codes(roots, top)
-    order = np.lexsort(roots[::-1]) if top else np.arange(roots.shape[1])
-    forest = Forest.build(levels, top, roots[:, order], levels.depth, arith.cap_z, stop=stop)
-    t, vs = Passes(forest, Variances(levels, None), arith).upward()
+    noise only, no data. ``upto`` < d: the levels top+1..upto only, from the ``sums`` below
+    every public cell of level ``upto`` under the roots (from calls with ``top = upto``)."""
+    _, _, order, t, vs = _upward(levels, arith, top, roots, upto, sums, None, stop=stop)
     back = np.empty_like(order)
     back[order] = np.arange(order.shape[0])
     return t[back], (vs[back] if vs.size else np.zeros(t.shape[0]))
@@ -133,36 +139,67 @@ def top(levels: Levels, arith: Arithmetic, n: int, z0: int | None,
     of level ``cut`` (``cut_codes``, ``t``, ``vs`` in any order: :func:`messages`). Returns
     ``levels`` carrying the estimates of levels 1..cut, the released root, and the codes and
     the errors ``e`` (fixed point) of level ``cut``'s cells, in code order, where each subtree
-    continues (:func:`below`)."""
+    continues (:func:`band`, :func:`below`)."""
     if cut == 0:  # the subtree is the whole tree: its sums are the root's
         e0, root = _root(Variances(levels, root_sigma2), arith, n, z0, int(t[0]), vs)
         return levels, root, np.zeros((0, 1), np.int64), np.array([e0], np.int64)
-    forest = Forest.build(levels, 0, None, cut, arith.cap_z, keep_codes=True)
-    at = forest.index(cut, np.asarray(cut_codes))
-    count = forest.level(cut).count
-    if not np.array_equal(np.sort(at), np.arange(count)):
-        raise InternalError("the sums below the cut do not cover its cells once each")
-    t_all, vs_all = np.empty(count, np.int64), np.empty(count)
-    t_all[at], vs_all[at] = t, vs
-    passes = Passes(forest, Variances(levels, root_sigma2), arith)
-    t_root, vs_root = passes.upward((t_all, vs_all))
+    forest, passes, _, t_root, vs_root = _upward(levels, arith, 0, None, cut, (cut_codes, t, vs),
+                                                 root_sigma2, keep_codes=True)
     e0, root = _root(passes.v, arith, n, z0, int(t_root[0]), vs_root)
     e_cut = passes.downward(np.array([e0], np.int64), keep_last=True)
     assert forest.last_codes is not None and e_cut is not None
     return levels.with_estimates(Estimates(forest)), root, forest.last_codes, e_cut
 
 
+def band(levels: Levels, arith: Arithmetic, top: int, roots: np.ndarray, e_roots: IntArray,
+         upto: int, sums: Sums, stop: Stop = None) -> tuple[Levels, np.ndarray, IntArray]:
+    """The levels top+1..``upto`` (< d) of the subtrees below cells of level ``top`` (codes, one
+    row per level, distinct, in any order) whose errors ``e`` are ``e_roots`` (:func:`top`, or
+    the band above), from the ``sums`` below every public cell of level ``upto`` under them
+    (:func:`messages`): what :func:`top` does below the root, below any nodes. Returns
+    ``levels`` carrying the estimates of levels top+1..upto, and the codes and errors ``e`` of
+    level ``upto``'s cells, in code order, where the next band continues."""
+    forest, passes, order, _, _ = _upward(levels, arith, top, roots, upto, sums, None,
+                                          keep_codes=True, stop=stop)
+    e = passes.downward(np.asarray(e_roots, np.int64)[order], keep_last=True)
+    assert forest.last_codes is not None and e is not None
+    return levels.with_estimates(Estimates(forest)), forest.last_codes, e
+
+
 def below(levels: Levels, arith: Arithmetic, top: int, roots: np.ndarray,
           e_roots: IntArray, stop: Stop = None) -> Levels:
     """``levels`` carrying the estimates of the subtrees below cells of level ``top`` (codes,
-    one row per level, distinct, in any order) whose errors ``e`` :func:`top` gave."""
-    roots = _codes(roots, top)
-    order = np.lexsort(roots[::-1]) if top else np.arange(roots.shape[1])
-    forest = Forest.build(levels, top, roots[:, order], levels.depth, arith.cap_z, stop=stop)
-    passes = Passes(forest, Variances(levels, None), arith)
-    passes.upward()
+    one row per level, distinct, in any order) whose errors ``e`` :func:`top` (or :func:`band`)
+    gave."""
+    _, passes, order, _, _ = _upward(levels, arith, top, roots, None, None, None, stop=stop)
     passes.downward(np.asarray(e_roots, np.int64)[order])
-    return levels.with_estimates(Estimates(forest))
+    return levels.with_estimates(Estimates(passes.forest))
+
+
+def _upward(levels: Levels, arith: Arithmetic, top: int, roots: np.ndarray | None,
+            upto: int | None, sums: Sums | None, root_sigma2: Fraction | None, *,
+            keep_codes: bool = False, stop: Stop = None
+            ) -> tuple[Forest, Passes, IntArray, IntArray, FloatArray]:
+    """Every public cell of levels top+1..``upto`` (default: the leaves) below ``roots``, noised,
+    and the upward pass over them, from the ``sums`` below every cell of level ``upto`` when it
+    is not the leaves (each once). Returns the forest (its roots in code order: the roots'
+    ``order``), its passes and the sums at its roots, in that order."""
+    codes = _codes(roots, top)
+    order = np.lexsort(codes[::-1]) if top else np.arange(codes.shape[1])
+    upto = levels.depth if upto is None else upto
+    forest = Forest.build(levels, top, codes[:, order], upto, arith.cap_z,
+                          keep_codes=keep_codes, stop=stop)
+    given = None
+    if sums is not None:
+        at = forest.index(upto, np.asarray(sums[0]))
+        count = forest.level(upto).count
+        if not np.array_equal(np.sort(at), np.arange(count)):
+            raise InternalError(f"the sums below level {upto} do not cover its cells once each")
+        given = (np.empty(count, np.int64), np.empty(count))
+        given[0][at], given[1][at] = sums[1], sums[2]
+    passes = Passes(forest, Variances(levels, root_sigma2), arith)
+    t, vs = passes.upward(given)
+    return forest, passes, order, t, vs
 
 
 @dataclass(frozen=True)
@@ -210,12 +247,11 @@ def cut_cells(levels: Levels, cut: int) -> np.ndarray:
     return forest.last_codes
 
 
-def _codes(roots: np.ndarray, top: int) -> np.ndarray:
+def _codes(roots: np.ndarray | None, top: int) -> np.ndarray:
     """Codes of level-``top`` cells as a (top, N) matrix (the root: (0, 1))."""
-    roots = np.asarray(roots, dtype=np.int64)
     if top == 0:
         return np.zeros((0, 1), np.int64)
-    return roots.reshape(top, -1)
+    return np.asarray(roots, dtype=np.int64).reshape(top, -1)
 
 
 def _root(variances: Variances, arith: Arithmetic, n: int, z0: int | None, t: int,
@@ -227,5 +263,5 @@ def _root(variances: Variances, arith: Arithmetic, n: int, z0: int | None, t: in
     return e0, max(0, int(n) + rounded(e0, arith.bits))
 
 
-__all__ = ["ETA", "NAME", "Arithmetic", "Estimates", "LeastSquares", "arithmetic_of", "below",
-           "cut_cells", "messages", "root_noise", "top", "whole"]
+__all__ = ["ETA", "NAME", "Arithmetic", "Estimates", "LeastSquares", "Sums", "arithmetic_of",
+           "band", "below", "cut_cells", "messages", "root_noise", "top", "whole"]
