@@ -15,6 +15,11 @@ the leaves and decodes them (:class:`.subtrees.SubtreeJob`). The split depends o
 sizes and the released root count (never on the data's own shape), so the files Spark writes
 reveal nothing the release does not; any split gives the same release.
 
+With estimator 'least_squares' the bands are laid out before the root is released (from the
+public leaves, which it noises whatever the data), each band also reads the sums below every
+public cell of its bottom level (:mod:`.estimates`, in the same shuffle) and its released nodes
+carry their errors ``e`` on to the next band.
+
 Each band is one shuffle (of at most the prefixes of its bottom level) and one ``mapInArrow``;
 the last is the shuffle of the pinned leaves by subtree. Everything is lazy: it runs when the
 released DataFrame is evaluated.
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,11 +69,12 @@ class Layout:
 
 
 def layout(spark: SparkSession, sizes: Sequence[int], cut: int, root: int,
-           partitions: int | None, *, split: bool = True) -> Layout:
+           partitions: int | None) -> Layout:
     """The layout of a release whose root was released as ``root`` (public): the leaves are at
     most ``min(root, prod(sizes))``; one partition per :data:`ROWS_PER_PARTITION` of them (at
-    least the default parallelism) unless ``partitions`` is given. ``split=False``: one band
-    (estimator ``'least_squares'``, whose cut nodes carry their estimates ``e``)."""
+    least the default parallelism) unless ``partitions`` is given. Estimator
+    ``'least_squares'`` noises every public leaf, whatever the data: ``root`` is their number
+    (public), and the layout is known before the root is released."""
     bound = max(1, min(int(root), math.prod(int(s) for s in sizes)))
     if partitions is None:
         partitions = max(parallelism(spark), -(-bound // ROWS_PER_PARTITION))
@@ -77,7 +83,7 @@ def layout(spark: SparkSession, sizes: Sequence[int], cut: int, root: int,
         raise bad_argument(SHARE_SETTING, text, "must be a positive integer",
                            f"unset it, or spark.conf.set('{SHARE_SETTING}', '65536')")
     share = int(text) if text is not None else max(TASK_LEAVES, -(-bound // partitions))
-    bands = plan_bands(sizes, cut, share) if split else [cut, len(sizes)]
+    bands = plan_bands(sizes, cut, share)
     return Layout(bands, partitions, share)
 
 
@@ -94,10 +100,12 @@ def descend(
     *,
     arith: Arithmetic | None = None,
     cut_e: np.ndarray | None = None,
+    sums: Mapping[int, DataFrame] | None = None,
 ) -> DataFrame:
     """The released leaves (lazy): the bands of ``plan`` from the released cut nodes down;
-    with ``estimator := 'least_squares'`` (``arith``; one band) each cut node carries its ``e``
-    (``cut_e``)."""
+    with ``estimator := 'least_squares'`` (``arith``) each cut node carries its ``e``
+    (``cut_e``), each band reads the sums below the public cells of its lower level (``sums``,
+    by level: :func:`.estimates.sums`) and hands its released nodes on with their ``e``."""
     sizes, bands = values.sizes, plan.bands
     kept = leaves.where(lv.is_kept(values))
     columns = {"s": pa.array(mixed_radix(cut_nodes.codes, sizes[:bands[0]], np.int64)),
@@ -112,10 +120,15 @@ def descend(
             F.sum("n").alias("n"))
         truth = truth.selectExpr(f"key div {math.prod(sizes[b:e])}L AS s", "false AS node", "key",
                                  "n")
+        if arith is not None:  # and the sums below every public cell of level e (n: 0)
+            assert sums is not None
+            truth = truth.unionByName(sums[e].selectExpr(
+                f"s div {math.prod(sizes[b:e])}L AS s", "false AS node", "s AS key", "0L AS n",
+                "t", "vs"), allowMissingColumns=True)
         band = SubtreeJob(cut=b, levels=export_below(levels, b, e), values=(), names=(),
-                          rows=False, keyed=True, chunk_cells=chunk_cells, upto=e)
+                          rows=False, keyed=True, chunk_cells=chunk_cells, upto=e, arith=arith)
         top = _shuffled(truth, top, ["key"], T.LongType(), plan.partitions).mapInArrow(
-            band, "s long, n long")
+            band, "s long, n long" + (", e long" if arith is not None else ""))
     cut = bands[-2]
     keyed = lv.keyed(values)
     address = ["key"] if keyed else [f"k{j}" for j in range(1, request.depth + 1)]
@@ -143,4 +156,5 @@ def _shuffled(rows: DataFrame, top: DataFrame, address: list[str], kind: T.DataT
     nodes = top.selectExpr("s", "true AS node",
                            *[f"CAST(NULL AS {kind.simpleString()}) AS {a}" for a in address], "n",
                            *(["e"] if "e" in top.columns else []))
-    return rows.unionByName(nodes).repartition(partitions, "s").sortWithinPartitions("s")
+    return rows.unionByName(nodes, allowMissingColumns=True).repartition(
+        partitions, "s").sortWithinPartitions("s")

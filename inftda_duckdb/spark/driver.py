@@ -33,13 +33,11 @@ import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from ..core import options as option_table
 from ..core import planning
 from ..core.checks import load_checks, raise_for_checks
 from ..core.errors import InputError, bad_argument, opt
-from ..core.leastsquares import Arithmetic, cut_cells
 from ..core.provenance import (
     MARKER,
     PREVIEW_FROM_DATA,
@@ -59,12 +57,12 @@ from ..core.release import (
 from ..core.request import ReleaseRequest, parse_request
 from ..core.topdown import check_total, release_below
 from ..core.tree import Levels, Nodes, mixed_radix
-from . import descent, pins, sessions
+from . import descent, estimates, pins, sessions
 from . import domains as dom
 from . import leaves as lv
 from . import ledger as charges
 from .jobs import Run, run_tagged
-from .subtrees import CHUNK_CELLS, MessageJob, choose_cut, decode, export_below
+from .subtrees import CHUNK_CELLS, choose_cut
 from .transit import UnencryptedTransitWarning, unencrypted_settings, warning_text
 
 _LOG = logging.getLogger("inftda_duckdb")
@@ -187,10 +185,15 @@ def _release(
     lsq = least_squares(checked, secret)
     allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
     levels = top_levels = Levels.build(sizes, plan, secret, allowed)
-    cut_e = None
-    if lsq is not None:  # every cell noised, estimated: the subtrees' sums, then the top
-        codes, t, vs = _messages(spark, levels, cut, lsq.arith, chunk)
-        top_levels, root, codes, e = lsq.top(levels, cut, codes, t, vs)
+    cut_e, pinned = None, [leaves, *([raw] if request.domain_from_data else [])]
+    below: dict[int, DataFrame] = {}
+    if lsq is not None:  # every cell noised, estimated: the sums below the cut, then the top
+        # its bands from public sizes alone (every public leaf is noised: nodes[-1] bound them)
+        shape = descent.layout(spark, sizes, cut, nodes[-1], partitions)
+        at_cut, below, sums_pinned = estimates.sums(spark, levels, shape.bands, lsq.arith, chunk,
+                                                    shape.partitions)
+        pinned += sums_pinned
+        top_levels, root, codes, e = lsq.top(levels, cut, *at_cut)
     cut_nodes = Nodes.root(root)
     if cut:  # levels 1..cut on the driver, from the true counts of the cut prefixes
         cut_nodes = release_below(top_levels, cut_nodes, summary.prefix_keys,
@@ -199,14 +202,14 @@ def _release(
     if lsq is not None:  # where each released cut node's subtree continues
         keys = mixed_radix(codes, sizes[:cut], np.int64)
         cut_e = e[np.searchsorted(keys, mixed_radix(cut_nodes.codes, sizes[:cut], np.int64))]
-    # least squares: no bands (a band would have to hand on its nodes' estimates too)
-    shape = descent.layout(spark, sizes, cut, root, partitions, split=lsq is None)
+    else:
+        shape = descent.layout(spark, sizes, cut, root, partitions)
     result = descent.descend(spark, request, values, leaves, cut_nodes, levels, shape, chunk,
-                             src.fields, arith=None if lsq is None else lsq.arith, cut_e=cut_e)
+                             src.fields, arith=None if lsq is None else lsq.arith, cut_e=cut_e,
+                             sums=below)
     warn_not_private(request)
     record = of_release(request, rho=plan.rho, source=sid.label, ledger_id=ledger_id,
                         engine="spark", plan=plan_text)
-    pinned = [leaves, *([raw] if request.domain_from_data else [])]
     return pins.attach(_provenance(result, request, record), pinned)
 
 
@@ -283,24 +286,6 @@ def _warn_transit(spark: SparkSession) -> None:
     missing = unencrypted_settings(master, lambda key: spark.conf.get(key, None))
     if missing:
         warnings.warn(warning_text(master, missing), UnencryptedTransitWarning, stacklevel=3)
-
-
-def _messages(spark: SparkSession, levels: Levels, cut: int, arith: Arithmetic,
-              chunk: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Estimator 'least_squares': the sums below every public cell of the cut level, from the
-    executors (:class:`.subtrees.MessageJob`; noise only, no data): the cells' codes, ``t``
-    and ``vs`` (at most :data:`.subtrees.CUT_CELLS` rows reach the driver)."""
-    sizes = levels.sizes[:cut]
-    keys = mixed_radix(cut_cells(levels, cut), sizes, np.int64)
-    frame = spark.createDataFrame(pa.table({"s": pa.array(keys, pa.int64())}))
-    parts = max(1, min(keys.shape[0], sessions.parallelism(spark)))
-    schema = T.StructType([T.StructField("s", T.LongType()), T.StructField("t", T.LongType()),
-                           T.StructField("vs", T.DoubleType())])
-    job = MessageJob(cut=cut, levels=export_below(levels, cut), arith=arith, chunk_cells=chunk)
-    rows = frame.repartition(parts, "s").mapInArrow(job, schema).collect()
-    s = np.array([r["s"] for r in rows], np.int64)
-    return (decode(s, sizes), np.array([r["t"] for r in rows], np.int64),
-            np.array([r["vs"] for r in rows], np.float64))
 
 
 def _provenance(result: DataFrame, request: ReleaseRequest, record: dict[str, str]

@@ -1,7 +1,8 @@
 """Pinned data: what a release keeps so that its result is deterministic, and how to free it.
 
-:func:`pin` cuts a DataFrame's lineage at one materialisation (the leaves, and the raw leaves
-when the domains come from the data): a reliable checkpoint (files) when the session has a
+:func:`pin` cuts a DataFrame's lineage at one materialisation (the leaves, the raw leaves
+when the domains come from the data, and estimator 'least_squares'' sums below the bands:
+:mod:`.estimates`): a reliable checkpoint (files) when the session has a
 checkpoint directory, else a local checkpoint (blocks in executor storage). The released
 DataFrame reads the pinned data at every evaluation, so they live as long as the result does.
 :func:`unpin` frees them at once (the command line does after writing the result; Python callers

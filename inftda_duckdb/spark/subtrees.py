@@ -120,6 +120,11 @@ class SubtreeJob:
     A *band* (``upto`` < d) releases levels cut+1..upto only: its true rows are the prefixes of
     level ``upto`` (``key``, their mixed-radix keys, and ``n``), and it outputs the released nodes
     of level ``upto`` as ``(s, n)``, ``s`` their keys: the cut nodes of the next band.
+
+    Estimator 'least_squares' (``arith``): the cut nodes carry their errors ``e`` (column
+    ``e``), a band's input also has the sums below every public cell of level ``upto`` (rows
+    with ``key``, ``t``, ``vs``; :func:`~inftda_duckdb.core.leastsquares.band`), and its output
+    nodes carry their ``e`` too.
     """
 
     cut: int
@@ -181,15 +186,28 @@ class SubtreeJob:
         if np.unique(s[node]).shape[0] != int(node.sum()):
             raise InternalError("a subtree has two cut nodes")
         nodes = Nodes(decode(s[node], levels.sizes[: self.cut]), n[node])
-        leaf = ~node  # a cut node's row has NULL key (k1..kd): read only the leaves' rows
+        # a least-squares band's sums below the cells of its lower level (t not NULL)
+        given = ~node & _flags(table.column("t").is_valid()) if "t" in table.column_names \
+            else np.zeros(s.shape[0], bool)
+        leaf = ~node & ~given  # a cut node's row has NULL key (k1..kd): read the leaves' rows
         if self.keyed:  # mixed-radix keys of the leaves (t = d), or of a band's prefixes
             truth = integers(table.column("key"), leaf)
         else:
             truth = np.stack([integers(table.column(f"k{j}"), leaf)
                               for j in range(1, levels.depth + 1)])
+        e_out = None
         if self.arith is not None:  # the integer pass reads the subtrees' own estimates
-            levels = leastsquares.below(levels, self.arith, self.cut, nodes.codes,
-                                        integers(table.column("e"), node))
+            if not node.any():  # nothing released above these rows
+                return
+            e_nodes = integers(table.column("e"), node)
+            if self.upto is None:
+                levels = leastsquares.below(levels, self.arith, self.cut, nodes.codes, e_nodes)
+            else:
+                mine = given & np.isin(s, s[node])
+                sums = (decode(integers(table.column("key"), mine), levels.sizes[: self.upto]),
+                        integers(table.column("t"), mine), table.column("vs").to_numpy()[mine])
+                levels, e_codes, e_out = leastsquares.band(levels, self.arith, self.cut,
+                                                           nodes.codes, e_nodes, self.upto, sums)
         out = release_below(levels, nodes, truth, n[leaf], upto=self.upto)
         if int(out.counts.sum()) != int(nodes.counts.sum()):
             raise InternalError("a subtree's leaves do not add up to its cut node")
@@ -197,10 +215,13 @@ class SubtreeJob:
             yield from self._decoded(out)
             return
         keys = mixed_radix(out.codes, levels.sizes[: self.upto], np.int64)
+        columns = {"s": keys, "n": out.counts}
+        if e_out is not None:  # the next band's nodes carry their e
+            at = np.searchsorted(mixed_radix(e_codes, levels.sizes[: self.upto], np.int64), keys)
+            columns["e"] = e_out[at]
         for lo in range(0, keys.shape[0], OUT_ROWS):
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(keys[lo: lo + OUT_ROWS]), pa.array(out.counts[lo: lo + OUT_ROWS])],
-                names=["s", "n"])
+            yield pa.RecordBatch.from_arrays([pa.array(c[lo: lo + OUT_ROWS])
+                                              for c in columns.values()], names=list(columns))
 
     def _decoded(self, out: Nodes) -> Iterator[pa.RecordBatch]:
         """The released nodes as batches of :attr:`batch_rows` rows: with ``count``, or each
@@ -225,34 +246,6 @@ class SubtreeJob:
             if not self.rows:
                 columns.append(pa.array(out.counts[part], pa.int64()))
             yield pa.RecordBatch.from_arrays(columns, names=names)
-
-
-@dataclass(frozen=True)
-class MessageJob:
-    """Estimator 'least_squares', the executors' first part (a ``mapInArrow`` function): for
-    public cells ``s`` of the cut level (mixed-radix keys), the sums below each of them
-    (:func:`~inftda_duckdb.core.leastsquares.messages`: noise only, no data), a run of about
-    ``chunk_cells`` cells at a time. Output rows ``(s, t, vs)``."""
-
-    cut: int
-    levels: dict[str, Any]  # Levels.export(): holds the level keys below the cut (secret)
-    arith: Arithmetic
-    chunk_cells: int = CHUNK_CELLS
-
-    def __repr__(self) -> str:  # never print the keys
-        return f"MessageJob(cut={self.cut})"
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        levels = Levels.from_export(self.levels)  # built here, after the worker's fork
-        per = max(1, self.chunk_cells // max(1, math.prod(levels.sizes[self.cut:])))
-        for batch in batches:
-            keys = integers(batch.column("s"))
-            for a in range(0, keys.shape[0], per):
-                s = keys[a:a + per]
-                t, vs = leastsquares.messages(levels, self.arith, self.cut,
-                                              decode(s, levels.sizes[: self.cut]))
-                yield pa.RecordBatch.from_arrays([pa.array(s, pa.int64()), pa.array(t),
-                                                  pa.array(vs)], names=["s", "t", "vs"])
 
 
 def integers(column: pa.Array | pa.ChunkedArray, rows: np.ndarray | None = None) -> np.ndarray:

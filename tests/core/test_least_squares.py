@@ -170,6 +170,20 @@ def test_the_integers_are_those_of_the_noisy_counts() -> None:
     assert np.array_equal(leaves_b, leaves_a + truth[2] * arith.one)
 
 
+def _half_the_cells(levels: Levels, plan: Any, rng: np.random.Generator, seed: int
+                    ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray], Arithmetic]:
+    """Half the public leaves (random, counts 1..29), their release in one process and the
+    release's arithmetic."""
+    cells = _public_cells(levels)[-1]
+    picked = rng.choice(len(cells), len(cells) // 2, replace=False)
+    leaves = np.array([cells[i] for i in sorted(picked)], np.int64)
+    counts = rng.integers(1, 30, leaves.shape[0])
+    want = release_tree(leaves, counts, levels.sizes, plan, RandomSource.from_seed(seed),
+                        dict(enumerate(levels.allowed)), estimator="least_squares")
+    arith = ls.arithmetic_of(plan, levels.sizes, [a is not None for a in levels.allowed])
+    return leaves, counts, want, arith
+
+
 @pytest.mark.parametrize("name", ["nested, add_remove, weights", "two nested levels"])
 @pytest.mark.parametrize("cut", [0, 1, 2])
 def test_any_split_at_a_cut_equals_the_whole_tree(name: str, cut: int) -> None:
@@ -178,13 +192,7 @@ def test_any_split_at_a_cut_equals_the_whole_tree(name: str, cut: int) -> None:
     (:func:`ls.below`): the same release as the whole tree in one process."""
     levels, plan, source = _setup(name, seed=7)
     rng = np.random.default_rng(3)
-    cells = _public_cells(levels)[-1]
-    picked = rng.choice(len(cells), len(cells) // 2, replace=False)
-    leaves = np.array([cells[i] for i in sorted(picked)], np.int64)
-    counts = rng.integers(1, 30, leaves.shape[0])
-    want = release_tree(leaves, counts, levels.sizes, plan, RandomSource.from_seed(7),
-                        dict(enumerate(levels.allowed)), estimator="least_squares")
-    arith = ls.arithmetic_of(plan, levels.sizes, [a is not None for a in levels.allowed])
+    leaves, counts, want, arith = _half_the_cells(levels, plan, rng, 7)
     codes = ls.cut_cells(levels, cut)
     order = rng.permutation(codes.shape[1])
     sums = [ls.messages(levels, arith, cut, codes[:, part])
@@ -226,13 +234,7 @@ def test_any_split_into_bands_equals_the_whole_tree(name: str, bands: list[int])
     (:func:`ls.below`): the same release as the whole tree in one process."""
     levels, plan, source = _setup(name, seed=11)
     rng = np.random.default_rng(4)
-    cells = _public_cells(levels)[-1]
-    picked = rng.choice(len(cells), len(cells) // 2, replace=False)
-    leaves = np.array([cells[i] for i in sorted(picked)], np.int64)
-    counts = rng.integers(1, 30, leaves.shape[0])
-    want = release_tree(leaves, counts, levels.sizes, plan, RandomSource.from_seed(11),
-                        dict(enumerate(levels.allowed)), estimator="least_squares")
-    arith = ls.arithmetic_of(plan, levels.sizes, [a is not None for a in levels.allowed])
+    leaves, counts, want, arith = _half_the_cells(levels, plan, rng, 11)
 
     def under(sums: ls.Sums, b: int, roots: np.ndarray) -> ls.Sums:  # the sums below roots
         mine = np.isin(mixed_radix(sums[0][:b], levels.sizes[:b], np.int64),

@@ -167,6 +167,11 @@ CASES.update({  # estimator 'least_squares': every cell noised on both sides of 
     "least squares, tiny batches and chunks": (17, 4, {"partitions": 7, **LSQ},
                                                {"spark.sql.execution.arrow.maxRecordsPerBatch":
                                                 "3", CHUNK_SETTING: "16"}),
+    # bands below the cut: each band's nodes handed on with their errors e
+    "least squares, bands below the cut": (21, 4, {"partitions": 3, **LSQ}, {SHARE_SETTING: "3"}),
+    "least squares, nested domain table, bands": (22, 3, LSQ, {SHARE_SETTING: "2"}),
+    "least squares, bands, privacy units, tiny chunks": (24, 4, {"privacy_unit": "person", **LSQ},
+                                                         {SHARE_SETTING: "5", CHUNK_SETTING: "8"}),
 })
 
 

@@ -40,8 +40,8 @@ def test_bands_split_where_a_subtree_may_exceed_the_share() -> None:
     assert plan_bands([3, 7], 1, 1) == [1, 2]  # the leaves' parents: nothing to split
 
 
-def task_shares(spark: Any, codes: np.ndarray, sizes: list[int], partitions: int
-                ) -> tuple[int, list[int]]:
+def task_shares(spark: Any, codes: np.ndarray, sizes: list[int], partitions: int,
+                **options: Any) -> tuple[int, list[int]]:
     """Release (rho 1e4: the true leaves) the rows of leaf codes (N, d) over ``partitions``
     tasks; the leaves each task of the last stage released, largest first (``spark_partition_id``
     of the released rows: ``mapInArrow`` keeps the shuffle's partitions), and their total."""
@@ -53,7 +53,7 @@ def task_shares(spark: Any, codes: np.ndarray, sizes: list[int], partitions: int
     result = spark_release(frame, names, rho=1e4, seed=7, partitions=partitions,
                            domains={n: list(range(s)) for n, s in zip(names, sizes,
                                                                        strict=True)},
-                           ledger=con, source_name="skewed")
+                           ledger=con, source_name="skewed", **options)
     per_task = result.groupBy(F.spark_partition_id().alias("p")).count().collect()
     con.close()
     shares = sorted((r["count"] for r in per_task), reverse=True)
@@ -103,18 +103,44 @@ def test_bands_on_the_codes_path(spark: Any) -> None:
     _equal_to_duckdb(spark, sizes, 1.0, {SHARE_SETTING: "20"})
 
 
-def _equal_to_duckdb(spark: Any, sizes: list[int], rho: float, conf: dict[str, str]) -> None:
+def test_a_level_1_wider_than_the_cut_is_spread_over_the_tasks_with_least_squares(
+        spark: Any) -> None:
+    """Estimator 'least_squares' hands each band's nodes on with their errors: it ran in one
+    band, the whole tree in one task when the cut is the root; now its bands spread like the
+    default's."""
+    sizes = [9000, 4, 3]
+    rng = np.random.default_rng(8)
+    codes = np.stack([rng.integers(0, s, 20_000) for s in sizes], axis=1)
+    total, shares = task_shares(spark, codes, sizes, 8, estimator="least_squares")
+    assert total == np.unique(codes, axis=0).shape[0]
+    assert len(shares) == 8 and shares[0] <= 1.15 * total / 8, shares
+
+
+@pytest.mark.parametrize("conf", [{}, {SHARE_SETTING: "5"}])
+def test_least_squares_in_bands_equals_the_duckdb_release(spark: Any,
+                                                          conf: dict[str, str]) -> None:
+    """Level 1 of 9,000 values: the cut is the root; least squares in bands (levels 0-1 and
+    1-3; with a share of 5 leaves, 0-2 and 2-3) equals the DuckDB release, seeded."""
+    sizes = [9000, 4, 3]
+    assert choose_cut(np.cumprod(sizes).tolist(), sizes) == 0
+    assert plan_bands(sizes, 0, int(conf.get(SHARE_SETTING, 1 << 16))) == \
+        ([0, 2, 3] if conf else [0, 1, 3])
+    _equal_to_duckdb(spark, sizes, 1.0, conf, estimator="least_squares")
+
+
+def _equal_to_duckdb(spark: Any, sizes: list[int], rho: float, conf: dict[str, str],
+                     **options: Any) -> None:
     values, leaves, counts = sparse_tree(sizes)
     names = [f"c{k}" for k in range(len(sizes))]
     domains = {n: values[k] for k, n in enumerate(names)}
     data = table(values, leaves, counts)
-    con, got_duck = duckdb_rows({"data": data}, names, rho, domains=domains)
+    con, got_duck = duckdb_rows({"data": data}, names, rho, domains=domains, **options)
     for key, value in conf.items():
         spark.conf.set(key, value)
     try:
         got_spark = spark_rows(spark_release(spark.createDataFrame(data), names, rho=rho,
                                              domains=domains, seed=SEED, ledger=con,
-                                             source_name="data"))
+                                             source_name="data", **options))
     finally:
         for key in conf:
             spark.conf.unset(key)

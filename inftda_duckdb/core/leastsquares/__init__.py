@@ -240,9 +240,11 @@ CHUNK = 1 << 22
 """Cells (public, below the cut) a one-process split handles at once."""
 
 
-def cut_cells(levels: Levels, cut: int) -> np.ndarray:
-    """The codes of every public cell of level ``cut`` (one row per level, code order)."""
-    forest = Forest.build(levels, 0, None, cut, None, keep_codes=True)
+def cut_cells(levels: Levels, cut: int, top: int = 0, roots: np.ndarray | None = None
+              ) -> np.ndarray:
+    """The codes of every public cell of level ``cut`` (one row per level, code order) below
+    the cells ``roots`` of level ``top`` (codes, distinct, code order; default: the root)."""
+    forest = Forest.build(levels, top, roots, cut, None, keep_codes=True)
     assert forest.last_codes is not None
     return forest.last_codes
 
