@@ -206,7 +206,7 @@ def _release(
     warn_not_private(request)
     record = of_release(request, rho=plan.rho, source=sid.label, ledger_id=ledger_id,
                         engine="spark", plan=plan_text)
-    pinned = [leaves, *([raw] if request.domain_from_data else [])]
+    pinned = [leaves, *([raw] if request.domain_from_data else []), *values.pinned()]
     return pins.attach(_provenance(result, request, record), pinned)
 
 
