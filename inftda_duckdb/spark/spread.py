@@ -36,6 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..core.errors import InputError
 from ..core.request import Labels
 from . import pins
 from .sessions import parallelism
@@ -62,7 +63,7 @@ class Spread:
         if self.positional:
             return self.values.select("v", "code").hint("shuffle_hash")
         if not self._ranked:
-            self._ranked.append(_ranked(self.values))
+            self._ranked.append(_ranked(self.values, self.size))
         return self._ranked[0][0].hint("shuffle_hash")
 
     def pinned(self) -> list[DataFrame]:
@@ -120,12 +121,14 @@ def of_values(values: DataFrame) -> Spread:
     return Spread(kept, int(kept.agg(F.count_distinct(v)).collect()[0][0]), positional=False)
 
 
-def _ranked(values: DataFrame) -> tuple[DataFrame, DataFrame]:
+def _ranked(values: DataFrame, size: int) -> tuple[DataFrame, DataFrame]:
     """``(v, code)``: each distinct value of ``v`` with its rank in ascending order, computed on
     the executors, and the pinned DataFrame it reads. Partition p of a range partitioning holds
     the p-th range of values, sorted; ``monotonically_increasing_id`` numbers its rows from
     ``p << 33``; the one job that pins the rows counts each partition's, so a value's rank is its
-    number within its partition plus the rows of the partitions before it."""
+    number within its partition plus the rows of the partitions before it. The values must
+    still be the ``size`` the checks counted (a domain table changed in between would shift the
+    codes): refused otherwise, before the charge (the leaves are coded first)."""
     v = F.col("v")
     ordered = (values.select(v).distinct()
                .repartitionByRange(parallelism(values.sparkSession), v)
@@ -138,6 +141,11 @@ def _ranked(values: DataFrame) -> tuple[DataFrame, DataFrame]:
     for p, n in counts:
         starts.append(f"{p}, {total}L")
         total += n
+    if total != size:
+        raise InputError(
+            f"a public domain changed while the release read it: {size:,} distinct values when "
+            f"checked, {total:,} when coded; nothing was charged. Fix: do not change a domain "
+            "table during a release, or pass a snapshot (e.g. a cached or written copy)")
     start = F.expr(f"map({', '.join(starts)})[p]") if starts else F.lit(0)
     code = (start + F.col("i") - F.shiftleft(F.col("p").cast("long"), 33)).cast("int")
     return pinned.select(v, code.alias("code")), pinned

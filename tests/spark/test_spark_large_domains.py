@@ -246,3 +246,29 @@ def test_unpin_frees_the_ranking_of_a_domain_table(spark: Any, tmp_path: Path) -
     result.write.parquet(str(tmp_path / "out"))
     assert unpin(result) == 2  # the leaves and the ranking of the domain table
     con.close()
+
+
+def test_a_domain_table_that_changes_during_the_release_is_refused_before_the_charge(
+        spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The codes come from a ranking made after the checks counted the values; had the table
+    changed in between, every code above the change would shift. Simulated: the checks count
+    one value fewer than the ranking finds."""
+    from inftda_duckdb.spark import spread
+
+    counted = spread.of_table
+
+    def one_fewer(rows: Any) -> Any:
+        found, defects, examples = counted(rows)
+        found.size -= 1
+        return found, defects, examples
+
+    monkeypatch.setattr(spread, "of_table", one_fewer)
+    con = duckdb.connect()
+    extension.load(con)
+    with pytest.raises(InputError, match=r"changed while the release read it: 99,999 distinct "
+                                         r"values when checked, 100,000 when coded; nothing"):
+        spark_release(spark.createDataFrame(_items(10)), ["item", "kind"], rho=1,
+                      domains={"kind": ["a", "b"]}, ledger=con, source_name="d",
+                      domain_tables=[spark.range(LARGE).selectExpr("id AS item")])
+    assert con.execute("SELECT count(*) FROM inftda_ledger").fetchone() == (0,)
+    con.close()
