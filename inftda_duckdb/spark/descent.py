@@ -135,18 +135,39 @@ def descend(
     extra = [] if cut_e is None else ["CAST(NULL AS BIGINT) AS e"]
     rows = kept.selectExpr(f"{lv.subtree(values, cut)} AS s", "false AS node", *address, "n",
                            *extra)
+    names = tuple(c if values.values[j] is not None else _CODE + str(j)
+                  for j, c in enumerate(request.columns))
     job = SubtreeJob(cut=cut, levels=export_below(levels, cut), values=values.values,
-                     names=request.columns, rows=request.output == "rows", keyed=keyed,
+                     names=names, rows=request.output == "rows", keyed=keyed,
                      chunk_cells=chunk_cells, arith=arith)
     partitions = plan.partitions if len(bands) > 2 else max(1, min(plan.partitions,
                                                                    cut_nodes.counts.shape[0]))
     shuffled = _shuffled(rows, top, address, T.LongType() if keyed else T.IntegerType(),
                          partitions)
-    fields = [T.StructField(c, f.dataType)
-              for c, f in zip(request.columns, types, strict=True)]
+    fields = [T.StructField(c, f.dataType if c in request.columns else T.IntegerType())
+              for c, f in zip(names, types, strict=True)]
     if request.output == "counts":
         fields.append(T.StructField("count", T.LongType(), nullable=False))
-    return shuffled.mapInArrow(job, T.StructType(fields))
+    return _decoded(spark, values, shuffled.mapInArrow(job, T.StructType(fields)),
+                    request.columns)
+
+
+_CODE = "__inftda_code_"
+"""The released codes of a level whose domain is on the executors, until decoded."""
+
+
+def _decoded(spark: SparkSession, values: dom.Domains, released: DataFrame,
+             columns: Sequence[str]) -> DataFrame:
+    """``released`` with the codes of each domain on the executors (:mod:`.spread`) replaced by
+    their values, by a shuffled join with the domain: no domain reaches the driver or a task."""
+    if not values.spread:
+        return released
+    for j in sorted(values.spread):
+        domain = values.frame(spark, j).select(F.col("code").alias(_CODE + str(j)),
+                                               F.col("v").alias(columns[j]))
+        released = released.join(domain, _CODE + str(j)).drop(_CODE + str(j))
+    rest = [c for c in released.columns if c not in columns]
+    return released.select(*[dom.col(c) for c in (*columns, *rest)])
 
 
 def _shuffled(rows: DataFrame, top: DataFrame, address: list[str], kind: T.DataType,

@@ -9,11 +9,12 @@ needs a declared domain.
 
 Labels are converted to the source column's Spark type by ``try_cast`` (a label that does not
 convert is reported as DuckDB reports it); codes follow the list's order, or the sorted distinct
-values of a table, as in DuckDB. The values come to the driver as typed Arrow arrays (public
-data, one small job for all lists and one per domain table, split by :mod:`.gather` when a result
-could pass ``spark.driver.maxResultSize``): the leaves are coded against them by
-broadcast joins, the executors decode the released codes with them, and both are pinned for
-every re-evaluation of a release.
+values of a table, as in DuckDB. A domain of at most :data:`.spread.DRIVER_VALUES` values comes
+to the driver as a typed Arrow array (public data, one small job for all lists and one per
+domain table, split by :mod:`.gather` when a result could pass ``spark.driver.maxResultSize``):
+the leaves are coded against it by a literal map or a broadcast join, and the executors decode
+the released codes with it. A larger one stays on the executors (:mod:`.spread`), except a level
+a domain table nests with others (its allowed children go with every task).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from ..core.errors import bad_argument, opt
 from ..core.planning import level_cells
 from ..core.request import Labels, ReleaseRequest
 from ..core.tree import Allowed
-from . import gather
+from . import gather, spread
 from .ledger import datasets
 
 EXAMPLES = 5  #: values quoted in an error message, as in DuckDB's checks
@@ -82,13 +83,20 @@ class Source:
 @dataclass(frozen=True)
 class Domains:
     """The plan (kinds, sizes, nestings) and the values: ``values[k]`` holds level k's public
-    values in code order (typed as the source column); ``nests[t]`` holds nesting t's distinct
-    coded combinations (one row per level; ``-1`` marks a value outside the level's domain)."""
+    values in code order (typed as the source column), or is None for a level whose domain
+    stays on the executors (``spread[k]``); ``nests[t]`` holds nesting t's distinct coded
+    combinations (one row per level; ``-1`` marks a value outside the level's domain), or is
+    None for a one-column table on the executors (it lists exactly its level's domain)."""
 
     plan: DomainPlan
-    values: tuple[pa.Array, ...]
-    nests: tuple[np.ndarray, ...]
+    values: tuple[pa.Array | None, ...]
+    nests: tuple[np.ndarray | None, ...]
     checks: dict[str, Any]
+    spread: dict[int, spread.Spread]
+
+    def pinned(self) -> list[DataFrame]:
+        """The pinned rankings of the domains on the executors (freed with the release)."""
+        return [frame for s in self.spread.values() for frame in s.pinned()]
 
     @property
     def sizes(self) -> list[int]:
@@ -102,14 +110,17 @@ class Domains:
         t, keys = nested
         nest = self.plan.nestings[t]
         rows = [nest.levels.index(k) for k in (*keys, level)]
-        table = self.nests[t][rows]
-        table = table[:, (self.nests[t] >= 0).all(axis=0)]
+        codes = self.nests[t]
+        assert codes is not None, "a nested level's table is on the driver"
+        table = codes[rows][:, (codes >= 0).all(axis=0)]
         return Allowed(keys, np.unique(table, axis=1))
 
     def frame(self, spark: SparkSession, level: int) -> DataFrame:
         """Level ``level``'s values and codes as a DataFrame ``(v, code)`` (:func:`.gather.local`:
-        broadcast when small)."""
+        broadcast when small; :meth:`.spread.Spread.coded` for a domain on the executors)."""
         values = self.values[level]
+        if values is None:
+            return self.spread[level].coded()
         codes = pa.array(np.arange(len(values), dtype=np.int32))
         return gather.local(spark, pa.table({"v": values, "code": codes}))
 
@@ -117,6 +128,7 @@ class Domains:
         """Nesting t's valid combinations as a DataFrame of codes ``(c0, c1, ...)``
         (:func:`.gather.local`)."""
         table = self.nests[t]
+        assert table is not None, "a one-column table on the executors lists every value"
         table = np.unique(table[:, (table >= 0).all(axis=0)], axis=1)
         return gather.local(spark,
             pa.table({f"c{j}": pa.array(row.astype(np.int32)) for j, row in enumerate(table)})
@@ -180,15 +192,36 @@ def resolve(
     d = request.depth
     values: list[pa.Array | None] = [None] * d
     checks: list[dict[str, Any] | None] = [None] * d
+    spreads: dict[int, spread.Spread] = {}
+    tabled = {k for nest in dplan.nestings for k in nest.levels}
     lists = [k for k, c in enumerate(dplan.columns) if c.kind == "list"]
+    for k in lists:  # a large list no table is checked against: on the executors
+        labels = dplan.columns[k].labels
+        if (k not in tabled and len(labels) > spread.DRIVER_VALUES
+                and not (preview and _long_range(labels))):
+            spreads[k], checks[k] = spread.of_list(spark, labels, source.fields[k].dataType)
+    lists = [k for k in lists if k not in spreads]
     if lists:
         cast = _cast_lists(spark, dplan, source, lists, preview)  # in level order
         for k, (typed, check) in zip(lists, cast, strict=True):
             values[k], checks[k] = typed, check
-    raw_nests: list[pa.Table] = []
+    raw_nests: list[pa.Table | None] = []
+    spread_nests: dict[int, dict[str, Any]] = {}
     for t, (nest, table) in enumerate(zip(dplan.nestings, tables, strict=True)):
-        raw = _read_table(nest, table, source)
+        rows = _table_rows(nest, table, source)
+        alone = len(nest.levels) == 1 and dplan.columns[nest.levels[0]].kind == "table"
+        raw = gather.distinct_rows(rows, spread.DRIVER_VALUES if alone else None)
         raw_nests.append(raw)
+        if raw is None:  # one column of more values than the driver holds
+            k = nest.levels[0]
+            spreads[k], defects, examples = spread.of_table(
+                rows.select(F.col("w0").alias("w"), F.col("s0").alias("s")).distinct())
+            checks[k] = _spread_check(source.fields[k], spreads[k].size)
+            spread_nests[t] = {
+                "defects": defects, "defect_examples": examples, "orphans": 0,
+                "orphan_examples": [], "outside": 0, "outside_examples": [],
+                "nodes": [spreads[k].size]}
+            continue
         for j, k in enumerate(nest.levels):
             if dplan.columns[k].kind == "table" and dplan.columns[k].table == t:
                 values[k] = _sorted_distinct(raw.column(f"w{j}"))
@@ -196,15 +229,24 @@ def resolve(
     for k, c in enumerate(dplan.columns):
         if c.kind == "data":
             assert data is not None, "domain_from_data needs the leaves"
-            values[k] = _sorted_distinct(gather.distinct_rows(data.select(col(f"r{k + 1}")))
-                                         .column(0))
+            found = gather.distinct_rows(data.select(col(f"r{k + 1}")), spread.DRIVER_VALUES)
+            if found is None:
+                spreads[k] = spread.of_values(data.select(col(f"r{k + 1}").alias("v"))
+                                              .distinct())
+                checks[k] = _spread_check(source.fields[k], spreads[k].size)
+                continue
+            values[k] = _sorted_distinct(found.column(0))
             checks[k] = _column_check(source.fields[k], values[k], 0, [])
-    typed = tuple(v for v in values if v is not None)
     done = [c for c in checks if c is not None]
-    assert len(typed) == len(done) == d
-    nests, nest_checks = [], []
-    for nest, raw in zip(dplan.nestings, raw_nests, strict=True):
-        coded, check = _code_nest(nest, raw, typed)
+    assert len(done) == d
+    nests: list[np.ndarray | None] = []
+    nest_checks = []
+    for t, (nest, raw) in enumerate(zip(dplan.nestings, raw_nests, strict=True)):
+        if raw is None:
+            nests.append(None)
+            nest_checks.append(spread_nests[t])
+            continue
+        coded, check = _code_nest(nest, raw, values)
         nests.append(coded)
         nest_checks.append(check)
     columns = tuple(
@@ -212,7 +254,8 @@ def resolve(
         for c, ok in zip(dplan.columns, done, strict=True)
     )
     full = DomainPlan(columns, dplan.nestings, dplan.source, dplan.shadow)
-    return Domains(full, typed, tuple(nests), {"columns": done, "nestings": nest_checks})
+    return Domains(full, tuple(values), tuple(nests), {"columns": done, "nestings": nest_checks},
+                   spreads)
 
 
 def _cast_lists(
@@ -283,6 +326,12 @@ def _column_check(
     }
 
 
+def _spread_check(field: T.StructField, size: int) -> dict[str, Any]:
+    """The check of distinct values on the executors (a table's or the data's)."""
+    return {"type": field.dataType.simpleString().upper(), "size": size, "bad": 0,
+            "bad_examples": [], "dups": 0}
+
+
 def _sorted_distinct(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Distinct non-NULL values in ascending order: a table's (or the data's) domain."""
     unique = pc.unique(values.drop_null())
@@ -291,26 +340,28 @@ def _sorted_distinct(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return unique.take(pc.sort_indices(unique))
 
 
-def _read_table(nest: Nesting, table: DataFrame, source: Source) -> pa.Table:
-    """The distinct rows of a domain table's hierarchy columns: ``w{j}`` each value converted
-    to its hierarchy column's type (NULL when it does not convert), ``s{j}`` its text."""
+def _table_rows(nest: Nesting, table: DataFrame, source: Source) -> DataFrame:
+    """A domain table's hierarchy columns: ``w{j}`` each value converted to its hierarchy
+    column's type (NULL when it does not convert), ``s{j}`` its text."""
     exprs = []
     for j, (k, name) in enumerate(zip(nest.levels, nest.names, strict=True)):
         exprs.append(col(name).try_cast(source.fields[k].dataType).alias(f"w{j}"))
         exprs.append(col(name).cast("string").alias(f"s{j}"))
-    return gather.distinct_rows(table.select(*exprs))
+    return table.select(*exprs)
 
 
 def _code_nest(
-    nest: Nesting, raw: pa.Table, values: tuple[pa.Array, ...]
+    nest: Nesting, raw: pa.Table, values: Sequence[pa.Array | None]
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """Codes of a domain table's rows (-1: NULL or outside the domain) and its check."""
+    """Codes of a domain table's rows (-1: NULL or outside the domain) and its check (its
+    levels' values are on the driver)."""
     j_levels = range(len(nest.levels))
+    held = [values[k] for k in nest.levels]
+    assert all(v is not None for v in held), "a nesting's levels are on the driver"
     codes = np.stack([
-        pc.fill_null(pc.index_in(raw.column(f"w{j}").cast(values[k].type), value_set=values[k]),
-                     -1)
+        pc.fill_null(pc.index_in(raw.column(f"w{j}").cast(v.type), value_set=v), -1)
         .to_numpy(zero_copy_only=False).astype(np.int64)
-        for j, k in zip(j_levels, nest.levels, strict=True)
+        for j, v in zip(j_levels, held, strict=True) if v is not None
     ]) if raw.num_rows else np.zeros((len(nest.levels), 0), np.int64)
     defect = (codes < 0).any(axis=0)
     texts = [
@@ -319,7 +370,8 @@ def _code_nest(
         for i in np.flatnonzero(defect)[:EXAMPLES]
     ]
     ok = codes[:, ~defect]
-    first = values[nest.levels[0]]
+    first = held[0]
+    assert first is not None
     orphans = np.setdiff1d(np.arange(len(first)), ok[0])
     nodes = [
         int(np.unique(ok[: j + 1], axis=1).shape[1]) if ok.size else 0 for j in j_levels

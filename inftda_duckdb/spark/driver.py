@@ -185,14 +185,14 @@ def _release(
     lsq = least_squares(checked, secret)
     allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
     levels = top_levels = Levels.build(sizes, plan, secret, allowed)
-    cut_e, pinned = None, [leaves, *([raw] if request.domain_from_data else [])]
-    below: dict[int, DataFrame] = {}
+    cut_e = None
+    below: dict[int, DataFrame] = {}  # least squares: the sums below the bands, pinned (held)
+    held: list[DataFrame] = []
     if lsq is not None:  # every cell noised, estimated: the sums below the cut, then the top
         # its bands from public sizes alone (every public leaf is noised: nodes[-1] bound them)
         shape = descent.layout(spark, sizes, cut, nodes[-1], partitions)
-        at_cut, below, sums_pinned = estimates.sums(spark, levels, shape.bands, lsq.arith, chunk,
-                                                    shape.partitions)
-        pinned += sums_pinned
+        at_cut, below, held = estimates.sums(spark, levels, shape.bands, lsq.arith, chunk,
+                                             shape.partitions)
         top_levels, root, codes, e = lsq.top(levels, cut, *at_cut)
     cut_nodes = Nodes.root(root)
     if cut:  # levels 1..cut on the driver, from the true counts of the cut prefixes
@@ -210,6 +210,7 @@ def _release(
     warn_not_private(request)
     record = of_release(request, rho=plan.rho, source=sid.label, ledger_id=ledger_id,
                         engine="spark", plan=plan_text)
+    pinned = [leaves, *([raw] if request.domain_from_data else []), *values.pinned(), *held]
     return pins.attach(_provenance(result, request, record), pinned)
 
 

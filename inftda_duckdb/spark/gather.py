@@ -9,7 +9,8 @@ much: a local table by row ranges (its order kept), a DataFrame by a hash of its
 job first sums the rows' sizes). Likewise a broadcast join first collects its small side on the
 driver: the public tables the leaves are joined with (:func:`local`) are broadcast only while
 they stay within that share, else joined by a shuffled hash join. Only public data goes through
-here.
+here, and only domains of at most :data:`.spread.DRIVER_VALUES` values: larger ones stay on the
+executors (:mod:`.spread`).
 """
 
 from __future__ import annotations
@@ -53,18 +54,22 @@ def local(spark: SparkSession, table: pa.Table) -> DataFrame:
     return frame.hint("shuffle_hash")
 
 
-def distinct_rows(frame: DataFrame) -> pa.Table:
+def distinct_rows(frame: DataFrame, most: int | None = None) -> pa.Table | None:
     """``frame.distinct().toArrow()``, in as many jobs as keep each result within the share
-    (split by a hash of the row; the rows come in no particular order)."""
+    (split by a hash of the row; the rows come in no particular order). ``most``: None, and no
+    collection at all, when there are more distinct rows than that (counted in the job that
+    sums their sizes)."""
     frame = frame.distinct()
     share = _share(frame.sparkSession)
-    if share is None:
+    if share is None and most is None:
         return frame.toArrow()
     size: Column = F.lit(VALUE_BYTES * len(frame.columns))
     for c in frame.columns:
         size = size + F.coalesce(F.octet_length(F.col(_quoted(c)).cast("string")), F.lit(0))
-    total = frame.agg(F.sum(size)).collect()[0][0] or 0
-    parts = max(1, math.ceil(int(total) / share))
+    total, rows = frame.agg(F.sum(size), F.count(F.lit(1))).collect()[0]
+    if most is not None and int(rows) > most:
+        return None
+    parts = 1 if share is None else max(1, math.ceil(int(total or 0) / share))
     if parts == 1:
         return frame.toArrow()
     frame = frame.cache()

@@ -117,7 +117,8 @@ LITERAL_KEYS = 4096
 def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFrame:
     """The raw leaves coded by the public domains (the layout in the module docstring), in the
     JVM, in the stage of the GROUP BY's final aggregation (no Python worker): each level's values
-    are looked up in its domain (a literal map for small domains, else a broadcast hash join),
+    are looked up in its domain (a literal map for small domains, else a broadcast hash join, or
+a shuffled one for a domain on the executors: :mod:`.spread`),
     the nested levels' combinations among the listed keys of their domain tables (a hash set,
     else a broadcast hash join). The expressions are SQL text where they can be: each Column
     built in Python costs the driver a few calls to the JVM."""
@@ -128,9 +129,9 @@ def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFram
     lookups = []
     for k in range(d):
         kind = schema[f"r{k + 1}"].dataType
-        if len(domains.values[k]) <= LITERAL_VALUES:  # a literal map: no job at all
-            lookups.append(_literal_map(domains.values[k], kind)[F.col(f"r{k + 1}")]
-                           .alias(f"c{k + 1}"))
+        held = domains.values[k]  # None: on the executors (a shuffled join)
+        if held is not None and len(held) <= LITERAL_VALUES:  # a literal map: no job at all
+            lookups.append(_literal_map(held, kind)[F.col(f"r{k + 1}")].alias(f"c{k + 1}"))
             continue
         values = domains.frame(spark, k).select(F.col("v").cast(kind).alias(f"v{k + 1}"),
                                                 F.col("code").alias(f"c{k + 1}"))
@@ -144,6 +145,8 @@ def coded(request: ReleaseRequest, domains: Domains, raw: DataFrame) -> DataFram
     outside: Any = F.lit(0).cast("long")
     for t, nest in enumerate(domains.plan.nestings):
         table = domains.nests[t]
+        if table is None:  # one column on the executors: it lists every value of its domain
+            continue
         table = table[:, (table >= 0).all(axis=0)]
         nest_sizes = [sizes[k] for k in nest.levels]
         if key_span(nest_sizes) >= MAX_KEY_SPAN:  # no BIGINT key: the codes, column by column

@@ -115,7 +115,8 @@ class SubtreeJob:
     Input rows, sorted by subtree ``s`` (the mixed-radix key of a cut prefix) within each
     partition: a released cut node ``(s, node=true, n=its released count)`` and the pinned true
     leaves ``(s, node=false, key or k1..kd, n)``. Output: the released leaves decoded to the
-    columns' values, with ``count`` (or repeated, for rows output).
+    columns' values (their codes, for a domain on the executors: :mod:`.spread`), with ``count``
+    (or repeated, for rows output).
 
     A *band* (``upto`` < d) releases levels cut+1..upto only: its true rows are the prefixes of
     level ``upto`` (``key``, their mixed-radix keys, and ``n``), and it outputs the released nodes
@@ -129,7 +130,7 @@ class SubtreeJob:
 
     cut: int
     levels: dict[str, Any]  # Levels.export(): holds the level keys below the cut (secret)
-    values: tuple[pa.Array, ...]
+    values: tuple[pa.Array | None, ...]  # None: output the codes (decoded by a join)
     names: tuple[str, ...]
     rows: bool
     keyed: bool
@@ -146,7 +147,7 @@ class SubtreeJob:
         binary column would take a batch's column past :data:`OUT_BYTES` (public sizes)."""
         widest = 1
         for values in self.values:
-            if len(values) and (pa.types.is_string(values.type)
+            if values is not None and len(values) and (pa.types.is_string(values.type)
                                 or pa.types.is_binary(values.type)):
                 widest = max(widest, pc.max(pc.binary_length(values)).as_py() or 0)
         return max(1, min(OUT_ROWS, OUT_BYTES // widest))
@@ -241,7 +242,8 @@ class SubtreeJob:
                 part = np.repeat(nodes, np.minimum(ends[nodes], hi) - starts)
             else:
                 part = np.arange(lo, hi)
-            columns = [values.take(pa.array(out.codes[j][part]))
+            columns = [pa.array(out.codes[j][part], pa.int32()) if values is None
+                       else values.take(pa.array(out.codes[j][part]))
                        for j, values in enumerate(self.values)]
             if not self.rows:
                 columns.append(pa.array(out.counts[part], pa.int64()))
