@@ -185,7 +185,7 @@ def _release(
         _LOG.warning("%s", unit_cap_text(request, *checked.unit_rows))
     secret, root = draw(checked, run.charged)
     lsq = least_squares(checked, secret)
-    allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
+    allowed = {k: a for k in range(request.depth) if (a := values.allowed(k, cut)) is not None}
     levels = top_levels = Levels.build(sizes, plan, secret, allowed)
     cut_e = None
     if lsq is not None:  # every cell noised, estimated: the subtrees' sums, then the top
