@@ -126,8 +126,10 @@ def descend(
                 f"s div {math.prod(sizes[b:e])}L AS s", "false AS node", "s AS key", "0L AS n",
                 "t", "vs"), allowMissingColumns=True)
         band = SubtreeJob(cut=b, levels=export_below(levels, b, e), values=(), names=(),
-                          rows=False, keyed=True, chunk_cells=chunk_cells, upto=e, arith=arith)
-        top = _shuffled(truth, top, ["key"], T.LongType(), plan.partitions).mapInArrow(
+                          rows=False, keyed=True, chunk_cells=chunk_cells, upto=e, arith=arith,
+                          nested=_nested(values, b, e))
+        top = _shuffled(truth, top, ["key"], T.LongType(), plan.partitions,
+                        _allowed_rows(values, b, e)).mapInArrow(
             band, "s long, n long" + (", e long" if arith is not None else ""))
     cut = bands[-2]
     keyed = lv.keyed(values)
@@ -139,11 +141,11 @@ def descend(
                   for j, c in enumerate(request.columns))
     job = SubtreeJob(cut=cut, levels=export_below(levels, cut), values=values.values,
                      names=names, rows=request.output == "rows", keyed=keyed,
-                     chunk_cells=chunk_cells, arith=arith)
+                     chunk_cells=chunk_cells, arith=arith, nested=_nested(values, cut, len(sizes)))
     partitions = plan.partitions if len(bands) > 2 else max(1, min(plan.partitions,
                                                                    cut_nodes.counts.shape[0]))
     shuffled = _shuffled(rows, top, address, T.LongType() if keyed else T.IntegerType(),
-                         partitions)
+                         partitions, _allowed_rows(values, cut, len(sizes)))
     fields = [T.StructField(c, f.dataType if c in request.columns else T.IntegerType())
               for c, f in zip(names, types, strict=True)]
     if request.output == "counts":
@@ -160,9 +162,9 @@ def _decoded(spark: SparkSession, values: dom.Domains, released: DataFrame,
              columns: Sequence[str]) -> DataFrame:
     """``released`` with the codes of each domain on the executors (:mod:`.spread`) replaced by
     their values, by a shuffled join with the domain: no domain reaches the driver or a task."""
-    if not values.spread:
+    if not values.spreads:
         return released
-    for j in sorted(values.spread):
+    for j in sorted(values.spreads):
         domain = values.frame(spark, j).select(F.col("code").alias(_CODE + str(j)),
                                                F.col("v").alias(columns[j]))
         released = released.join(domain, _CODE + str(j)).drop(_CODE + str(j))
@@ -170,12 +172,41 @@ def _decoded(spark: SparkSession, values: dom.Domains, released: DataFrame,
     return released.select(*[dom.col(c) for c in (*columns, *rest)])
 
 
+def _nested(values: dom.Domains, b: int, e: int) -> tuple[int, ...]:
+    """The levels released below level ``b`` down to ``e`` whose allowed children travel as
+    rows (a nesting domain table on the executors, :mod:`.spread`)."""
+    return tuple(k for k in range(b, e) if values.spread_nested(k) is not None)
+
+
+def _allowed_rows(values: dom.Domains, b: int, e: int) -> DataFrame | None:
+    """The allowed children of the :func:`_nested` levels as rows of the band's shuffle: ``s``
+    the subtree (the key of the codes of levels 1..b, which a nesting of the first levels
+    lists), ``al`` the level, ``a0..a{al}`` the codes, ``n`` 0."""
+    frames = []
+    for k in _nested(values, b, e):
+        rows = values.nested_rows(k)
+        frames.append(rows.select(
+            F.expr(lv.key_sql([f"c{j}" for j in range(b)], values.sizes[:b])).alias("s"),
+            F.lit(False).alias("node"), F.lit(k).alias("al"),
+            *[F.col(f"c{j}").alias(f"a{j}") for j in range(k + 1)],
+            F.lit(0).cast("long").alias("n")))
+    if not frames:
+        return None
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame, allowMissingColumns=True)
+    return out
+
+
 def _shuffled(rows: DataFrame, top: DataFrame, address: list[str], kind: T.DataType,
-              partitions: int) -> DataFrame:
-    """The true rows and the released roots ``(s, n)`` of a band, in ONE shuffle by subtree
-    ``s``, sorted by it within each partition (what :class:`.subtrees.SubtreeJob` reads)."""
+              partitions: int, allowed: DataFrame | None = None) -> DataFrame:
+    """The true rows, the released roots ``(s, n)`` of a band and the rows of its levels'
+    allowed children (:func:`_allowed_rows`, if any), in ONE shuffle by subtree ``s``, sorted
+    by it within each partition (what :class:`.subtrees.SubtreeJob` reads)."""
     nodes = top.selectExpr("s", "true AS node",
                            *[f"CAST(NULL AS {kind.simpleString()}) AS {a}" for a in address], "n",
                            *(["e"] if "e" in top.columns else []))
-    return rows.unionByName(nodes, allowMissingColumns=True).repartition(
-        partitions, "s").sortWithinPartitions("s")
+    out = rows.unionByName(nodes, allowMissingColumns=True)
+    if allowed is not None:
+        out = out.unionByName(allowed, allowMissingColumns=True)
+    return out.repartition(partitions, "s").sortWithinPartitions("s")

@@ -13,8 +13,8 @@ values of a table, as in DuckDB. A domain of at most :data:`.spread.DRIVER_VALUE
 to the driver as a typed Arrow array (public data, one small job for all lists and one per
 domain table, split by :mod:`.gather` when a result could pass ``spark.driver.maxResultSize``):
 the leaves are coded against it by a literal map or a broadcast join, and the executors decode
-the released codes with it. A larger one stays on the executors (:mod:`.spread`), except a level
-a domain table nests with others (its allowed children go with every task).
+the released codes with it. A larger one stays on the executors (:mod:`.spread`), and so does a
+large domain table nesting the first levels; other nestings come to the driver.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..core.accounting import INFTDA
 from ..core.domains import (
     FULL_CHECK,
     ColumnDomain,
@@ -84,7 +85,7 @@ class Source:
 class Domains:
     """The plan (kinds, sizes, nestings) and the values: ``values[k]`` holds level k's public
     values in code order (typed as the source column), or is None for a level whose domain
-    stays on the executors (``spread[k]``); ``nests[t]`` holds nesting t's distinct coded
+    stays on the executors (``spreads[k]``); ``nests[t]`` holds nesting t's distinct coded
     combinations (one row per level; ``-1`` marks a value outside the level's domain), or is
     None for a one-column table on the executors (it lists exactly its level's domain)."""
 
@@ -92,22 +93,47 @@ class Domains:
     values: tuple[pa.Array | None, ...]
     nests: tuple[np.ndarray | None, ...]
     checks: dict[str, Any]
-    spread: dict[int, spread.Spread]
+    spreads: dict[int, spread.Spread]
+    nested: dict[int, spread.Nested]  # t: a nesting domain table on the executors
 
     def pinned(self) -> list[DataFrame]:
-        """The pinned rankings of the domains on the executors (freed with the release)."""
-        return [frame for s in self.spread.values() for frame in s.pinned()]
+        """The pinned rankings and tables of the domains on the executors (freed with the
+        release)."""
+        return [*(frame for s in self.spreads.values() for frame in s.pinned()),
+                *(n.codes for n in self.nested.values())]
+
+    def spread_nested(self, level: int) -> int | None:
+        """For a level that a nesting on the executors nests under the levels above it: its
+        position in the nesting (its allowed children are ``nested[t].listed(j + 1)``)."""
+        found = self.plan.nested_parent(level)
+        if found is None or found[0] not in self.nested:
+            return None
+        return self.plan.nestings[found[0]].levels.index(level)
+
+    def nested_rows(self, level: int) -> DataFrame:
+        """The allowed children of a :meth:`spread_nested` level: codes ``c0..c{level}``."""
+        found = self.plan.nested_parent(level)
+        assert found is not None and found[0] in self.nested
+        return self.nested[found[0]].listed(level + 1)
 
     @property
     def sizes(self) -> list[int]:
         return [int(c.size or 0) for c in self.plan.columns]
 
-    def allowed(self, level: int) -> Allowed | None:
-        """A nested level's public children (the earlier levels keying them, and the codes)."""
+    def allowed(self, level: int, cut: int) -> Allowed | None:
+        """A nested level's public children (the earlier levels keying them, and the codes).
+        A level of a nesting on the executors below the cut: None (its children travel with
+        the subtrees); above it: collected (at most the cut's cells, :mod:`.subtrees`)."""
         nested = self.plan.nested_parent(level)
         if nested is None:
             return None
         t, keys = nested
+        if t in self.nested:
+            if level >= cut:
+                return None
+            table = self.nested[t].listed(level + 1).toArrow()
+            return Allowed(keys, np.stack([table.column(j).to_numpy().astype(np.int64)
+                                           for j in range(level + 1)]))
         nest = self.plan.nestings[t]
         rows = [nest.levels.index(k) for k in (*keys, level)]
         codes = self.nests[t]
@@ -120,13 +146,14 @@ class Domains:
         broadcast when small; :meth:`.spread.Spread.coded` for a domain on the executors)."""
         values = self.values[level]
         if values is None:
-            return self.spread[level].coded()
-        codes = pa.array(np.arange(len(values), dtype=np.int32))
-        return gather.local(spark, pa.table({"v": values, "code": codes}))
+            return self.spreads[level].coded()
+        return _local(spark, values)
 
     def nest_frame(self, spark: SparkSession, t: int) -> DataFrame:
         """Nesting t's valid combinations as a DataFrame of codes ``(c0, c1, ...)``
         (:func:`.gather.local`)."""
+        if t in self.nested:
+            return self.nested[t].listed()
         table = self.nests[t]
         assert table is not None, "a one-column table on the executors lists every value"
         table = np.unique(table[:, (table >= 0).all(axis=0)], axis=1)
@@ -207,11 +234,17 @@ def resolve(
             values[k], checks[k] = typed, check
     raw_nests: list[pa.Table | None] = []
     spread_nests: dict[int, dict[str, Any]] = {}
+    nested: dict[int, spread.Nested] = {}
     for t, (nest, table) in enumerate(zip(dplan.nestings, tables, strict=True)):
         rows = _table_rows(nest, table, source)
         alone = len(nest.levels) == 1 and dplan.columns[nest.levels[0]].kind == "table"
-        raw = gather.distinct_rows(rows, spread.DRIVER_VALUES if alone else None)
+        raw = gather.distinct_rows(rows, spread.DRIVER_VALUES if alone or spreadable(
+            request, nest) else None)
         raw_nests.append(raw)
+        if raw is None and not alone:  # the first levels' combinations, more than the driver
+            nested[t], spread_nests[t] = _spread_nest(  # holds
+                spark, t, dplan, source, rows.distinct(), values, checks, spreads)
+            continue
         if raw is None:  # one column of more values than the driver holds
             k = nest.levels[0]
             spreads[k], defects, examples = spread.of_table(
@@ -255,7 +288,41 @@ def resolve(
     )
     full = DomainPlan(columns, dplan.nestings, dplan.source, dplan.shadow)
     return Domains(full, tuple(values), tuple(nests), {"columns": done, "nestings": nest_checks},
-                   spreads)
+                   spreads, nested)
+
+
+def spreadable(request: ReleaseRequest, nest: Nesting) -> bool:
+    """A domain table may stay on the executors when it nests levels 1..m in order (m > 1: the
+    allowed children of each nested level are then keyed by the levels above it, and travel
+    with the subtrees, :func:`.descent.descend`), for the estimator ``'inftda'`` (least squares
+    noises every allowed cell from the driver's plan)."""
+    return (len(nest.levels) > 1 and nest.levels == tuple(range(len(nest.levels)))
+            and request.estimator == INFTDA)
+
+
+def _spread_nest(
+    spark: SparkSession, t: int, dplan: DomainPlan, source: Source, rows: DataFrame,
+    values: list[pa.Array | None], checks: list[dict[str, Any] | None],
+    spreads: dict[int, spread.Spread],
+) -> tuple[spread.Nested, dict[str, Any]]:
+    """Domain table t on the executors (:func:`spreadable`, too many rows for the driver):
+    its own levels' values (ranked there, their checks into ``spreads`` and ``checks``), then
+    its rows coded against every level's domain, and the nesting's check."""
+    nest = dplan.nestings[t]
+    own = [j for j, k in enumerate(nest.levels)
+           if dplan.columns[k].kind == "table" and dplan.columns[k].table == t]
+    sizes = rows.agg(*[F.count_distinct(F.col(f"w{j}")) for j in own]).collect()[0] \
+        if own else []
+    for j, size in zip(own, sizes, strict=True):
+        k = nest.levels[j]
+        spreads[k] = spread.Spread(rows.select(F.col(f"w{j}").alias("v"))
+                                   .where(F.col("v").isNotNull()), int(size), positional=False)
+        checks[k] = _spread_check(source.fields[k], int(size))
+    frames = [spreads[k].coded() if k in spreads else _local(spark, values[k])
+              for k in nest.levels]
+    first = checks[nest.levels[0]]
+    assert first is not None
+    return spread.of_nest(rows, frames, int(first["size"]))
 
 
 def _cast_lists(
@@ -324,6 +391,13 @@ def _column_check(
         "bad_examples": bad_examples,
         "dups": len(valid) - len(pc.unique(valid)),
     }
+
+
+def _local(spark: SparkSession, values: pa.Array | None) -> DataFrame:
+    """A domain held on the driver as a DataFrame ``(v, code)`` (:func:`.gather.local`)."""
+    assert values is not None
+    codes = pa.array(np.arange(len(values), dtype=np.int32))
+    return gather.local(spark, pa.table({"v": values, "code": codes}))
 
 
 def _spread_check(field: T.StructField, size: int) -> dict[str, Any]:

@@ -183,7 +183,7 @@ def _release(
         _LOG.warning("%s", unit_cap_text(request, *checked.unit_rows))
     secret, root = draw(checked, run.charged)
     lsq = least_squares(checked, secret)
-    allowed = {k: a for k in range(request.depth) if (a := values.allowed(k)) is not None}
+    allowed = {k: a for k in range(request.depth) if (a := values.allowed(k, cut)) is not None}
     levels = top_levels = Levels.build(sizes, plan, secret, allowed)
     cut_e = None
     below: dict[int, DataFrame] = {}  # least squares: the sums below the bands, pinned (held)

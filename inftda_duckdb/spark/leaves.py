@@ -144,13 +144,22 @@ a shuffled one for a domain on the executors: :mod:`.spread`),
     clean = F.col("flags").isNull()
     outside: Any = F.lit(0).cast("long")
     for t, nest in enumerate(domains.plan.nestings):
+        if t in domains.nested:  # on the executors: a shuffled join on the codes
+            frame, unlisted = _listed_codes(frame, clean, t, nest.levels,
+                                            domains.nest_frame(spark, t).hint("shuffle_hash"))
+            outside = outside.bitwiseOR(F.when(clean & unlisted, F.lit(1 << t))
+                                        .otherwise(F.lit(0)).cast("long"))
+            continue
         table = domains.nests[t]
         if table is None:  # one column on the executors: it lists every value of its domain
             continue
         table = table[:, (table >= 0).all(axis=0)]
         nest_sizes = [sizes[k] for k in nest.levels]
         if key_span(nest_sizes) >= MAX_KEY_SPAN:  # no BIGINT key: the codes, column by column
-            frame, unlisted = _listed_codes(spark, frame, clean, t, nest.levels, table)
+            listed = np.unique(table, axis=1) if table.size else table
+            frame, unlisted = _listed_codes(frame, clean, t, nest.levels, gather.local(
+                spark, pa.table({f"c{j}": pa.array(row.astype(np.int32))
+                                 for j, row in enumerate(listed)})))
             outside = outside.bitwiseOR(F.when(clean & unlisted, F.lit(1 << t))
                                         .otherwise(F.lit(0)).cast("long"))
             continue
@@ -181,15 +190,14 @@ a shuffled one for a domain on the executors: :mod:`.spread`),
     return frame.select(*columns)
 
 
-def _listed_codes(spark: SparkSession, frame: DataFrame, clean: Any, t: int,
-                  levels: tuple[int, ...], table: np.ndarray) -> tuple[DataFrame, Any]:
-    """Domain table t's listed combinations when their codes have no BIGINT mixed-radix key
-    (the product of its levels' sizes passes 2**62): a broadcast join on the code columns.
-    Returns the frame joined and the condition of a combination it does not list."""
-    listed = np.unique(table, axis=1) if table.size else table
-    columns = {f"a{t}_{j}": pa.array(row.astype(np.int32)) for j, row in enumerate(listed)}
-    columns[f"l{t}"] = pa.array(np.ones(listed.shape[1], bool))
-    keys = gather.local(spark, pa.table(columns))
+def _listed_codes(frame: DataFrame, clean: Any, t: int, levels: tuple[int, ...],
+                  listed: DataFrame) -> tuple[DataFrame, Any]:
+    """Domain table t's listed combinations (``listed``: distinct codes ``c0, c1, ...``)
+    joined on the code columns: when their codes have no BIGINT mixed-radix key (the product
+    of its levels' sizes passes 2**62), or the table is on the executors. Returns the frame
+    joined and the condition of a combination it does not list."""
+    keys = listed.select(*[F.col(f"c{j}").alias(f"a{t}_{j}") for j in range(len(levels))],
+                         F.lit(True).alias(f"l{t}"))
     on = clean
     for j, k in enumerate(levels):
         on = on & (F.col(f"c{k + 1}") == F.col(f"a{t}_{j}"))
@@ -221,10 +229,14 @@ def _literal_map(values: pa.Array, kind: T.DataType) -> Any:
 
 def _key(codes: list[str], sizes: list[int]) -> Any:
     """The mixed-radix key (BIGINT) of the code columns named ``codes``, as one expression."""
-    return F.expr(_key_sql(codes, sizes))
+    return F.expr(key_sql(codes, sizes))
 
 
-def _key_sql(codes: list[str], sizes: list[int]) -> str:
+def key_sql(codes: list[str], sizes: list[int]) -> str:
+    """The mixed-radix key (BIGINT) of the code columns named ``codes`` (SQL; ``0L`` for
+    none: the root's)."""
+    if not codes:
+        return "0L"
     key = f"CAST({codes[0]} AS BIGINT)"
     for c, size in zip(codes[1:], sizes[1:], strict=True):
         key = f"({key} * {int(size)}L + {c})"
@@ -242,7 +254,7 @@ def subtree(domains: Domains, cut: int) -> str:
         return "0L"
     if keyed(domains):
         return f"key div {key_span(domains.sizes[cut:])}L"
-    return _key_sql([f"k{j}" for j in range(1, cut + 1)], domains.sizes[:cut])
+    return key_sql([f"k{j}" for j in range(1, cut + 1)], domains.sizes[:cut])
 
 
 @dataclass(frozen=True)

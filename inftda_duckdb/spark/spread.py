@@ -19,10 +19,15 @@ The codes are the ones every engine gives (:mod:`inftda_duckdb.core.domains`):
   (one small job counts each partition). The ranked values are pinned (:mod:`.pins`) first, so
   that every use reads the same ranking.
 
-A level listed by a domain table together with other levels (a nesting), or whose declared list
-a domain table is checked against, stays on the driver (:mod:`.domains`, within
-``maxResultSize`` by :mod:`.gather`): the allowed children of a nested level are held by every
-task that releases it.
+A domain table that nests the first levels of the hierarchy (levels 1..m, in order) and lists
+more than :data:`DRIVER_VALUES` combinations stays on the executors too (:class:`Nested`): its
+levels' values are ranked there, its rows coded by joins and checked by aggregates; the allowed
+children of its levels above the cut come to the driver (at most the cut's cells), and those of
+the levels below travel with the subtrees, in the same shuffle as their leaves
+(:func:`inftda_duckdb.spark.descent.descend`): a subtree's key is its codes at the first levels,
+which the table lists. Any other nesting (not of the first levels, or with the estimator
+``'least_squares'``, which noises every allowed cell) comes to the driver (:mod:`.domains`,
+within ``maxResultSize`` by :mod:`.gather`), with the declared lists checked against a table.
 """
 
 from __future__ import annotations
@@ -149,3 +154,60 @@ def _ranked(values: DataFrame, size: int) -> tuple[DataFrame, DataFrame]:
     start = F.expr(f"map({', '.join(starts)})[p]") if starts else F.lit(0)
     code = (start + F.col("i") - F.shiftleft(F.col("p").cast("long"), 33)).cast("int")
     return pinned.select(v, code.alias("code")), pinned
+
+
+@dataclass(frozen=True)
+class Nested:
+    """A domain table that nests the first levels of the hierarchy (levels 1..m, in order) and
+    lists more than :data:`DRIVER_VALUES` combinations, on the executors: ``codes`` holds its
+    distinct rows coded, pinned (``c0..c{m-1}``, NULL for a value outside the level's domain;
+    ``t`` the row as text, for the checks' examples)."""
+
+    codes: DataFrame
+    width: int
+
+    def listed(self, width: int | None = None) -> DataFrame:
+        """The distinct valid combinations ``(c0, ..., c{width-1})`` (default: every level):
+        the allowed children of level ``width - 1`` under their parents' codes."""
+        names = [f"c{j}" for j in range(self.width)]
+        ok = F.lit(True)
+        for name in names:
+            ok = ok & F.col(name).isNotNull()
+        return self.codes.where(ok).select(*names[: width or self.width]).distinct()
+
+
+def of_nest(rows: DataFrame, frames: list[DataFrame], first_size: int
+            ) -> tuple[Nested, dict[str, Any]]:
+    """A nesting domain table on the executors from its distinct rows (``w{j}``, ``s{j}``: a
+    level's value converted to its type, and its text) and its levels' ``(v, code)`` frames:
+    the coded rows, pinned, and the check :func:`.domains.code_nest` computes on the driver
+    (defects, orphans of the first level (``first_size`` values), nodes per level), from one
+    aggregate, and one more job per kind of example when a check fails."""
+    width = len(frames)
+    coded = rows
+    for j, frame in enumerate(frames):
+        coded = coded.join(frame.select(F.col("v").alias(f"v{j}"), F.col("code").alias(f"c{j}")),
+                           F.col(f"w{j}") == F.col(f"v{j}"), "left")
+    text = F.concat_ws(", ", *[F.coalesce(F.col(f"s{j}"), F.lit("NULL")) for j in range(width)])
+    nested = Nested(pins.pin(coded.select(*[F.col(f"c{j}") for j in range(width)],
+                                          text.alias("t"))), width)
+    ok = F.lit(True)
+    for j in range(width):
+        ok = ok & F.col(f"c{j}").isNotNull()
+    found = nested.codes.agg(
+        F.count(F.when(~ok, F.lit(1))),
+        F.count_distinct(F.when(ok, F.col("c0"))),
+        *[F.count_distinct(F.when(ok, F.struct(*[F.col(f"c{i}") for i in range(j + 1)])))
+          for j in range(width)]).collect()[0]
+    defects, firsts, nodes = int(found[0]), int(found[1]), [int(x) for x in found[2:]]
+    defect_examples = [] if not defects else [
+        r[0] for r in nested.codes.where(~ok).select("t").orderBy("t").limit(EXAMPLES).collect()]
+    orphans = first_size - firsts
+    orphan_examples = [] if not orphans else [
+        r[0] for r in frames[0].join(nested.listed(1).select(F.col("c0").alias("code")), "code",
+                                     "left_anti")
+        .orderBy("code").select(F.col("v").cast("string")).limit(EXAMPLES).collect()]
+    check = {"defects": defects, "defect_examples": defect_examples, "orphans": orphans,
+             "orphan_examples": orphan_examples, "outside": 0, "outside_examples": [],
+             "nodes": nodes}
+    return nested, check

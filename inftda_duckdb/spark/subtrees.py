@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -36,7 +36,7 @@ from ..core import leastsquares
 from ..core.errors import InternalError
 from ..core.leastsquares import Arithmetic
 from ..core.topdown import release_below
-from ..core.tree import MAX_KEY_SPAN, Levels, Nodes, mixed_radix
+from ..core.tree import MAX_KEY_SPAN, Allowed, Levels, Nodes, mixed_radix
 
 CUT_CELLS = 1 << 13
 """At most this many cells at the cut level: the driver's share of a release (its memory, and
@@ -137,6 +137,7 @@ class SubtreeJob:
     chunk_cells: int = CHUNK_CELLS
     upto: int | None = None  # a band: release down to this level, output its nodes
     arith: Arithmetic | None = None  # estimator 'least_squares': nodes carry their ``e``
+    nested: tuple[int, ...] = ()  # levels whose allowed children come as rows (al, a0..)
 
     def __repr__(self) -> str:  # never print the keys
         return f"SubtreeJob(cut={self.cut}, names={self.names})"
@@ -191,6 +192,10 @@ class SubtreeJob:
         given = ~node & _flags(table.column("t").is_valid()) if "t" in table.column_names \
             else np.zeros(s.shape[0], bool)
         leaf = ~node & ~given  # a cut node's row has NULL key (k1..kd): read the leaves' rows
+        if self.nested:  # and the rows of allowed children
+            listed = _flags(table.column("al").is_valid())
+            levels = self._with_allowed(levels, table, listed)
+            leaf &= ~listed
         if self.keyed:  # mixed-radix keys of the leaves (t = d), or of a band's prefixes
             truth = integers(table.column("key"), leaf)
         else:
@@ -223,6 +228,20 @@ class SubtreeJob:
         for lo in range(0, keys.shape[0], OUT_ROWS):
             yield pa.RecordBatch.from_arrays([pa.array(c[lo: lo + OUT_ROWS])
                                               for c in columns.values()], names=list(columns))
+
+    def _with_allowed(self, levels: Levels, table: pa.Table, listed: np.ndarray) -> Levels:
+        """``levels`` with the allowed children of the :attr:`nested` levels that these
+        subtrees' rows carry: ``al`` the level, ``a0..a{al}`` the codes of the parent's levels
+        and of the child (a nesting of the first levels: the parent's keys are all its levels)."""
+        at = integers(table.column("al"), listed)
+        allowed = list(levels.allowed)
+        for k in self.nested:
+            rows = listed.copy()
+            rows[listed] = at == k
+            codes = np.stack([integers(table.column(f"a{j}"), rows).astype(np.int64)
+                              for j in range(k + 1)])
+            allowed[k] = Allowed(tuple(range(k)), codes)
+        return replace(levels, allowed=tuple(allowed))
 
     def _decoded(self, out: Nodes) -> Iterator[pa.RecordBatch]:
         """The released nodes as batches of :attr:`batch_rows` rows: with ``count``, or each

@@ -10,6 +10,7 @@ extra; without PySpark they are skipped (the modules call ``pytest.importorskip`
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -38,3 +39,37 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture()
+def driver_traffic(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
+    """The most rows any collection of a DataFrame brought to the driver (``toArrow``,
+    ``collect``, ``toPandas``) and the largest pickled ``mapInArrow`` function (what each task
+    of that stage receives), while the test runs."""
+    from pyspark import cloudpickle
+
+    seen = {"rows": 0, "job_bytes": 0}
+    cls = type(spark.range(1))
+
+    def watch(name: str, rows: Any) -> None:
+        original = getattr(cls, name)
+
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(self, *args, **kwargs)
+            seen["rows"] = max(seen["rows"], int(rows(out)))
+            return out
+
+        monkeypatch.setattr(cls, name, wrapper)
+
+    watch("toArrow", lambda t: t.num_rows)
+    watch("collect", len)
+    watch("toPandas", len)
+    map_in_arrow = cls.mapInArrow
+
+    def mapped(self: Any, function: Any, *args: Any, **kwargs: Any) -> Any:
+        size = len(cloudpickle.dumps(function, protocol=pickle.HIGHEST_PROTOCOL))
+        seen["job_bytes"] = max(seen["job_bytes"], size)
+        return map_in_arrow(self, function, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "mapInArrow", mapped)
+    yield seen

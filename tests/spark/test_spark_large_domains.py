@@ -7,8 +7,6 @@ equals DuckDB's."""
 
 from __future__ import annotations
 
-import pickle
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 
 pytest.importorskip("pyspark")
-
-from pyspark import cloudpickle
 
 from inftda_duckdb.core.errors import InputError
 from inftda_duckdb.duckdb import extension
@@ -63,38 +59,6 @@ def test_a_domain_of_200000_values_within_max_result_size_1m(spark: Any, declare
     got = sorted(tuple(r.values()) for r in pq.read_table(tmp_path / "out").to_pylist())
     con.close()
     assert got == sorted(tuple(r.values()) for r in duck.to_pylist())
-
-
-@pytest.fixture()
-def driver_traffic(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
-    """The most rows any collection of a DataFrame brought to the driver (``toArrow``,
-    ``collect``, ``toPandas``) and the largest pickled ``mapInArrow`` function (what each task
-    of that stage receives), while the test runs."""
-    seen = {"rows": 0, "job_bytes": 0}
-    cls = type(spark.range(1))
-
-    def watch(name: str, rows: Any) -> None:
-        original = getattr(cls, name)
-
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            out = original(self, *args, **kwargs)
-            seen["rows"] = max(seen["rows"], int(rows(out)))
-            return out
-
-        monkeypatch.setattr(cls, name, wrapper)
-
-    watch("toArrow", lambda t: t.num_rows)
-    watch("collect", len)
-    watch("toPandas", len)
-    map_in_arrow = cls.mapInArrow
-
-    def mapped(self: Any, function: Any, *args: Any, **kwargs: Any) -> Any:
-        size = len(cloudpickle.dumps(function, protocol=pickle.HIGHEST_PROTOCOL))
-        seen["job_bytes"] = max(seen["job_bytes"], size)
-        return map_in_arrow(self, function, *args, **kwargs)
-
-    monkeypatch.setattr(cls, "mapInArrow", mapped)
-    yield seen
 
 
 @pytest.mark.filterwarnings("ignore:domain_from_data read the domains")

@@ -92,6 +92,7 @@ def test_the_leaves_are_coded_flagged_and_nested_in_the_jvm(spark: Any) -> None:
         nests = (np.array([[0, 0, 1], [0, 1, 2]]),)
         plan = SimpleNamespace(nestings=[SimpleNamespace(levels=(0, 1))])
         sizes = (2, 3)
+        nested: frozenset[int] = frozenset()  # no domain table on the executors
         frame = Domains.frame
 
     raw = spark.createDataFrame(pa.table({
