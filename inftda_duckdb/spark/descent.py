@@ -38,7 +38,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..core.errors import bad_argument
 from ..core.leastsquares import Arithmetic
 from ..core.request import ReleaseRequest
 from ..core.tree import Levels, Nodes, mixed_radix
@@ -69,20 +68,18 @@ class Layout:
 
 
 def layout(spark: SparkSession, sizes: Sequence[int], cut: int, root: int,
-           partitions: int | None) -> Layout:
+           partitions: int | None, share: int | None = None) -> Layout:
     """The layout of a release whose root was released as ``root`` (public): the leaves are at
     most ``min(root, prod(sizes))``; one partition per :data:`ROWS_PER_PARTITION` of them (at
     least the default parallelism) unless ``partitions`` is given. Estimator
     ``'least_squares'`` noises every public leaf, whatever the data: ``root`` is their number
-    (public), and the layout is known before the root is released."""
+    (public), and the layout is known before the root is released. ``share``: the setting
+    :data:`SHARE_SETTING`, read before the charge (:func:`.sessions.positive_setting`)."""
     bound = max(1, min(int(root), math.prod(int(s) for s in sizes)))
     if partitions is None:
         partitions = max(parallelism(spark), -(-bound // ROWS_PER_PARTITION))
-    text = spark.conf.get(SHARE_SETTING, None)
-    if text is not None and (not text.strip().isdigit() or int(text) < 1):
-        raise bad_argument(SHARE_SETTING, text, "must be a positive integer",
-                           f"unset it, or spark.conf.set('{SHARE_SETTING}', '65536')")
-    share = int(text) if text is not None else max(TASK_LEAVES, -(-bound // partitions))
+    if share is None:
+        share = max(TASK_LEAVES, -(-bound // partitions))
     bands = plan_bands(sizes, cut, share)
     return Layout(bands, partitions, share)
 

@@ -144,7 +144,8 @@ def _release(
     domain_tables = options.pop("domain_tables", None)
     spark, request, src, tables = _prepare(session, source, columns, source_name, domain_tables,
                                            options)
-    chunk = _chunk_cells(spark)
+    chunk = sessions.positive_setting(spark, CHUNK_SETTING, CHUNK_CELLS) or CHUNK_CELLS
+    share = sessions.positive_setting(spark, descent.SHARE_SETTING, descent.TASK_LEAVES)
     book = charges.ledger_of(ledger)
     dplan, frames = dom.plan(request, src, tables)  # refuses a domain table of private data
     sid = charges.source_of(spark, source, source_name, frames)
@@ -190,7 +191,7 @@ def _release(
     held: list[DataFrame] = []
     if lsq is not None:  # every cell noised, estimated: the sums below the cut, then the top
         # its bands from public sizes alone (every public leaf is noised: nodes[-1] bound them)
-        shape = descent.layout(spark, sizes, cut, nodes[-1], partitions)
+        shape = descent.layout(spark, sizes, cut, nodes[-1], partitions, share)
         at_cut, below, held = estimates.sums(spark, levels, shape.bands, lsq.arith, chunk,
                                              shape.partitions)
         top_levels, root, codes, e = lsq.top(levels, cut, *at_cut)
@@ -203,7 +204,7 @@ def _release(
         keys = mixed_radix(codes, sizes[:cut], np.int64)
         cut_e = e[np.searchsorted(keys, mixed_radix(cut_nodes.codes, sizes[:cut], np.int64))]
     else:
-        shape = descent.layout(spark, sizes, cut, root, partitions)
+        shape = descent.layout(spark, sizes, cut, root, partitions, share)
     result = descent.descend(spark, request, values, leaves, cut_nodes, levels, shape, chunk,
                              src.fields, arith=None if lsq is None else lsq.arith, cut_e=cut_e,
                              sums=below)
@@ -217,16 +218,6 @@ def _release(
 CHUNK_SETTING = "inftda.spark.chunkCells"
 """A Spark setting (``spark.conf.set``) for the cells an executor releases at once (default
 :data:`.subtrees.CHUNK_CELLS`): smaller chunks, less memory, more calls."""
-
-
-def _chunk_cells(spark: SparkSession) -> int:
-    text = spark.conf.get(CHUNK_SETTING, None)
-    if text is None:
-        return CHUNK_CELLS
-    if not text.strip().isdigit() or int(text) < 1:
-        raise bad_argument(CHUNK_SETTING, text, "must be a positive integer",
-                           f"unset it, or spark.conf.set('{CHUNK_SETTING}', '1048576')")
-    return int(text)
 
 
 def _prepare(

@@ -13,7 +13,22 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
+from ..core.errors import bad_argument
+
 _LOCAL_CORES = re.compile(r"\s*local\[(\d+)(,\s*\d+)?\]\s*", re.IGNORECASE)
+
+
+def positive_setting(spark: Any, key: str, example: int) -> int | None:
+    """A release's own Spark setting (``spark.conf.set(key, ...)``) that must be a positive
+    integer: None when unset. Read before anything is charged, so a bad value changes
+    nothing."""
+    text = spark.conf.get(key, None)
+    if text is None:
+        return None
+    if not text.strip().isdigit() or int(text) < 1:
+        raise bad_argument(key, text, "must be a positive integer",
+                           f"unset it, or spark.conf.set('{key}', '{example}')")
+    return int(text)
 
 
 def is_connect(spark: Any) -> bool:

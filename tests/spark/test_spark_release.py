@@ -494,3 +494,19 @@ def test_the_budget_is_refused_before_any_job_reads_the_data(
     assert "outside" not in str(on_spark.value) and not jobs
     assert book.rows().num_rows == 0  # nothing charged on either engine
     duck.close()
+
+
+@pytest.mark.parametrize("setting", ["inftda.spark.taskLeaves", "inftda.spark.chunkCells"])
+def test_a_bad_spark_setting_is_refused_before_the_charge(spark: Any, ledger: Any,
+                                                           setting: str) -> None:
+    """Both settings are read before the budget is charged (a task's share was read only when
+    the levels below the cut were laid out, after the charge)."""
+    spark.conf.set(setting, "lots")
+    try:
+        with pytest.raises(InputError, match=rf"{setting} must be a positive integer; got "
+                                             r"'lots'\. Fix: unset it, or spark\.conf\.set"):
+            release(spark.createDataFrame(trips_table()), COLUMNS, rho=1, domains=DOMAINS,
+                    ledger=ledger, source_name="trips")
+    finally:
+        spark.conf.unset(setting)
+    assert charges(ledger) == []
