@@ -50,14 +50,20 @@ def people(geo: pa.Table, n: int = 4000) -> pa.Table:
                      "hour": pa.array(rng.integers(0, 24, n), pa.int32())})
 
 
-def duckdb_release(data: pa.Table, geo: pa.Table, **options: Any
-                   ) -> tuple[duckdb.DuckDBPyConnection, list[tuple]]:
+def duckdb_with(data: pa.Table, geo: pa.Table) -> duckdb.DuckDBPyConnection:
+    """A connection holding ``data`` and the domain table ``geo``."""
     con = duckdb.connect()
     extension.load(con)
     for name, table in (("data", data), ("geo", geo)):
         con.register("arrow", table)
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM arrow")
         con.unregister("arrow")
+    return con
+
+
+def duckdb_release(data: pa.Table, geo: pa.Table, **options: Any
+                   ) -> tuple[duckdb.DuckDBPyConnection, list[tuple]]:
+    con = duckdb_with(data, geo)
     out = extension.release(con, "data", COLUMNS, rho=2, seed=17, domain_tables=["geo"],
                             **options)
     return con, sorted(tuple(r.values()) for r in out.to_pylist())
@@ -109,12 +115,7 @@ def test_checks_of_a_large_nesting_say_what_duckdb_says(spark: Any, case: str, m
             0, "state", pa.array(state))
     else:  # a declared state the table does not list
         options["domains"]["state"] = [f"s{s:02d}" for s in range(51)]
-    con = duckdb.connect()
-    extension.load(con)
-    for name, table in (("data", data), ("geo", geo)):
-        con.register("arrow", table)
-        con.execute(f"CREATE TABLE {name} AS SELECT * FROM arrow")
-        con.unregister("arrow")
+    con = duckdb_with(data, geo)
     with pytest.raises(InputError) as duck:
         extension.release(con, "data", COLUMNS, rho=1, domain_tables=["geo"], **options)
     with pytest.raises(InputError) as sparked:
