@@ -172,7 +172,7 @@ def _decoded(spark: SparkSession, values: dom.Domains, released: DataFrame,
 def _nested(values: dom.Domains, b: int, e: int) -> tuple[int, ...]:
     """The levels released below level ``b`` down to ``e`` whose allowed children travel as
     rows (a nesting domain table on the executors, :mod:`.spread`)."""
-    return tuple(k for k in range(b, e) if values.spread_nested(k) is not None)
+    return tuple(k for k in range(b, e) if values.spread_nested(k))
 
 
 def _allowed_rows(values: dom.Domains, b: int, e: int) -> DataFrame | None:

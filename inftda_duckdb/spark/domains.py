@@ -48,8 +48,7 @@ from ..core.request import Labels, ReleaseRequest
 from ..core.tree import Allowed
 from . import gather, spread
 from .ledger import datasets
-
-EXAMPLES = 5  #: values quoted in an error message, as in DuckDB's checks
+from .spread import EXAMPLES
 
 
 def col(name: str) -> Any:
@@ -102,13 +101,11 @@ class Domains:
         return [*(frame for s in self.spreads.values() for frame in s.pinned()),
                 *(n.codes for n in self.nested.values())]
 
-    def spread_nested(self, level: int) -> int | None:
-        """For a level that a nesting on the executors nests under the levels above it: its
-        position in the nesting (its allowed children are ``nested[t].listed(j + 1)``)."""
+    def spread_nested(self, level: int) -> bool:
+        """Whether a nesting on the executors nests ``level`` under the levels above it (its
+        allowed children: :meth:`nested_rows`)."""
         found = self.plan.nested_parent(level)
-        if found is None or found[0] not in self.nested:
-            return None
-        return self.plan.nestings[found[0]].levels.index(level)
+        return found is not None and found[0] in self.nested
 
     def nested_rows(self, level: int) -> DataFrame:
         """The allowed children of a :meth:`spread_nested` level: codes ``c0..c{level}``."""

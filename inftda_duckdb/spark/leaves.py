@@ -35,7 +35,8 @@ from ..core import units
 from ..core.request import ReleaseRequest
 from ..core.tree import MAX_KEY_SPAN
 from . import gather
-from .domains import EXAMPLES, Domains, Source, col, key_span
+from .domains import Domains, Source, col, key_span
+from .spread import EXAMPLES
 
 
 def raw_leaves(request: ReleaseRequest, source: Source) -> DataFrame:

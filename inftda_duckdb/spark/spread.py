@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -49,6 +49,7 @@ from .sessions import parallelism
 DRIVER_VALUES = 1 << 16
 """A domain of more values stays on the executors (public sizes decide)."""
 EXAMPLES = 5
+"""Values quoted in an error message, as in DuckDB's checks (every Spark domain check)."""
 _LONG = 1 << 62  # a range whose ends pass this is generated from its labels' text instead
 
 
@@ -170,10 +171,8 @@ class Nested:
         """The distinct valid combinations ``(c0, ..., c{width-1})`` (default: every level):
         the allowed children of level ``width - 1`` under their parents' codes."""
         names = [f"c{j}" for j in range(self.width)]
-        ok = F.lit(True)
-        for name in names:
-            ok = ok & F.col(name).isNotNull()
-        return self.codes.where(ok).select(*names[: width or self.width]).distinct()
+        return self.codes.where(_all_coded(self.width)).select(
+            *names[: width or self.width]).distinct()
 
 
 def of_nest(rows: DataFrame, frames: list[DataFrame], first_size: int
@@ -191,9 +190,7 @@ def of_nest(rows: DataFrame, frames: list[DataFrame], first_size: int
     text = F.concat_ws(", ", *[F.coalesce(F.col(f"s{j}"), F.lit("NULL")) for j in range(width)])
     nested = Nested(pins.pin(coded.select(*[F.col(f"c{j}") for j in range(width)],
                                           text.alias("t"))), width)
-    ok = F.lit(True)
-    for j in range(width):
-        ok = ok & F.col(f"c{j}").isNotNull()
+    ok = _all_coded(width)
     found = nested.codes.agg(
         F.count(F.when(~ok, F.lit(1))),
         F.count_distinct(F.when(ok, F.col("c0"))),
@@ -211,3 +208,11 @@ def of_nest(rows: DataFrame, frames: list[DataFrame], first_size: int
              "orphan_examples": orphan_examples, "outside": 0, "outside_examples": [],
              "nodes": nodes}
     return nested, check
+
+
+def _all_coded(width: int) -> Column:
+    """A coded row of a nesting whose every level's value is in its domain (codes ``c0..``)."""
+    ok: Column = F.lit(True)
+    for j in range(width):
+        ok = ok & F.col(f"c{j}").isNotNull()
+    return ok
