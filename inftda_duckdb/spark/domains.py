@@ -246,7 +246,7 @@ def resolve(
             k = nest.levels[0]
             spreads[k], defects, examples = spread.of_table(
                 rows.select(F.col("w0").alias("w"), F.col("s0").alias("s")).distinct())
-            checks[k] = _spread_check(source.fields[k], spreads[k].size)
+            checks[k] = spread.column_check(source.fields[k].dataType, spreads[k].size)
             spread_nests[t] = {
                 "defects": defects, "defect_examples": examples, "orphans": 0,
                 "orphan_examples": [], "outside": 0, "outside_examples": [],
@@ -263,7 +263,7 @@ def resolve(
             if found is None:
                 spreads[k] = spread.of_values(data.select(col(f"r{k + 1}").alias("v"))
                                               .distinct())
-                checks[k] = _spread_check(source.fields[k], spreads[k].size)
+                checks[k] = spread.column_check(source.fields[k].dataType, spreads[k].size)
                 continue
             values[k] = _sorted_distinct(found.column(0))
             checks[k] = _column_check(source.fields[k], values[k], 0, [])
@@ -314,7 +314,7 @@ def _spread_nest(
         k = nest.levels[j]
         spreads[k] = spread.Spread(rows.select(F.col(f"w{j}").alias("v"))
                                    .where(F.col("v").isNotNull()), int(size), positional=False)
-        checks[k] = _spread_check(source.fields[k], int(size))
+        checks[k] = spread.column_check(source.fields[k].dataType, int(size))
     frames = [spreads[k].coded() if k in spreads else _local(spark, values[k])
               for k in nest.levels]
     first = checks[nest.levels[0]]
@@ -379,15 +379,10 @@ def _cast_in_spark(
 def _column_check(
     field: T.StructField, values: pa.Array, bad: int, bad_examples: list[str]
 ) -> dict[str, Any]:
-    """One level's domain check, as DuckDB's ``@column_check`` computes it."""
+    """One level's domain check (:func:`.spread.column_check`) of values on the driver."""
     valid = values.drop_null()
-    return {
-        "type": field.dataType.simpleString().upper(),
-        "size": len(valid),
-        "bad": bad,
-        "bad_examples": bad_examples,
-        "dups": len(valid) - len(pc.unique(valid)),
-    }
+    return spread.column_check(field.dataType, len(valid), bad, bad_examples,
+                               len(valid) - len(pc.unique(valid)))
 
 
 def _local(spark: SparkSession, values: pa.Array | None) -> DataFrame:
@@ -395,12 +390,6 @@ def _local(spark: SparkSession, values: pa.Array | None) -> DataFrame:
     assert values is not None
     codes = pa.array(np.arange(len(values), dtype=np.int32))
     return gather.local(spark, pa.table({"v": values, "code": codes}))
-
-
-def _spread_check(field: T.StructField, size: int) -> dict[str, Any]:
-    """The check of distinct values on the executors (a table's or the data's)."""
-    return {"type": field.dataType.simpleString().upper(), "size": size, "bad": 0,
-            "bad_examples": [], "dups": 0}
 
 
 def _sorted_distinct(values: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -77,6 +77,15 @@ class Spread:
         return [pinned for _, pinned in self._ranked]
 
 
+def column_check(kind: T.DataType, size: int, bad: int = 0,
+                 bad_examples: list[str] | None = None, dups: int = 0) -> dict[str, Any]:
+    """One level's domain check, as DuckDB's ``@column_check`` reports it (every Spark domain,
+    on the driver or the executors): ``size`` valid values, ``bad`` labels that do not convert
+    (the first ``bad_examples``), ``dups`` values that repeat after the conversion."""
+    return {"type": kind.simpleString().upper(), "size": size, "bad": bad,
+            "bad_examples": bad_examples or [], "dups": dups}
+
+
 def of_list(spark: SparkSession, labels: Labels, kind: T.DataType
             ) -> tuple[Spread, dict[str, Any]]:
     """A declared list on the executors, and its check (``size``, ``bad``, ``bad_examples``,
@@ -98,8 +107,7 @@ def of_list(spark: SparkSession, labels: Labels, kind: T.DataType
     examples = [] if not bad else [
         r[0] for r in frame.where(F.col("v").isNull()).orderBy("code").select("l")
         .limit(EXAMPLES).collect()]
-    check = {"type": kind.simpleString().upper(), "size": int(valid), "bad": bad,
-             "bad_examples": examples, "dups": int(valid) - int(distinct)}
+    check = column_check(kind, int(valid), bad, examples, int(valid) - int(distinct))
     return Spread(frame.select("v", "code"), int(valid), positional=True), check
 
 
